@@ -1,0 +1,183 @@
+"""Job configuration: frozen, keyword-only, validated when built.
+
+A configuration that cannot be safe is refused here, when the job is defined (at
+import time of the handler module), not at 3 a.m. when two runs meet.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+
+from .errors import ConfigError
+
+__all__ = ["JOB_NAME_PATTERN", "JobConfig", "OverlapPolicy", "validate_job_name"]
+
+#: Job names become part of DynamoDB keys (``JOB#<name>``) and SQS group ids, so the
+#: key delimiter ``#`` and anything outside this set is refused.
+JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class OverlapPolicy(StrEnum):
+    """What a trigger does when the job's lease is held by another run."""
+
+    SKIP = "SKIP"
+    """Record a skipped run naming the holder, and exit. For jobs whose next tick can
+    safely cover the work (a sync that always reads "changed since checkpoint")."""
+
+    QUEUE = "QUEUE"
+    """Become one pending run (an SQS FIFO message, group = job). Pending runs start one
+    at a time, in trigger order, after the active run. Past ``max_queued`` pending
+    triggers, a trigger is recorded as dropped. For jobs where every trigger is a
+    distinct request or time window (one export per period)."""
+
+    COALESCE = "COALESCE"
+    """Any number of triggers during an active run produce exactly one follow-up run,
+    started soon after the active run ends (or once its lease expires, if it crashed).
+    For refresh-style jobs where the goal is current data, not one run per trigger."""
+
+    REPLACE = "REPLACE"
+    """Take the lease with a higher fence; the old run notices at its next heartbeat or
+    write and stops. For jobs where only the newest request matters."""
+
+
+def validate_job_name(name: object, *, field_name: str = "name") -> str:
+    """Return ``name`` if it is a valid job name, else raise :class:`ConfigError`."""
+    if not isinstance(name, str) or not JOB_NAME_PATTERN.fullmatch(name):
+        raise ConfigError(
+            field_name,
+            f"job name {name!r} must be 1-64 characters of letters, digits, '_', '.', '-' "
+            "and start with a letter or digit ('#' is the key delimiter)",
+        )
+    return name
+
+
+def _positive(field_name: str, value: object) -> timedelta:
+    if not isinstance(value, timedelta):
+        raise ConfigError(field_name, f"must be a datetime.timedelta, got {type(value).__name__}")
+    if value <= timedelta(0):
+        raise ConfigError(field_name, f"must be positive, got {value}")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobConfig:
+    """How one job is guarded.
+
+    Example:
+        >>> from datetime import timedelta
+        >>> JobConfig(name="crm-sync", policy=OverlapPolicy.COALESCE,
+        ...           lease=timedelta(minutes=5)).heartbeat
+        datetime.timedelta(seconds=100)
+    """
+
+    name: str
+    """Job name; one lease per job. Letters, digits, ``_``, ``.``, ``-``."""
+
+    policy: OverlapPolicy = OverlapPolicy.SKIP
+    """What a second trigger does while a run is active."""
+
+    lease: timedelta = timedelta(minutes=5)
+    """How long a lease lasts without renewal. Longer than a heartbeat interval times
+    two, short enough that a crashed worker's job becomes eligible again soon."""
+
+    heartbeat_every: timedelta | None = None
+    """How often the background heartbeat renews the lease. Defaults to lease / 3."""
+
+    skew_margin: timedelta = timedelta(seconds=5)
+    """Clock skew tolerated between workers. An expired lease is taken over only once it
+    has been expired for longer than this; a worker stops this long before its lease
+    ends by its own monotonic clock."""
+
+    stale_after: timedelta = timedelta(hours=1)
+    """A tick delivered longer than this after its scheduled time is recorded as
+    ``stale`` and not run (a retry long after the fact)."""
+
+    dedup_window: timedelta = timedelta(hours=2)
+    """How long a decided trigger is remembered on the lease row, so that a duplicate
+    delivery is recognised. At least ``stale_after`` (older ticks are stale anyway) and
+    at least the trigger queue's redelivery window."""
+
+    max_queued: int = 10
+    """``QUEUE`` only: the bound on pending triggers; past it a trigger is dropped."""
+
+    record_ttl: timedelta = timedelta(days=30)
+    """How long finished run records are kept (DynamoDB TTL)."""
+
+    table_name: str | None = None
+    """DynamoDB table. Defaults to the ``JOBGUARD_TABLE`` environment variable."""
+
+    trigger_queue_url: str | None = None
+    """SQS FIFO trigger queue (``QUEUE``/``COALESCE``). Defaults to
+    ``JOBGUARD_TRIGGER_QUEUE_URL``."""
+
+    tracing: bool = False
+    """Trace runs with the Powertools Tracer (imports the X-Ray SDK lazily)."""
+
+    _heartbeat: timedelta = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        validate_job_name(self.name)
+        if not isinstance(self.policy, OverlapPolicy):
+            try:
+                object.__setattr__(self, "policy", OverlapPolicy(str(self.policy).upper()))
+            except ValueError:
+                names = ", ".join(p.value for p in OverlapPolicy)
+                raise ConfigError(
+                    "policy", f"unknown policy {self.policy!r}; one of {names}"
+                ) from None
+        lease = _positive("lease", self.lease)
+        heartbeat = (
+            lease / 3
+            if self.heartbeat_every is None
+            else _positive("heartbeat_every", self.heartbeat_every)
+        )
+        if lease <= 2 * heartbeat:
+            raise ConfigError(
+                "heartbeat_every",
+                f"lease ({lease}) must be longer than two heartbeats (2 x {heartbeat}): one "
+                "lost renewal must not lose the lease",
+            )
+        skew = self.skew_margin
+        if not isinstance(skew, timedelta) or skew < timedelta(0):
+            raise ConfigError("skew_margin", "must be a non-negative datetime.timedelta")
+        if skew >= lease - heartbeat:
+            raise ConfigError(
+                "skew_margin",
+                f"must be shorter than lease - heartbeat ({lease - heartbeat}); otherwise "
+                "the worker's local deadline passes before its next renewal",
+            )
+        stale = _positive("stale_after", self.stale_after)
+        window = _positive("dedup_window", self.dedup_window)
+        if window < stale:
+            raise ConfigError(
+                "dedup_window",
+                f"must be at least stale_after ({stale}): a duplicate delivery younger than "
+                "stale_after would otherwise run again",
+            )
+        if (
+            not isinstance(self.max_queued, int)
+            or isinstance(self.max_queued, bool)
+            or self.max_queued < 1
+        ):
+            raise ConfigError("max_queued", f"must be an integer >= 1, got {self.max_queued!r}")
+        ttl = _positive("record_ttl", self.record_ttl)
+        if ttl < window:
+            raise ConfigError("record_ttl", f"must be at least dedup_window ({window})")
+        for name in ("table_name", "trigger_queue_url"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(name, "must be a non-empty string when given")
+        object.__setattr__(self, "_heartbeat", heartbeat)
+
+    @property
+    def heartbeat(self) -> timedelta:
+        """The effective heartbeat interval."""
+        return self._heartbeat
+
+    @property
+    def needs_queue(self) -> bool:
+        """Whether this policy uses the job's SQS FIFO trigger queue."""
+        return self.policy in (OverlapPolicy.QUEUE, OverlapPolicy.COALESCE)

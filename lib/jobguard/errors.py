@@ -1,0 +1,78 @@
+"""Exceptions: one root, specific subclasses that carry their context as attributes.
+
+Busy is not an error: a trigger that finds the lease held gets a result
+(:class:`jobguard.Outcome`), never an exception. Faults raise.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "InvalidTriggerError",
+    "JobGuardError",
+    "LeaseLostError",
+    "StoreError",
+]
+
+
+class JobGuardError(Exception):
+    """Root of every exception jobguard raises."""
+
+
+class ConfigError(JobGuardError, ValueError):
+    """A job definition or environment variable that cannot be safe.
+
+    Attributes:
+        field: the offending field, e.g. ``"heartbeat_every"`` or ``"JOBGUARD_TABLE"``.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class InvalidTriggerError(JobGuardError, ValueError):
+    """An event that is not a trigger this job accepts. Nothing was written.
+
+    Attributes:
+        field: the offending field of the event, e.g. ``"scheduled_at"``.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class LeaseLostError(JobGuardError):
+    """The run no longer holds its job's lease and must commit nothing more.
+
+    Raised by :meth:`jobguard.Run.ensure_lease` once a renewal failed, the lease was
+    taken over (a higher fence exists), or the local deadline passed.
+
+    Attributes:
+        job: the job name.
+        run_id: the run that lost the lease.
+        fence: the fence this run held.
+        reason: why the lease is considered lost.
+    """
+
+    def __init__(self, job: str, run_id: str, fence: int, reason: str) -> None:
+        self.job = job
+        self.run_id = run_id
+        self.fence = fence
+        self.reason = reason
+        super().__init__(f"job {job!r}: run {run_id} (fence {fence}) lost its lease: {reason}")
+
+
+class StoreError(JobGuardError):
+    """A storage backend failed in a way jobguard could not resolve.
+
+    Attributes:
+        operation: the storage operation, e.g. ``"acquire"``.
+        job: the job name.
+    """
+
+    def __init__(self, operation: str, job: str, message: str) -> None:
+        self.operation = operation
+        self.job = job
+        super().__init__(f"{operation} for job {job!r}: {message}")

@@ -1,0 +1,544 @@
+"""The guard: what a trigger does, and the run it may start.
+
+``guarded`` is a thin decorator over :class:`GuardedJob`, whose :meth:`GuardedJob.handle`
+takes one trigger through: stale check, one conditional write to acquire the lease, and
+either the run (heartbeat, handler, release + run record in one transaction) or the
+decision the job's policy asks for (recorded in one transaction).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .clock import Clock, SystemClock, to_ms
+from .config import JobConfig, OverlapPolicy
+from .errors import ConfigError, JobGuardError, LeaseLostError, StoreError
+from .hooks import fire
+from .ids import new_run_id
+from .lease import Busy, LeaseState, Mark, Next, TriggerMark, classify, prunable
+from .records import Decision, Outcome, RunRecord, RunStatus
+from .run import Heartbeat, Run, _reset_current, _set_current
+from .triggers import (
+    Trigger,
+    TriggerKind,
+    follow_up_trigger_id,
+    format_instant,
+    parse_event,
+    parse_queue_message,
+)
+
+__all__ = ["GuardedJob", "guarded"]
+
+Handler = Callable[[Any, Any], Any]
+F = TypeVar("F", bound=Handler)
+
+_MAX_ATTEMPTS = 8
+_ERROR_CHARS = 1000
+
+_DECISION_OF = {
+    Next.SKIP: Decision.SKIPPED,
+    Next.QUEUE: Decision.QUEUED,
+    Next.DROP: Decision.DROPPED,
+    Next.COALESCE: Decision.COALESCED,
+    Next.ABSORBED: Decision.COALESCED,
+    Next.PAUSED: Decision.PAUSED,
+    Next.DUPLICATE: Decision.DUPLICATE,
+}
+_METRIC_OF = {
+    Decision.SKIPPED: "TriggersSkipped",
+    Decision.QUEUED: "TriggersQueued",
+    Decision.COALESCED: "TriggersCoalesced",
+    Decision.DROPPED: "TriggersDropped",
+    Decision.STALE: "TriggersStale",
+    Decision.PAUSED: "TriggersPaused",
+    Decision.DUPLICATE: "TriggersDuplicate",
+}
+
+
+class _Deferred(JobGuardError):
+    """A queued trigger or follow-up found the lease held; it waits on the queue."""
+
+    def __init__(self, state: LeaseState) -> None:
+        self.state = state
+        super().__init__(f"job {state.job!r} is held by run {state.run_id}")
+
+
+def _default_owner() -> str:
+    function = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or socket.gethostname()
+    instance = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or f"pid-{os.getpid()}"
+    return f"{function}/{instance}"
+
+
+def _client_config() -> Any:
+    from botocore.config import Config
+
+    # Short timeouts: a lease operation that hangs is worse than one that fails fast
+    # and is resolved by the heartbeat's consistent read.
+    return Config(
+        retries={"mode": "standard", "max_attempts": 3},
+        connect_timeout=2,
+        read_timeout=5,
+    )
+
+
+@dataclass
+class _Runtime:
+    store: Any
+    queue: Any | None
+    telemetry: Any
+
+
+class GuardedJob:
+    """A Lambda handler guarded by a job's run policy and fenced lease.
+
+    Use :func:`guarded` to build one; construct it directly to inject a store, a queue
+    or a clock (tests, the local runner).
+
+    Example:
+        >>> job = GuardedJob(JobConfig(name="crm-sync"), lambda event, context: "done")
+        >>> job({"job": "crm-sync", "scheduled_at": "2026-11-29T07:35:00Z"}, None)
+        ... # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        config: JobConfig,
+        handler: Handler,
+        *,
+        store: Any = None,
+        queue: Any = None,
+        clock: Clock | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.config = config
+        self.handler = handler
+        self.clock: Clock = clock or SystemClock()
+        self.owner = owner or _default_owner()
+        self._store = store
+        self._queue = queue
+        self._runtime: _Runtime | None = None
+        self._lease_ms = int(config.lease.total_seconds() * 1000)
+        self._skew_ms = int(config.skew_margin.total_seconds() * 1000)
+        functools.update_wrapper(self, handler)
+
+    # -- wiring (once per container, at first invocation) ------------------------------
+
+    def runtime(self) -> _Runtime:
+        """Clients and store, built on first use from the config and the environment."""
+        if self._runtime is None:
+            from .observability import JobTelemetry
+
+            store, queue = self._store, self._queue
+            if store is None:
+                import boto3
+
+                from .dynamodb import DynamoJobStore
+
+                table = self.config.table_name or os.environ.get("JOBGUARD_TABLE")
+                if not table:
+                    raise ConfigError(
+                        "JOBGUARD_TABLE", "no table: set JOBGUARD_TABLE or JobConfig.table_name"
+                    )
+                store = DynamoJobStore(
+                    table, client=boto3.client("dynamodb", config=_client_config())
+                )
+            if queue is None and self.config.needs_queue:
+                import boto3
+
+                from .triggerqueue import TriggerQueue
+
+                url = self.config.trigger_queue_url or os.environ.get(
+                    "JOBGUARD_TRIGGER_QUEUE_URL"
+                )
+                if not url:
+                    raise ConfigError(
+                        "JOBGUARD_TRIGGER_QUEUE_URL",
+                        f"policy {self.config.policy.value} needs the job's SQS FIFO trigger "
+                        "queue: set JOBGUARD_TRIGGER_QUEUE_URL or JobConfig.trigger_queue_url",
+                    )
+                if not url.endswith(".fifo"):
+                    raise ConfigError(
+                        "JOBGUARD_TRIGGER_QUEUE_URL", f"must be a FIFO queue (.fifo): {url}"
+                    )
+                queue = TriggerQueue(url, client=boto3.client("sqs", config=_client_config()))
+            self._runtime = _Runtime(store=store, queue=queue, telemetry=JobTelemetry(
+                self.config.name))
+        return self._runtime
+
+    # -- entry point ---------------------------------------------------------------------
+
+    def __call__(self, event: Any, context: Any) -> Any:
+        if isinstance(event, dict) and isinstance(event.get("Records"), list):
+            return self._handle_sqs(event, context)
+        trigger = parse_event(
+            event,
+            job=self.config.name,
+            policy=self.config.policy,
+            request_id=getattr(context, "aws_request_id", None),
+        )
+        runtime = self.runtime()
+        try:
+            return self.handle(trigger, event, context)
+        finally:
+            runtime.telemetry.flush()
+
+    def handle(self, trigger: Trigger, event: Any, context: Any) -> Any:
+        """Take one parsed trigger through its decision; run the handler if it wins.
+
+        Returns the handler's result when it ran, else the decision as a dict
+        (:meth:`jobguard.Outcome.as_dict`).
+        """
+        rt = self.runtime()
+        config = self.config
+        now = self.clock.now()
+        now_ms = to_ms(now)
+        run_id = new_run_id(now_ms)
+        if (
+            trigger.scheduled_at is not None
+            and not trigger.is_from_queue
+            and now - trigger.scheduled_at > config.stale_after
+        ):
+            age = now - trigger.scheduled_at
+            record = self._decision_record(
+                trigger, run_id, Decision.STALE, None, now_ms,
+                detail=f"delivered {age} after its scheduled time "
+                f"(stale_after {config.stale_after})",
+            )
+            rt.store.put_run(record, self._ttl(now_ms))
+            return self._outcome(record)
+
+        for _ in range(_MAX_ATTEMPTS):
+            rt.telemetry.count("LeaseAcquireAttempts")
+            acquired_mono = self.clock.monotonic()
+            result = rt.store.acquire(
+                trigger,
+                run_id=run_id,
+                owner=self.owner,
+                policy=config.policy.value,
+                now_ms=now_ms,
+                lease_ms=self._lease_ms,
+                skew_ms=self._skew_ms,
+                replace=config.policy is OverlapPolicy.REPLACE,
+                respect_queue=(
+                    config.policy is OverlapPolicy.QUEUE and not trigger.is_from_queue
+                ),
+                absorb_follow_up=config.policy is OverlapPolicy.COALESCE,
+            )
+            if not isinstance(result, Busy):
+                return self._run(trigger, run_id, result.fence, result.previous, now_ms,
+                                 acquired_mono, event, context)
+            state: LeaseState = result.state
+            fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
+            step = classify(state, trigger, config, now_ms)
+            if step is Next.DEFER:
+                raise _Deferred(state)
+            if step is not Next.RETRY:
+                outcome = self._decide(trigger, step, state, run_id, now_ms, event)
+                if outcome is not None:
+                    return outcome
+            now = self.clock.now()
+            now_ms = to_ms(now)
+        raise StoreError("acquire", config.name, f"no stable decision after {_MAX_ATTEMPTS} tries")
+
+    # -- decisions -----------------------------------------------------------------------
+
+    def _decide(
+        self, trigger: Trigger, step: Next, state: LeaseState, run_id: str, now_ms: int,
+        event: Any,
+    ) -> Any | None:
+        """Record a non-run decision. None when the row changed under us (classify again)."""
+        rt = self.runtime()
+        decision = _DECISION_OF[step]
+        follow_up_id = None
+        detail = None
+        if step is Next.COALESCE and state.follow_up is None and state.run_id:
+            follow_up_id = follow_up_trigger_id(self.config.name, state.run_id)
+        elif step is Next.ABSORBED:
+            detail = "follow-up absorbed: a run started after the coalesced triggers"
+        elif step is Next.DUPLICATE:
+            mark = state.mark_of(trigger.trigger_id)
+            detail = (
+                f"trigger already {mark.mark.value}" if mark
+                else f"trigger is running as {state.run_id}"
+            )
+        elif step is Next.PAUSED:
+            detail = state.paused_reason
+        record = self._decision_record(trigger, run_id, decision, state, now_ms, detail=detail)
+        changed = rt.store.record_decision(
+            record,
+            next_step=step,
+            observed=state,
+            now_ms=now_ms,
+            skew_ms=self._skew_ms,
+            max_queued=self.config.max_queued,
+            prune=prunable(state, now_ms, self.config),
+            ttl_epoch_s=self._ttl(now_ms),
+            follow_up_id=follow_up_id,
+        )
+        if changed is not None:
+            return None
+        # Recorded first, sent second: the mark on the lease row is the truth the
+        # consumer checks; a message without a mark is ignored, a mark whose message
+        # could not be sent is undone before the error surfaces (and the trigger retried).
+        message: Trigger | None = None
+        if step is Next.QUEUE:
+            message = Trigger(trigger.job, trigger.trigger_id, TriggerKind.QUEUED,
+                              scheduled_at=trigger.scheduled_at,
+                              requested_by=trigger.requested_by)
+        elif follow_up_id is not None:
+            message = Trigger(trigger.job, follow_up_id, TriggerKind.FOLLOW_UP)
+        if message is not None:
+            try:
+                rt.queue.send(message, event=event)
+            except StoreError:
+                rt.store.undo_pending(
+                    trigger.job, trigger_id=trigger.trigger_id, follow_up_id=follow_up_id
+                )
+                raise
+        rt.telemetry.count(_METRIC_OF[decision])
+        if decision is Decision.QUEUED:
+            rt.telemetry.count("QueueDepth", state.queued_n + 1)
+        rt.telemetry.logger.info(
+            "trigger not run",
+            extra={"decision": decision.value, "trigger_id": trigger.trigger_id,
+                   "holder_run_id": state.run_id, "holder_fence": state.fence},
+        )
+        return self._outcome(record)
+
+    def _decision_record(
+        self, trigger: Trigger, run_id: str, decision: Decision, state: LeaseState | None,
+        now_ms: int, *, detail: str | None = None,
+    ) -> RunRecord:
+        holder = state.run_id if state is not None else None
+        return RunRecord(
+            job=trigger.job,
+            run_id=run_id,
+            trigger_id=trigger.trigger_id,
+            trigger_kind=trigger.kind.value,
+            policy=self.config.policy.value,
+            decision=decision,
+            status=RunStatus(decision.value),
+            started_at_ms=now_ms,
+            ended_at_ms=now_ms,
+            owner=self.owner,
+            holder_run_id=holder,
+            holder_fence=state.fence if state is not None and holder else None,
+            scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at else None,
+            requested_by=trigger.requested_by,
+            detail=detail,
+        )
+
+    def _outcome(self, record: RunRecord) -> dict[str, Any]:
+        return Outcome(
+            job=record.job,
+            trigger_id=record.trigger_id,
+            decision=record.decision,
+            run_id=record.run_id,
+            holder_run_id=record.holder_run_id,
+            holder_fence=record.holder_fence,
+            detail=record.detail,
+        ).as_dict()
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def _run(
+        self, trigger: Trigger, run_id: str, fence: int, previous: LeaseState, now_ms: int,
+        acquired_mono: float, event: Any, context: Any,
+    ) -> Any:
+        rt = self.runtime()
+        config = self.config
+        if previous.run_id is not None and previous.run_id != run_id:
+            self._record_displaced(previous, now_ms)
+        heartbeat = Heartbeat(
+            store=rt.store, job=config.name, run_id=run_id, fence=fence, lease=config.lease,
+            every=config.heartbeat, skew_margin=config.skew_margin, clock=self.clock,
+            acquired_monotonic=acquired_mono,
+        ).start()
+        run = Run(job=config.name, run_id=run_id, trigger=trigger, fence=fence,
+                  owner=self.owner, heartbeat=heartbeat)
+        rt.telemetry.bind(run_id=run_id, trigger_id=trigger.trigger_id, fence=fence)
+        token = _set_current(run)
+        status = RunStatus.SUCCEEDED
+        error: BaseException | None = None
+        result: Any = None
+        started = time.monotonic()
+        try:
+            fire("after_acquire", job=config.name, run_id=run_id, fence=fence)
+            tracer = self._tracer()
+            if tracer is not None:
+                with tracer.provider.in_subsegment(f"## jobguard {config.name}") as segment:
+                    segment.put_annotation("run_id", run_id)
+                    segment.put_annotation("fence", fence)
+                    result = self.handler(event, context)
+            else:
+                result = self.handler(event, context)
+        except LeaseLostError as exc:
+            status, error = RunStatus.LEASE_LOST, exc
+        except BaseException as exc:
+            status, error = RunStatus.FAILED, exc
+        finally:
+            heartbeat.stop()
+            _reset_current(token)
+        if heartbeat.lost_reason is not None and status is not RunStatus.FAILED:
+            status = RunStatus.LEASE_LOST
+        fire("before_release", job=config.name, run_id=run_id, fence=fence)
+        ended_ms = to_ms(self.clock.now())
+        detail = heartbeat.lost_reason if status is RunStatus.LEASE_LOST else None
+        record = RunRecord(
+            job=config.name, run_id=run_id, trigger_id=trigger.trigger_id,
+            trigger_kind=trigger.kind.value, policy=config.policy.value,
+            decision=Decision.RAN, status=status, started_at_ms=now_ms, ended_at_ms=ended_ms,
+            fence=fence, owner=self.owner,
+            scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at else None,
+            requested_by=trigger.requested_by,
+            error=None if error is None else f"{type(error).__name__}: {error}"[:_ERROR_CHARS],
+            detail=detail,
+        )
+        mark = TriggerMark(Mark.FAILED if status is RunStatus.FAILED else Mark.DONE, ended_ms)
+        released = rt.store.release(
+            config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id, mark=mark,
+            prune=prunable(previous, ended_ms, config), record=record,
+            ttl_epoch_s=self._ttl(ended_ms),
+        )
+        if not released.released:
+            if status is not RunStatus.FAILED:
+                status = RunStatus.LEASE_LOST
+            record = dataclasses.replace(
+                record, status=status, detail=detail or "lease taken over before release"
+            )
+            rt.store.put_run(record, self._ttl(ended_ms))
+        if released.wake_receipt and rt.queue is not None:
+            rt.queue.wake(released.wake_receipt)
+        rt.telemetry.milliseconds("RunDuration", (time.monotonic() - started) * 1000)
+        if status is RunStatus.LEASE_LOST:
+            rt.telemetry.count("LeaseLost")
+        rt.telemetry.logger.info("run ended", extra={"status": status.value})
+        rt.telemetry.unbind("run_id", "trigger_id", "fence")
+        if status is RunStatus.FAILED and error is not None:
+            raise error
+        if status is RunStatus.LEASE_LOST:
+            return {"jobguard": "lease_lost", "job": config.name, "run_id": run_id,
+                    "fence": fence, "detail": record.detail}
+        return result
+
+    def _record_displaced(self, previous: LeaseState, now_ms: int) -> None:
+        """The row we took still named a holder: record that run, so operators see it."""
+        rt = self.runtime()
+        expired = previous.expires_at_ms is not None and previous.expires_at_ms < now_ms
+        status = RunStatus.ABANDONED if expired else RunStatus.LEASE_LOST
+        detail = (
+            f"lease expired at {previous.expires_at_ms} without release; taken over"
+            if expired else "replaced by a newer trigger (REPLACE)"
+        )
+        record = RunRecord(
+            job=previous.job, run_id=previous.run_id or "", trigger_id=previous.trigger_id or "",
+            trigger_kind="", policy=self.config.policy.value, decision=Decision.RAN,
+            status=status, started_at_ms=previous.acquired_at_ms or now_ms,
+            ended_at_ms=previous.heartbeat_at_ms, fence=previous.fence, owner=previous.owner,
+            detail=detail,
+        )
+        rt.store.put_run(record, self._ttl(now_ms), only_if_absent=True)
+        rt.telemetry.count("LeaseTakeovers")
+        rt.telemetry.logger.warning(
+            "lease taken over",
+            extra={"previous_run_id": previous.run_id, "previous_fence": previous.fence,
+                   "previous_owner": previous.owner, "status": status.value},
+        )
+
+    def _tracer(self) -> Any:
+        if not self.config.tracing:
+            return None
+        from aws_lambda_powertools import Tracer
+
+        return Tracer(service="jobguard")
+
+    def _ttl(self, now_ms: int) -> int:
+        return now_ms // 1000 + int(self.config.record_ttl.total_seconds())
+
+    # -- SQS deliveries (queued triggers and follow-ups) -----------------------------------
+
+    def _handle_sqs(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        from aws_lambda_powertools.utilities.batch import (
+            SqsFifoPartialProcessor,
+            process_partial_response,
+        )
+
+        runtime = self.runtime()
+        processor = SqsFifoPartialProcessor()
+
+        def one(record: Any) -> Any:
+            trigger, original = parse_queue_message(record.body, job=self.config.name)
+            try:
+                return self.handle(trigger, original, context)
+            except _Deferred as deferred:
+                self._defer(record.receipt_handle, deferred.state)
+                raise
+
+        try:
+            return process_partial_response(
+                event=event, record_handler=one, processor=processor, context=context
+            )
+        finally:
+            runtime.telemetry.flush()
+
+    def _defer(self, receipt: str, state: LeaseState) -> None:
+        """Hide the message until the holder's lease would end, and ask the holder to
+        wake it at release. If the holder is already gone, make it visible now."""
+        rt = self.runtime()
+        now_ms = to_ms(self.clock.now())
+        until_ms = (state.expires_at_ms or now_ms) + self._skew_ms - now_ms
+        rt.queue.defer(receipt, max(1, -(-until_ms // 1000)))
+        if not (state.run_id and rt.store.set_wake(
+                self.config.name, holder_run_id=state.run_id, receipt=receipt)):
+            rt.queue.defer(receipt, 0)
+
+
+def guarded(
+    job: str,
+    *,
+    policy: OverlapPolicy | str = OverlapPolicy.SKIP,
+    **options: Any,
+) -> Callable[[F], GuardedJob]:
+    """Guard an existing ``lambda_handler(event, context)`` with a job's run policy.
+
+    The job is validated here, when the module is imported; a configuration that
+    cannot be safe raises :class:`jobguard.ConfigError` naming the field. Table and
+    queue come from ``JOBGUARD_TABLE`` / ``JOBGUARD_TRIGGER_QUEUE_URL`` (set by the
+    stack) unless given as ``table_name=`` / ``trigger_queue_url=``.
+
+    When the handler did not run, the wrapper returns a JSON-serializable dict naming
+    the decision (``skipped``, ``queued``, ``coalesced``, ``dropped``, ``stale``,
+    ``paused``, ``duplicate``) and the holder's run id.
+
+    Example:
+        >>> from datetime import timedelta
+        >>> from jobguard import OverlapPolicy, guarded
+        >>> @guarded("crm-sync", policy=OverlapPolicy.COALESCE, lease=timedelta(minutes=5))
+        ... def lambda_handler(event, context):
+        ...     return sync_contacts()
+    """
+    if isinstance(policy, str) and not isinstance(policy, OverlapPolicy):
+        try:
+            policy = OverlapPolicy(policy.upper())
+        except ValueError:
+            names = ", ".join(p.value for p in OverlapPolicy)
+            raise ConfigError("policy", f"unknown policy {policy!r}; one of {names}") from None
+    runtime_options = {k: options.pop(k) for k in ("store", "queue", "clock", "owner")
+                       if k in options}
+    try:
+        config = JobConfig(name=job, policy=policy, **options)
+    except TypeError as exc:
+        raise ConfigError("options", str(exc)) from None
+
+    def decorate(handler: F) -> GuardedJob:
+        return GuardedJob(config, handler, **runtime_options)
+
+    return decorate
+

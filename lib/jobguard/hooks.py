@@ -1,0 +1,57 @@
+"""Named hook points: deterministic pauses for tests and drills, never sleeps.
+
+Production code calls :func:`fire` at a few named points; with no hook registered it
+costs one dict lookup. Tests register a callback for a point, typically one that
+waits on a ``threading.Event`` so a race can be staged exactly.
+
+Points fired by jobguard:
+
+- ``after_acquire`` (job, run_id, fence): the lease was just acquired.
+- ``before_release`` (job, run_id, fence): the handler returned, release is next.
+- ``before_renew`` (job, run_id, fence): a heartbeat is about to renew.
+- ``after_lease_read`` (job, trigger_id): a trigger lost the race and holds ALL_OLD,
+  before it records its decision.
+
+Example:
+    >>> import threading
+    >>> from jobguard import hooks
+    >>> gate = threading.Event()
+    >>> with hooks.on("after_acquire", lambda **ctx: gate.wait(5)):
+    ...     pass  # a run started here pauses right after acquiring its lease
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["fire", "on"]
+
+Hook = Callable[..., Any]
+_hooks: dict[str, list[Hook]] = {}
+_lock = threading.Lock()
+
+
+def fire(point: str, **context: Any) -> None:
+    """Call every hook registered for ``point`` with ``context`` as keywords."""
+    callbacks = _hooks.get(point)
+    if not callbacks:
+        return
+    for callback in list(callbacks):
+        callback(**context)
+
+
+@contextmanager
+def on(point: str, callback: Hook) -> Iterator[None]:
+    """Register ``callback`` for ``point`` while the ``with`` block runs."""
+    with _lock:
+        _hooks.setdefault(point, []).append(callback)
+    try:
+        yield
+    finally:
+        with _lock:
+            _hooks[point].remove(callback)
+            if not _hooks[point]:
+                del _hooks[point]

@@ -1,0 +1,59 @@
+"""Powertools Logger and Metrics for jobguard, created on first use.
+
+Metrics use ``EphemeralMetrics`` so jobguard's EMF blob never mixes with (or flushes)
+the user's own Powertools ``Metrics``. The Tracer is imported only when a job asks for
+tracing: it pulls in the X-Ray SDK (about half a second of cold start).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["JobTelemetry", "NAMESPACE"]
+
+NAMESPACE = "JobGuard"
+
+
+@lru_cache(maxsize=1)
+def _logger() -> Any:
+    from aws_lambda_powertools import Logger
+
+    return Logger(service="jobguard")
+
+
+class JobTelemetry:
+    """Logger and metrics of one job, with run keys appended while a run is active."""
+
+    def __init__(self, job: str) -> None:
+        from aws_lambda_powertools.metrics import EphemeralMetrics
+
+        self.job = job
+        self.logger = _logger()
+        self._metrics = EphemeralMetrics(namespace=NAMESPACE, service="jobguard")
+        self._has_metrics = False
+
+    def count(self, name: str, value: float = 1) -> None:
+        from aws_lambda_powertools.metrics import MetricUnit
+
+        self._metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        self._has_metrics = True
+
+    def milliseconds(self, name: str, value: float) -> None:
+        from aws_lambda_powertools.metrics import MetricUnit
+
+        self._metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
+        self._has_metrics = True
+
+    def flush(self) -> None:
+        """Emit the EMF blob for this invocation (stdout, read by CloudWatch)."""
+        if self._has_metrics:
+            self._metrics.add_dimension(name="job", value=self.job)
+            self._metrics.flush_metrics()
+            self._has_metrics = False
+
+    def bind(self, **keys: Any) -> None:
+        self.logger.append_keys(job=self.job, **keys)
+
+    def unbind(self, *keys: str) -> None:
+        self.logger.remove_keys(list(keys))

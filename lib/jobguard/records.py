@@ -1,0 +1,136 @@
+"""Run records and trigger decisions: what every trigger leaves behind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from .clock import from_ms
+
+__all__ = ["Decision", "Outcome", "RunRecord", "RunStatus"]
+
+
+class Decision(StrEnum):
+    """What a trigger did."""
+
+    RAN = "ran"
+    """It took the lease and ran the handler."""
+    SKIPPED = "skipped"
+    """``SKIP``: the lease was held; the trigger was recorded and dropped."""
+    QUEUED = "queued"
+    """``QUEUE``: the trigger became a pending run on the job's trigger queue."""
+    COALESCED = "coalesced"
+    """``COALESCE``: folded into the one follow-up run of the active run."""
+    DROPPED = "dropped"
+    """``QUEUE``: more than ``max_queued`` triggers were pending; this one was dropped."""
+    STALE = "stale"
+    """Delivered longer than ``stale_after`` after its scheduled time; not run."""
+    PAUSED = "paused"
+    """The job is paused; not run."""
+    DUPLICATE = "duplicate"
+    """Another delivery of a trigger that already ran, is running, or was decided."""
+
+
+class RunStatus(StrEnum):
+    """Status of a run record. Non-runs carry their decision as status."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LEASE_LOST = "lease_lost"
+    ABANDONED = "abandoned"
+    SKIPPED = "skipped"
+    QUEUED = "queued"
+    COALESCED = "coalesced"
+    DROPPED = "dropped"
+    STALE = "stale"
+    PAUSED = "paused"
+    DUPLICATE = "duplicate"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """One trigger decision, and for runs, one execution attempt."""
+
+    job: str
+    run_id: str
+    trigger_id: str
+    trigger_kind: str
+    policy: str
+    decision: Decision
+    status: RunStatus
+    started_at_ms: int
+    ended_at_ms: int | None = None
+    fence: int | None = None
+    owner: str | None = None
+    holder_run_id: str | None = None
+    holder_fence: int | None = None
+    scheduled_at: str | None = None
+    requested_by: str | None = None
+    error: str | None = None
+    detail: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_ms(self) -> int | None:
+        return None if self.ended_at_ms is None else self.ended_at_ms - self.started_at_ms
+
+    @property
+    def started_at(self) -> datetime:
+        return from_ms(self.started_at_ms)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-serializable form (for logs, the CLI and tests)."""
+        data: dict[str, Any] = {
+            "job": self.job,
+            "run_id": self.run_id,
+            "trigger_id": self.trigger_id,
+            "trigger_kind": self.trigger_kind,
+            "policy": self.policy,
+            "decision": self.decision.value,
+            "status": self.status.value,
+            "started_at_ms": self.started_at_ms,
+            "ended_at_ms": self.ended_at_ms,
+            "duration_ms": self.duration_ms,
+            "fence": self.fence,
+            "owner": self.owner,
+            "holder_run_id": self.holder_run_id,
+            "holder_fence": self.holder_fence,
+            "scheduled_at": self.scheduled_at,
+            "requested_by": self.requested_by,
+            "error": self.error,
+            "detail": self.detail,
+        }
+        data.update(self.extra)
+        return {k: v for k, v in data.items() if v is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What the wrapper returns when the handler did not run.
+
+    ``as_dict()`` is JSON-serializable and names the decision and the holder.
+    """
+
+    job: str
+    trigger_id: str
+    decision: Decision
+    run_id: str
+    holder_run_id: str | None = None
+    holder_fence: int | None = None
+    detail: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "jobguard": self.decision.value,
+            "job": self.job,
+            "trigger_id": self.trigger_id,
+            "decision": self.decision.value,
+            "run_id": self.run_id,
+            "holder_run_id": self.holder_run_id,
+            "holder_fence": self.holder_fence,
+            "detail": self.detail,
+        }
+        return {k: v for k, v in data.items() if v is not None}

@@ -1,0 +1,192 @@
+"""The active run, as the handler sees it, and its heartbeat.
+
+The heartbeat renews the lease in a background thread. The worker never trusts the
+lease row alone: it keeps a local deadline on its monotonic clock, set from the moment
+the last confirmed renewal was *sent* (last confirmed renewal + lease - skew margin).
+Past that deadline, or once a renewal is refused, :meth:`Run.ensure_lease` raises and
+the run must commit nothing more.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol
+
+from .clock import Clock, to_ms
+from .errors import JobGuardError, LeaseLostError, StoreError
+from .hooks import fire
+from .triggers import Trigger
+
+__all__ = ["Heartbeat", "Run", "current_run"]
+
+_current: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
+    "jobguard_run", default=None
+)
+
+
+class _LeaseStore(Protocol):
+    def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int) -> bool: ...
+
+    def read_lease(self, job: str) -> Any: ...
+
+
+class Heartbeat:
+    """Renews one run's lease every ``every`` until stopped or lost."""
+
+    def __init__(
+        self,
+        *,
+        store: _LeaseStore,
+        job: str,
+        run_id: str,
+        fence: int,
+        lease: timedelta,
+        every: timedelta,
+        skew_margin: timedelta,
+        clock: Clock,
+        acquired_monotonic: float,
+    ) -> None:
+        self._store = store
+        self._job = job
+        self._run_id = run_id
+        self._fence = fence
+        self._lease_s = lease.total_seconds()
+        self._every_s = every.total_seconds()
+        self._skew_s = skew_margin.total_seconds()
+        self._clock = clock
+        self._deadline = acquired_monotonic + self._lease_s - self._skew_s
+        self._stop = threading.Event()
+        self._lost_reason: str | None = None
+        self._thread: threading.Thread | None = None
+        self.renewals = 0
+
+    @property
+    def deadline(self) -> float:
+        """Monotonic time after which this worker must assume the lease is gone."""
+        return self._deadline
+
+    @property
+    def lost_reason(self) -> str | None:
+        if self._lost_reason is None and self._clock.monotonic() >= self._deadline:
+            self._lost_reason = "local lease deadline passed without a confirmed renewal"
+        return self._lost_reason
+
+    def start(self) -> Heartbeat:
+        self._thread = threading.Thread(
+            target=self._loop, name=f"jobguard-heartbeat-{self._job}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        wait_s = self._every_s
+        while not self._stop.wait(wait_s):
+            if self.lost_reason is not None:
+                return
+            fire("before_renew", job=self._job, run_id=self._run_id, fence=self._fence)
+            if self._stop.is_set():
+                return
+            outcome = self.renew_once()
+            if outcome is False:
+                return
+            # Renewed: wait a full interval. Failed transiently: retry soon, within the
+            # deadline (never sleeping past it).
+            remaining = self._deadline - self._clock.monotonic()
+            wait_s = self._every_s if outcome else max(0.05, min(1.0, remaining / 4))
+
+    def renew_once(self) -> bool | None:
+        """One renewal. True renewed, False lost, None unresolved (retry later)."""
+        sent = self._clock.monotonic()
+        now_ms = to_ms(self._clock.now())
+        lease_ms = int(self._lease_s * 1000)
+        try:
+            renewed = self._store.renew(
+                self._job, run_id=self._run_id, fence=self._fence, now_ms=now_ms,
+                lease_ms=lease_ms,
+            )
+        except StoreError:
+            renewed = self._resolve(now_ms + lease_ms)
+            if renewed is None:
+                return None
+        except Exception:  # noqa: BLE001 - network errors surface as botocore exceptions
+            renewed = self._resolve(now_ms + lease_ms)
+            if renewed is None:
+                return None
+        if not renewed:
+            self._lost_reason = "renewal refused: the lease was taken over or released"
+            return False
+        if sent + self._lease_s - self._skew_s > self._deadline:
+            self._deadline = sent + self._lease_s - self._skew_s
+        self.renewals += 1
+        return True
+
+    def _resolve(self, expected_expiry_ms: int) -> bool | None:
+        """After an ambiguous renewal, look at the row (consistent read)."""
+        try:
+            state = self._store.read_lease(self._job)
+        except Exception:  # noqa: BLE001
+            return None
+        if state.run_id != self._run_id or state.fence != self._fence:
+            return False
+        if state.expires_at_ms == expected_expiry_ms:
+            return True  # our write landed; its response was lost
+        return None
+
+
+@dataclass(eq=False)
+class Run:
+    """The active run of a guarded handler. Get it with :func:`current_run`.
+
+    Example:
+        >>> from jobguard import current_run
+        >>> def lambda_handler(event, context):  # inside @guarded
+        ...     run = current_run()
+        ...     for record in page:
+        ...         run.ensure_lease()   # raises LeaseLostError once the lease is gone
+        ...         send(record)
+    """
+
+    job: str
+    run_id: str
+    trigger: Trigger
+    fence: int
+    owner: str
+    heartbeat: Heartbeat = field(repr=False)
+
+    @property
+    def lease_lost(self) -> bool:
+        return self.heartbeat.lost_reason is not None
+
+    def ensure_lease(self) -> None:
+        """Raise :class:`LeaseLostError` if this run may no longer write."""
+        reason = self.heartbeat.lost_reason
+        if reason is not None:
+            raise LeaseLostError(self.job, self.run_id, self.fence, reason)
+
+
+def current_run() -> Run:
+    """The run of the guarded handler executing in this context.
+
+    Raises:
+        JobGuardError: outside a guarded handler.
+    """
+    run = _current.get()
+    if run is None:
+        raise JobGuardError("current_run() called outside a guarded handler")
+    return run
+
+
+def _set_current(run: Run | None) -> contextvars.Token[Run | None]:
+    return _current.set(run)
+
+
+def _reset_current(token: contextvars.Token[Run | None]) -> None:
+    _current.reset(token)

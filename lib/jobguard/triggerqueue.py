@@ -1,0 +1,70 @@
+"""The job's SQS FIFO trigger queue: the only module that talks to SQS.
+
+The queue only carries triggers; it never decides. Whether a queued trigger or a
+follow-up may run is decided by its mark on the lease row, so SQS deduplication (five
+minutes on AWS, different on emulators) is a saving, never a correctness requirement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .errors import StoreError
+from .triggers import Trigger, queue_message_body
+
+__all__ = ["TriggerQueue"]
+
+MAX_VISIBILITY_S = 43_200
+
+
+class TriggerQueue:
+    """Send, defer and wake trigger messages on one FIFO queue (group = job).
+
+    Example:
+        >>> queue = TriggerQueue(url, client=boto3.client("sqs"))  # doctest: +SKIP
+        >>> queue.send(trigger, event={"job": "crm-sync"})  # doctest: +SKIP
+    """
+
+    def __init__(self, url: str, *, client: Any) -> None:
+        self.url = url
+        self._client = client
+
+    def send(self, trigger: Trigger, *, event: object = None) -> None:
+        body = queue_message_body(trigger, event=event)
+        try:
+            self._client.send_message(
+                QueueUrl=self.url,
+                MessageBody=body,
+                MessageGroupId=trigger.job,
+                MessageDeduplicationId=hashlib.sha256(trigger.trigger_id.encode()).hexdigest(),
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise StoreError("send_trigger", trigger.job, str(exc)) from exc
+
+    def defer(self, receipt: str, seconds: int) -> None:
+        """Keep a delivered message invisible for ``seconds`` (0 = visible now)."""
+        self._client.change_message_visibility(
+            QueueUrl=self.url,
+            ReceiptHandle=receipt,
+            VisibilityTimeout=max(0, min(int(seconds), MAX_VISIBILITY_S)),
+        )
+
+    def wake(self, receipt: str) -> bool:
+        """Best effort: make a deferred message visible now. False if it is gone."""
+        try:
+            self.defer(receipt, 0)
+        except (ClientError, BotoCoreError):
+            return False  # deleted, or no longer in flight: it will come back on its own
+        return True
+
+    def depth(self) -> int:
+        attributes = self._client.get_queue_attributes(
+            QueueUrl=self.url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes.get("ApproximateNumberOfMessages", 0)) + int(
+            attributes.get("ApproximateNumberOfMessagesNotVisible", 0)
+        )
