@@ -9,6 +9,8 @@ Points fired by jobguard:
 - ``after_acquire`` (job, run_id, fence): the lease was just acquired.
 - ``before_release`` (job, run_id, fence): the handler returned, release is next.
 - ``before_renew`` (job, run_id, fence): a heartbeat is about to renew.
+- ``lease_lost`` (job, run_id, fence, reason): the heartbeat gave the lease up (renewal
+  refused, or the local deadline passed without a confirmed renewal).
 - ``after_lease_read`` (job, trigger_id): a trigger lost the race and holds ALL_OLD,
   before it records its decision.
 

@@ -53,7 +53,8 @@ class JobTelemetry:
             self._has_metrics = False
 
     def bind(self, **keys: Any) -> None:
-        self.logger.append_keys(job=self.job, **keys)
+        # Thread-local keys: the run's keys never leak into another thread's logs.
+        self.logger.thread_safe_append_keys(job=self.job, **keys)
 
     def unbind(self, *keys: str) -> None:
-        self.logger.remove_keys(list(keys))
+        self.logger.thread_safe_remove_keys(list(keys))

@@ -87,20 +87,29 @@ class Heartbeat:
             self._thread.join()
 
     def _loop(self) -> None:
-        wait_s = self._every_s
+        wait_s = min(self._every_s, max(0.0, self._deadline - self._clock.monotonic()))
         while not self._stop.wait(wait_s):
             if self.lost_reason is not None:
+                self._lost()
                 return
             fire("before_renew", job=self._job, run_id=self._run_id, fence=self._fence)
             if self._stop.is_set():
                 return
             outcome = self.renew_once()
             if outcome is False:
+                self._lost()
                 return
             # Renewed: wait a full interval. Failed transiently: retry soon, within the
             # deadline (never sleeping past it).
             remaining = self._deadline - self._clock.monotonic()
-            wait_s = self._every_s if outcome else max(0.05, min(1.0, remaining / 4))
+            if outcome:
+                wait_s = min(self._every_s, max(0.0, remaining))
+            else:
+                wait_s = max(0.01, min(1.0, remaining / 4, remaining))
+
+    def _lost(self) -> None:
+        fire("lease_lost", job=self._job, run_id=self._run_id, fence=self._fence,
+             reason=self._lost_reason)
 
     def renew_once(self) -> bool | None:
         """One renewal. True renewed, False lost, None unresolved (retry later)."""

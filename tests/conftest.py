@@ -1,0 +1,72 @@
+"""Shared fixtures: the serialized in-process emulator, a table, queues, a clock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobguard.dynamodb import DynamoJobStore, create_table
+from jobguard.local.emulator import in_process
+from jobguard.records import RunRecord
+from jobguard.testing import ManualClock
+
+
+@dataclass
+class Env:
+    """One emulator, one table, and helpers to look at what a test left behind."""
+
+    ddb: Any
+    sqs: Any
+    table: str
+    store: DynamoJobStore
+    queues: dict[str, str] = field(default_factory=dict)
+
+    def fifo_queue(self, job: str) -> str:
+        name = f"{job}-{uuid.uuid4().hex[:8]}-triggers.fifo"
+        url: str = self.sqs.create_queue(
+            QueueName=name,
+            Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"},
+        )["QueueUrl"]
+        self.queues[job] = url
+        return url
+
+    def runs(self, job: str) -> list[RunRecord]:
+        """The job's run log, oldest first."""
+        return list(reversed(self.store.list_runs(job, limit=1000)))
+
+    def statuses(self, job: str) -> list[str]:
+        return [r.status.value for r in self.runs(job)]
+
+    def lease_item(self, job: str) -> dict[str, Any] | None:
+        item = self.ddb.get_item(
+            TableName=self.table,
+            Key={"pk": {"S": f"JOB#{job}"}, "sk": {"S": "LEASE"}},
+            ConsistentRead=True,
+        ).get("Item")
+        return item
+
+    def item_count(self) -> int:
+        return int(self.ddb.scan(TableName=self.table, Select="COUNT")["Count"])
+
+
+@pytest.fixture
+def aws() -> Iterator[Env]:
+    with in_process() as emu:
+        ddb = emu.client("dynamodb")
+        table = f"jobguard-{uuid.uuid4().hex[:8]}"
+        create_table(ddb, table)
+        yield Env(ddb=ddb, sqs=emu.client("sqs"), table=table,
+                  store=DynamoJobStore(table, client=ddb))
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+LEASE = timedelta(seconds=60)
