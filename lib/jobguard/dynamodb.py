@@ -185,6 +185,21 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+def _old_item(exc: ClientError) -> dict[str, Any] | None:
+    """The row a failed condition was evaluated against (``ALL_OLD``)."""
+    response: dict[str, Any] = dict(exc.response)
+    item = response.get("Item")
+    return item if isinstance(item, dict) else None
+
+
+def _first_reason(exc: ClientError) -> dict[str, Any]:
+    """The first cancellation reason of a cancelled transaction (ours is item 0)."""
+    response: dict[str, Any] = dict(exc.response)
+    reasons = response.get("CancellationReasons") or [{}]
+    first = reasons[0]
+    return first if isinstance(first, dict) else {}
+
+
 def _trigger_attr(trigger_id: str) -> str:
     return TRIGGER_ATTR_PREFIX + trigger_id
 
@@ -287,7 +302,7 @@ class DynamoJobStore:
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise StoreError("acquire", trigger.job, str(exc)) from exc
-            state = lease_state(trigger.job, exc.response.get("Item"))
+            state = lease_state(trigger.job, _old_item(exc))
             if state.run_id == run_id:
                 # Our own earlier attempt succeeded and its response was lost; the SDK
                 # retried and the retry failed against our own write.
@@ -372,7 +387,7 @@ class DynamoJobStore:
             except ClientError as exc:
                 if _code(exc) != "TransactionCanceledException":
                     raise StoreError("release", job, str(exc)) from exc
-                reason = exc.response.get("CancellationReasons", [{}])[0]
+                reason = _first_reason(exc)
                 if reason.get("Code") != "ConditionalCheckFailed":
                     continue  # conflict with a concurrent decision write: retry
                 state = lease_state(job, reason.get("Item"))
@@ -416,7 +431,10 @@ class DynamoJobStore:
     def pause(self, job: str, *, reason: str, now_ms: int) -> None:
         """Pause a job: triggers are recorded as ``paused`` until :meth:`resume`."""
         e = _Expr()
-        update = f"SET {e.n('paused_at_ms')} = {e.v(now_ms)}, {e.n('paused_reason')} = {e.v(reason)}"
+        update = (
+            f"SET {e.n('paused_at_ms')} = {e.v(now_ms)}, "
+            f"{e.n('paused_reason')} = {e.v(reason)}"
+        )
         self._client.update_item(
             TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
             **e.params(update),
@@ -528,7 +546,7 @@ class DynamoJobStore:
         except ClientError as exc:
             if _code(exc) != "TransactionCanceledException":
                 raise StoreError("record_decision", job, str(exc)) from exc
-            reason = exc.response.get("CancellationReasons", [{}])[0]
+            reason = _first_reason(exc)
             if reason.get("Code") == "ConditionalCheckFailed":
                 return lease_state(job, reason.get("Item"))
             return self.read_lease(job)  # conflict: look again

@@ -296,7 +296,7 @@ class GuardedJob:
             message = Trigger(trigger.job, follow_up_id, TriggerKind.FOLLOW_UP)
         if message is not None:
             try:
-                rt.queue.send(message, event=event)
+                self._trigger_queue().send(message, event=event)
             except StoreError:
                 rt.store.undo_pending(
                     trigger.job, trigger_id=trigger.trigger_id, follow_up_id=follow_up_id
@@ -485,22 +485,32 @@ class GuardedJob:
                 raise
 
         try:
-            return process_partial_response(
+            response = process_partial_response(
                 event=event, record_handler=one, processor=processor, context=context
             )
+            return dict(response)
         finally:
             runtime.telemetry.flush()
 
     def _defer(self, receipt: str, state: LeaseState) -> None:
         """Hide the message until the holder's lease would end, and ask the holder to
         wake it at release. If the holder is already gone, make it visible now."""
-        rt = self.runtime()
+        rt, queue = self.runtime(), self._trigger_queue()
         now_ms = to_ms(self.clock.now())
         until_ms = (state.expires_at_ms or now_ms) + self._skew_ms - now_ms
-        rt.queue.defer(receipt, max(1, -(-until_ms // 1000)))
+        queue.defer(receipt, max(1, -(-until_ms // 1000)))
         if not (state.run_id and rt.store.set_wake(
                 self.config.name, holder_run_id=state.run_id, receipt=receipt)):
-            rt.queue.defer(receipt, 0)
+            queue.defer(receipt, 0)
+
+    def _trigger_queue(self) -> Any:
+        queue = self.runtime().queue
+        if queue is None:
+            raise ConfigError(
+                "trigger_queue_url",
+                f"job {self.config.name!r} received a queue delivery but has no trigger queue",
+            )
+        return queue
 
 
 def guarded(

@@ -116,6 +116,7 @@ class Heartbeat:
         sent = self._clock.monotonic()
         now_ms = to_ms(self._clock.now())
         lease_ms = int(self._lease_s * 1000)
+        renewed: bool | None
         try:
             renewed = self._store.renew(
                 self._job, run_id=self._run_id, fence=self._fence, now_ms=now_ms,

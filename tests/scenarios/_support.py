@@ -64,6 +64,12 @@ def make_job(aws: Any, clock: Any, handler: Callable[..., Any], *, name: str = "
     return GuardedJob(config, handler, store=aws.store, queue=queue, clock=clock)
 
 
+def holding(gate: Gate, event: dict[str, Any]) -> Callable[[str], Gate | None]:
+    """Hold only the run of ``event``'s tick behind ``gate``."""
+    trigger_id = f"{event['job']}@{event['scheduled_at']}"
+    return lambda t: gate if t == trigger_id else None
+
+
 def tick(job: str, at: datetime, **extra: Any) -> dict[str, Any]:
     return {"job": job, "scheduled_at": format_instant(at), **extra}
 

@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from botocore.exceptions import ConnectTimeoutError
-
 from jobguard import OverlapPolicy, SystemClock, hooks
 from jobguard.clock import to_ms
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from jobguard import OverlapPolicy, hooks
 from jobguard.local.esm import deliver_once
 
-from ._support import Gate, Recorder, in_thread, make_job, tick
+from ._support import Gate, Recorder, holding, in_thread, make_job, tick
 
 
 def _queue_depth(aws, job: str) -> int:
@@ -27,7 +27,7 @@ def test_skip_records_a_skipped_run_naming_the_holder(aws, clock):
     # GIVEN a SKIP job whose first run is held open inside its handler
     gate, rec = Gate(), Recorder()
     first = tick("crm-sync", clock.now())
-    job = make_job(aws, clock, rec.handler(lambda t: gate if t.endswith(first["scheduled_at"]) else None))
+    job = make_job(aws, clock, rec.handler(holding(gate, first)))
     thread, box = in_thread(lambda: job(first, None))
     assert gate.entered.wait(10)
 
@@ -51,7 +51,7 @@ def test_queue_runs_every_trigger_once_in_order_and_enforces_its_bound(aws, cloc
     # GIVEN a QUEUE job (bound 3) whose first run is held open
     gate, rec = Gate(), Recorder()
     t0 = clock.now()
-    job = make_job(aws, clock, rec.handler(lambda t: gate if t.endswith(tick("x", t0)["scheduled_at"]) else None),
+    job = make_job(aws, clock, rec.handler(holding(gate, tick("crm-sync", t0))),
                    policy=OverlapPolicy.QUEUE, max_queued=3)
     thread, _ = in_thread(lambda: job(tick("crm-sync", t0), None))
     assert gate.entered.wait(10)
@@ -95,7 +95,7 @@ def test_queue_new_tick_does_not_overtake_pending_triggers(aws, clock):
     # GIVEN a QUEUE job with one trigger pending after its active run ended
     gate, rec = Gate(), Recorder()
     t0 = clock.now()
-    job = make_job(aws, clock, rec.handler(lambda t: gate if t.endswith(tick("x", t0)["scheduled_at"]) else None),
+    job = make_job(aws, clock, rec.handler(holding(gate, tick("crm-sync", t0))),
                    policy=OverlapPolicy.QUEUE)
     thread, _ = in_thread(lambda: job(tick("crm-sync", t0), None))
     assert gate.entered.wait(10)
@@ -119,7 +119,7 @@ def test_coalesce_ten_triggers_give_exactly_one_follow_up_after_the_run(aws, clo
     # GIVEN a COALESCE job whose run is held open
     gate, rec = Gate(), Recorder()
     t0 = clock.now()
-    job = make_job(aws, clock, rec.handler(lambda t: gate if t.endswith(tick("x", t0)["scheduled_at"]) else None),
+    job = make_job(aws, clock, rec.handler(holding(gate, tick("crm-sync", t0))),
                    policy=OverlapPolicy.COALESCE)
     thread, _ = in_thread(lambda: job(tick("crm-sync", t0), None))
     assert gate.entered.wait(10)

@@ -19,7 +19,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-
 from jobguard import GuardedJob, JobConfig, OverlapPolicy
 from jobguard.clock import to_ms
 
@@ -51,7 +50,6 @@ def server() -> Iterator[dict[str, str]]:
 @pytest.fixture
 def table(server: dict[str, str]) -> Iterator[str]:
     import boto3
-
     from jobguard.dynamodb import create_table
 
     saved = {k: os.environ.get(k) for k in server}
@@ -111,7 +109,6 @@ def test_fifty_triggers_from_separate_processes_give_exactly_one_run(table):
     decided = [m for m in messages if m[0] == "decided"]
     assert len(ran) == 1 and len(decided) == 49
     import boto3
-
     from jobguard.dynamodb import DynamoJobStore
 
     runs = DynamoJobStore(table, client=boto3.client("dynamodb")).list_runs(JOB, limit=100)
@@ -134,7 +131,6 @@ def _doomed(table: str, acquired: Any) -> None:
 
 def test_a_sigkilled_holder_is_taken_over_after_expiry_and_recorded_as_abandoned(table):
     import boto3
-
     from jobguard.dynamodb import DynamoJobStore
 
     store = DynamoJobStore(table, client=boto3.client("dynamodb"))

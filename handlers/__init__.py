@@ -1,0 +1,1 @@
+"""Thin Lambda entry points over the jobguard library."""

@@ -1,0 +1,31 @@
+"""crm-sync: an existing CRM sync handler, guarded.
+
+The only jobguard lines are the import, the decorator and ``ensure_lease()`` before
+each page: a run that lost its lease stops before it writes another page. The stack
+sets ``JOBGUARD_TABLE`` and ``JOBGUARD_TRIGGER_QUEUE_URL``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+from jobguard import OverlapPolicy, current_run, guarded
+
+PAGES = int(os.environ.get("CRM_SYNC_PAGES", "3"))
+
+
+@guarded("crm-sync", policy=OverlapPolicy.COALESCE, lease=timedelta(minutes=5))
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    run = current_run()
+    synced = 0
+    for _page in range(PAGES):
+        run.ensure_lease()
+        synced += sync_page()
+    return {"synced_pages": synced, "run_id": run.run_id, "fence": run.fence}
+
+
+def sync_page() -> int:
+    """One page of the sync (the CRM calls live here in a real integration)."""
+    return 1

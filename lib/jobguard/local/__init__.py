@@ -1,0 +1,1 @@
+"""Local development helpers: an embedded AWS emulator for tests and offline runs."""

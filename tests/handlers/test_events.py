@@ -1,0 +1,94 @@
+"""Every sample in events/ goes through the crm-sync handler.
+
+A new sample needs an expectation here: the test fails on an unlisted file. Valid
+triggers are checked on the run log; malformed ones must name the field and write
+nothing at all.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from jobguard import GuardedJob, InvalidTriggerError
+from jobguard.testing import ManualClock
+from jobguard.triggerqueue import TriggerQueue
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+
+VALID = {
+    "scheduler-tick.json": ("succeeded", "crm-sync@2026-11-29T07:35:00Z", "tick"),
+    "eventbridge-rule.json": ("succeeded", "crm-sync@2026-11-29T07:40:00Z", "rule"),
+    "manual-run.json": ("succeeded", "crm-sync@manual:backfill-2026-11-29", "manual"),
+    # A follow-up message whose mark is not on the lease row is not run: correctness
+    # never comes from the queue.
+    "sqs-follow-up-without-mark.json": (
+        "coalesced", "crm-sync@follow-up:01M8K455CTTK6J3JQ50YRKYJS2", "follow_up"),
+}
+MALFORMED = {
+    "not-a-dict.json": "event",
+    "missing-job.json": "job",
+    "unfilled-placeholder.json": "scheduled_at",
+    "naive-time.json": "scheduled_at",
+    "unparsable-time.json": "scheduled_at",
+    "unknown-policy.json": "policy",
+    "job-with-key-delimiter.json": "job",
+    "other-job.json": "job",
+    "policy-mismatch.json": "policy",
+    "not-a-scheduled-event.json": "detail-type",
+}
+
+
+def test_every_sample_has_an_expectation():
+    valid = {p.name for p in EVENTS.glob("*.json")}
+    malformed = {p.name for p in (EVENTS / "malformed").glob("*.json")}
+    assert valid == set(VALID) and malformed == set(MALFORMED)
+
+
+@pytest.fixture
+def crm_sync(aws):
+    from handlers import crm_sync
+
+    # The handler module's own job definition, wired to this test's emulator, at a
+    # time shortly after the samples' scheduled times.
+    original: GuardedJob = crm_sync.lambda_handler
+    return GuardedJob(
+        original.config, original.handler, store=aws.store,
+        queue=TriggerQueue(aws.fifo_queue("crm-sync"), client=aws.sqs),
+        clock=ManualClock(datetime.fromisoformat("2026-11-29T07:40:30+00:00")),
+    )
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_valid_sample_is_one_trigger_in_the_run_log(aws, crm_sync, name):
+    status, trigger_id, kind = VALID[name]
+    result = crm_sync(json.loads((EVENTS / name).read_text()), None)
+    (record,) = aws.runs("crm-sync")
+    assert (record.status.value, record.trigger_id, record.trigger_kind) == (
+        status, trigger_id, kind)
+    if status == "succeeded":
+        assert result["synced_pages"] == 3 and result["fence"] == record.fence == 1
+        assert aws.store.read_lease("crm-sync").run_id is None
+    else:
+        assert result == {"batchItemFailures": []}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_sample_names_the_field_and_writes_nothing(aws, crm_sync, name):
+    with pytest.raises(InvalidTriggerError) as info:
+        crm_sync(json.loads((EVENTS / "malformed" / name).read_text()), None)
+    assert info.value.field == MALFORMED[name]
+    assert str(info.value).startswith(MALFORMED[name] + ":")
+    assert aws.item_count() == 0
+
+
+def test_the_same_tick_from_the_scheduler_and_a_rule_at_the_same_minute_runs_once(
+        aws, crm_sync):
+    tick = json.loads((EVENTS / "scheduler-tick.json").read_text())
+    tick["scheduled_at"] = "2026-11-29T07:40:00Z"
+    first = crm_sync(tick, None)
+    again = crm_sync(json.loads((EVENTS / "eventbridge-rule.json").read_text()), None)
+    assert first["fence"] == 1 and again["decision"] == "duplicate"
+    assert sorted(aws.statuses("crm-sync")) == ["duplicate", "succeeded"]
