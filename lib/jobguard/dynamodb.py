@@ -256,13 +256,11 @@ class DynamoJobStore:
         elif trigger.kind is TriggerKind.FOLLOW_UP:
             trigger_open = f"{e.n('follow_up')} = {e.v(trigger.trigger_id)}"
         else:
-            same_trigger_alive = (
-                f"({e.n('trigger_id')} = {e.v(trigger.trigger_id)} AND "
-                f"attribute_exists({run_id_a}) AND {expires} >= {takeover_before})"
-            )
+            # A trigger marked running may run again only once no live run holds the
+            # lease (its own run crashed and expired): never by replacing a live run.
             trigger_open = (
                 f"(attribute_not_exists({t}) OR begins_with({t}, {e.v('failed@')}) OR "
-                f"(begins_with({t}, {e.v('running@')}) AND NOT {same_trigger_alive}))"
+                f"(begins_with({t}, {e.v('running@')}) AND {free}))"
             )
         pieces = [not_paused, trigger_open]
         if not replace:

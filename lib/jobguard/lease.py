@@ -151,6 +151,10 @@ def classify(state: LeaseState, trigger: Trigger, config: JobConfig, now_ms: int
         return Next.DUPLICATE
     if held and state.trigger_id == trigger.trigger_id:
         return Next.DUPLICATE  # the same trigger is running right now
+    if held and mark is not None and mark.mark is Mark.RUNNING:
+        # It ran and was displaced (REPLACE) or crashed and was taken over: a late
+        # redelivery must never replace the newer run holding the lease now.
+        return Next.DUPLICATE
     if state.paused_at_ms is not None:
         return Next.PAUSED
     policy = config.policy

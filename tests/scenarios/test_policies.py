@@ -237,3 +237,26 @@ def test_replace_takes_the_lease_and_the_old_run_stops_within_one_heartbeat(aws,
     assert (new.fence, new.status.value) == (2, "succeeded")
     # AND the old run's later lease writes are rejected
     assert aws.store.renew("crm-sync", run_id=old.run_id, fence=1, now_ms=0, lease_ms=1) is False
+
+
+def test_replace_a_late_redelivery_of_a_displaced_trigger_is_a_duplicate(aws, clock):
+    # GIVEN tick 1 was replaced by tick 2, which is still running
+    gate, rec = Gate(), Recorder()
+    t1, t2 = tick("crm-sync", clock.now()), tick("crm-sync", clock.now() + timedelta(seconds=1))
+    job = make_job(aws, clock, rec.handler(lambda t: gate), policy=OverlapPolicy.REPLACE)
+    first, _ = in_thread(lambda: job(t1, None))
+    assert gate.entered.wait(10)
+    gate.entered.clear()
+    second, _ = in_thread(lambda: job(t2, None))
+    assert gate.entered.wait(10)
+
+    # WHEN tick 1 is delivered again
+    again = job(t1, None)
+
+    # THEN it does not take the lease back from tick 2
+    assert again["decision"] == "duplicate"
+    assert aws.store.read_lease("crm-sync").fence == 2
+    gate.release.set()
+    first.join(10)
+    second.join(10)
+    assert [f for _, f in rec.calls] == [1, 2]

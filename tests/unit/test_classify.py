@@ -7,7 +7,6 @@ from datetime import timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from jobguard import JobConfig, OverlapPolicy, Trigger, TriggerKind
 from jobguard.lease import LeaseState, Mark, Next, TriggerMark, classify, prunable
 
@@ -83,3 +82,12 @@ def test_pruning_never_forgets_a_pending_or_recent_trigger(marks):
     for trigger_id in pruned:
         mark = state.triggers[trigger_id]
         assert mark.mark is not Mark.QUEUED and mark.at_ms < horizon
+
+
+def test_a_displaced_trigger_redelivered_never_replaces_the_newer_run():
+    # j@t ran, was replaced by j@other (which holds the lease now), then j@t is redelivered
+    displaced = LeaseState(**{**HELD.__dict__, "triggers": {"j@t": TriggerMark(Mark.RUNNING, 1)}})
+    assert classify(displaced, TICK, cfg(OverlapPolicy.REPLACE), NOW) is Next.DUPLICATE
+    # but once nobody holds the lease, a crashed trigger's retry may run again
+    crashed = LeaseState(**{**EXPIRED.__dict__, "triggers": {"j@t": TriggerMark(Mark.RUNNING, 1)}})
+    assert classify(crashed, TICK, cfg(OverlapPolicy.REPLACE), NOW) is Next.RETRY

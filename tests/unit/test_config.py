@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from jobguard import ConfigError, JobConfig, OverlapPolicy, guarded
 
 S = timedelta(seconds=1)
