@@ -76,18 +76,6 @@ def _default_owner() -> str:
     return f"{function}/{instance}"
 
 
-def _client_config() -> Any:
-    from botocore.config import Config
-
-    # Short timeouts: a lease operation that hangs is worse than one that fails fast
-    # and is resolved by the heartbeat's consistent read.
-    return Config(
-        retries={"mode": "standard", "max_attempts": 3},
-        connect_timeout=2,
-        read_timeout=5,
-    )
-
-
 @dataclass
 class _Runtime:
     store: Any
@@ -137,8 +125,7 @@ class GuardedJob:
 
             store, queue = self._store, self._queue
             if store is None:
-                import boto3
-
+                from ._clients import client
                 from .dynamodb import DynamoJobStore
 
                 table = self.config.table_name or os.environ.get("JOBGUARD_TABLE")
@@ -146,12 +133,9 @@ class GuardedJob:
                     raise ConfigError(
                         "JOBGUARD_TABLE", "no table: set JOBGUARD_TABLE or JobConfig.table_name"
                     )
-                store = DynamoJobStore(
-                    table, client=boto3.client("dynamodb", config=_client_config())
-                )
+                store = DynamoJobStore(table, client=client("dynamodb"))
             if queue is None and self.config.needs_queue:
-                import boto3
-
+                from ._clients import client
                 from .triggerqueue import TriggerQueue
 
                 url = self.config.trigger_queue_url or os.environ.get(
@@ -167,7 +151,7 @@ class GuardedJob:
                     raise ConfigError(
                         "JOBGUARD_TRIGGER_QUEUE_URL", f"must be a FIFO queue (.fifo): {url}"
                     )
-                queue = TriggerQueue(url, client=boto3.client("sqs", config=_client_config()))
+                queue = TriggerQueue(url, client=client("sqs"))
             self._runtime = _Runtime(store=store, queue=queue, telemetry=JobTelemetry(
                 self.config.name))
         return self._runtime
