@@ -6,7 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from botocore.exceptions import ConnectTimeoutError
+from botocore.exceptions import ClientError, ConnectTimeoutError
 from jobguard import OverlapPolicy, SystemClock, hooks
 from jobguard.clock import to_ms
 
@@ -150,8 +150,18 @@ def test_a_stale_tick_and_a_paused_job_are_recorded_and_not_run(aws, clock):
     assert sorted(aws.statuses("crm-sync")) == ["paused", "stale", "succeeded"]
 
 
-def test_renewal_failures_longer_than_the_lease_stop_the_run_before_it_expires(aws):
-    # GIVEN a run whose every renewal times out (injected with a botocore event hook)
+def _timeout() -> Exception:
+    return ConnectTimeoutError(endpoint_url="injected")
+
+
+def _throttle() -> Exception:
+    return ClientError({"Error": {"Code": "ThrottlingException", "Message": "injected"}},
+                       "UpdateItem")
+
+
+@pytest.mark.parametrize("fault", [_timeout, _throttle], ids=["timeout", "throttling"])
+def test_renewal_failures_longer_than_the_lease_stop_the_run_before_it_expires(aws, fault):
+    # GIVEN a run whose every renewal fails (injected with a botocore event hook)
     clock = SystemClock()
     seen: dict[str, int] = {}
     lost = threading.Event()
@@ -160,7 +170,7 @@ def test_renewal_failures_longer_than_the_lease_stop_the_run_before_it_expires(a
         names = set(params.get("ExpressionAttributeNames", {}).values())
         if "heartbeat_at_ms" in names and "acquired_at_ms" not in names:
             seen["renewals"] = seen.get("renewals", 0) + 1
-            raise ConnectTimeoutError(endpoint_url="injected")
+            raise fault()
 
     def on_lost(**ctx):
         seen["lost_at_ms"] = to_ms(clock.now())

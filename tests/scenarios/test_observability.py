@@ -1,0 +1,46 @@
+"""Operators see decisions as metrics (EMF) and logs keyed by run id, trigger id, fence."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from ._support import Gate, Recorder, in_thread, make_job, tick
+
+
+def _emf(out: str) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for line in out.splitlines():
+        if not line.startswith("{") or '"_aws"' not in line:
+            continue
+        blob = json.loads(line)
+        for metric in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+            values = blob[metric["Name"]]
+            totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(
+                values if isinstance(values, list) else [values])
+    return totals
+
+
+def test_a_skip_and_a_run_emit_their_metrics_and_keyed_logs(aws, clock, capsys):
+    gate, rec = Gate(), Recorder()
+    job = make_job(aws, clock, rec.handler(lambda t: gate))
+    thread, _ = in_thread(lambda: job(tick("crm-sync", clock.now()), None))
+    assert gate.entered.wait(10)
+    gate.entered.clear()
+    skipped = job(tick("crm-sync", clock.now() + timedelta(seconds=10)), None)
+    gate.release.set()
+    thread.join(10)
+
+    out = capsys.readouterr().out
+    metrics = _emf(out)
+    assert metrics["TriggersSkipped"] == 1
+    assert metrics["LeaseAcquireAttempts"] == 2
+    assert "RunDuration" in metrics
+    logs = [json.loads(line) for line in out.splitlines()
+            if line.startswith("{") and '"level"' in line]
+    ended = [entry for entry in logs if entry["message"] == "run ended"]
+    assert ended and ended[0]["fence"] == 1 and ended[0]["status"] == "succeeded"
+    not_run = [entry for entry in logs if entry["message"] == "trigger not run"]
+    assert not_run[0]["decision"] == "skipped"
+    assert not_run[0]["holder_run_id"] == skipped["holder_run_id"]
+    assert "fence" not in not_run[0]  # the holder's keys never leak into another thread
