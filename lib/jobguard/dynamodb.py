@@ -225,7 +225,6 @@ class DynamoJobStore:
         *,
         run_id: str,
         owner: str,
-        policy: str,
         now_ms: int,
         lease_ms: int,
         skew_ms: int,
@@ -273,8 +272,6 @@ class DynamoJobStore:
             f"{run_id_a} = {e.v(run_id)}",
             f"{e.n('holder_owner')} = {e.v(owner)}",
             f"{e.n('trigger_id')} = {e.v(trigger.trigger_id)}",
-            f"{e.n('trigger_kind')} = {e.v(trigger.kind.value)}",
-            f"{e.n('run_policy')} = {e.v(policy)}",
             f"{e.n('acquired_at_ms')} = {e.v(now_ms)}",
             f"{e.n('heartbeat_at_ms')} = {e.v(now_ms)}",
             f"{expires} = {e.v(now_ms + lease_ms)}",
@@ -356,8 +353,8 @@ class DynamoJobStore:
             condition = f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)}"
             if wake is None:
                 condition += f" AND attribute_not_exists({e.n('wake_receipt')})"
-            removes = [e.n(n) for n in ("run_id", "holder_owner", "trigger_id", "trigger_kind",
-                                        "expires_at_ms", "wake_receipt")]
+            removes = [e.n(n) for n in ("run_id", "holder_owner", "trigger_id", "expires_at_ms",
+                                        "wake_receipt")]
             removes += [e.n(_trigger_attr(p)) for p in prune if p != trigger_id]
             update = (
                 f"SET {e.n('released_at_ms')} = {e.v(record.ended_at_ms)}, "

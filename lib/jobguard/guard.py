@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,7 +70,11 @@ class _Deferred(JobGuardError):
 
 
 def _default_owner() -> str:
-    function = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or socket.gethostname()
+    function = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+    if not function:
+        import socket
+
+        function = socket.gethostname()
     instance = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or f"pid-{os.getpid()}"
     return f"{function}/{instance}"
 
@@ -205,7 +208,6 @@ class GuardedJob:
                 trigger,
                 run_id=run_id,
                 owner=self.owner,
-                policy=config.policy.value,
                 now_ms=now_ms,
                 lease_ms=self._lease_ms,
                 skew_ms=self._skew_ms,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import os
 
 __all__ = ["new_run_id"]
 
@@ -19,7 +19,7 @@ def new_run_id(epoch_ms: int) -> str:
         >>> len(new_run_id(1_764_400_000_000))
         26
     """
-    value = (epoch_ms << 80) | secrets.randbits(80)
+    value = (epoch_ms << 80) | int.from_bytes(os.urandom(10), "big")
     chars = []
     for _ in range(26):
         chars.append(_ALPHABET[value & 31])

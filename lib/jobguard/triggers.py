@@ -19,12 +19,11 @@ Accepted events (``events/`` holds a sample of each):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
-
-from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError, field_validator
+from typing import Any
 
 from .config import JOB_NAME_PATTERN, OverlapPolicy
 from .errors import InvalidTriggerError
@@ -87,94 +86,122 @@ def follow_up_trigger_id(job: str, holder_run_id: str) -> str:
     return f"{job}@follow-up:{holder_run_id}"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, str_strip_whitespace=True)
+# Each event shape: field -> (check, required). Validation is a few lines of plain
+# Python on purpose: it runs on every cold start, and a validation library's import
+# would cost more than everything else jobguard imports (measured in bench/).
+_Check = Callable[[str, Any], Any]
 
-    @field_validator("job", check_fields=False)
-    @classmethod
-    def _job_name(cls, value: str) -> str:
-        if not JOB_NAME_PATTERN.fullmatch(value):
-            raise ValueError(
-                "must be 1-64 letters, digits, '_', '.', '-' ('#' is the key delimiter)"
+
+def _instant(field: str, value: Any) -> datetime:
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        if _PLACEHOLDER in value:
+            raise InvalidTriggerError(
+                field,
+                f"the Scheduler placeholder {value!r} was not filled in; the event must come "
+                "from EventBridge Scheduler, or carry a real ISO-8601 time with a timezone",
             )
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidTriggerError(
+                field, f"{value!r} is not an ISO-8601 time (e.g. 2026-11-29T07:35:00Z)"
+            ) from None
+    else:
+        raise InvalidTriggerError(field, f"must be an ISO-8601 string, got {type(value).__name__}")
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise InvalidTriggerError(
+            field, "must include a timezone (e.g. 2026-11-29T07:35:00Z); naive times are refused"
+        )
+    return parsed.astimezone(UTC)
+
+
+def _text(max_length: int, pattern: re.Pattern[str] | None = None, what: str = "") -> _Check:
+    def check(field: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise InvalidTriggerError(field, f"must be a string, got {type(value).__name__}")
+        text = value.strip()
+        if _PLACEHOLDER in text:
+            raise InvalidTriggerError(field, f"the placeholder {text!r} was not filled in")
+        if not text or len(text) > max_length:
+            raise InvalidTriggerError(field, f"must be 1-{max_length} characters")
+        if pattern is not None and not pattern.fullmatch(text):
+            raise InvalidTriggerError(field, f"{text!r} is not {what}")
+        return text
+
+    return check
+
+
+def _literal(*allowed: Any) -> _Check:
+    def check(field: str, value: Any) -> Any:
+        if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
+            raise InvalidTriggerError(field, f"must be one of {list(allowed)!r}, got {value!r}")
         return value
 
+    return check
 
-def _no_placeholder(value: Any) -> Any:
-    if isinstance(value, str) and _PLACEHOLDER in value:
-        raise ValueError(
-            f"the Scheduler placeholder {value!r} was not filled in; the event must come "
-            "from EventBridge Scheduler, or carry a real ISO-8601 time with a timezone"
-        )
+
+def _anything(field: str, value: Any) -> Any:
     return value
 
 
-class _SchedulerInput(_Model):
-    job: str
-    scheduled_at: AwareDatetime
-    execution_id: str | None = None
-    policy: OverlapPolicy | None = None
-
-    _placeholder = field_validator("scheduled_at", "execution_id", mode="before")(
-        classmethod(lambda cls, v: _no_placeholder(v))
-    )
-
-
-class _RuleEvent(_Model):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-    detail_type: Literal["Scheduled Event"] = "Scheduled Event"
-    time: AwareDatetime
-    id: str | None = None
-    job: str | None = None
-
-
-class _ManualInput(_Model):
-    job: str
-    manual: Literal[True]
-    trigger_id: str | None = None
-    requested_by: str | None = None
-    policy: OverlapPolicy | None = None
-
-    @field_validator("trigger_id")
-    @classmethod
-    def _trigger_id(cls, value: str | None) -> str | None:
-        if value is not None and not _TRIGGER_ID_PATTERN.fullmatch(value):
-            raise ValueError("must be 1-128 characters of letters, digits and _.:@/+=-")
-        return value
+_JOB = _text(64, JOB_NAME_PATTERN,
+             "a job name: 1-64 letters, digits, '_', '.', '-' ('#' is the key delimiter)")
+_SHAPES: dict[str, dict[str, tuple[_Check, bool]]] = {
+    "tick": {"job": (_JOB, True), "scheduled_at": (_instant, True),
+             "execution_id": (_text(256), False)},
+    "rule": {"time": (_instant, True), "id": (_text(256), False), "job": (_JOB, False)},
+    "manual": {"job": (_JOB, True), "manual": (_literal(True), True),
+               "trigger_id": (_text(128, _TRIGGER_ID_PATTERN,
+                                    "a trigger id: letters, digits and _.:@/+=-"), False),
+               "requested_by": (_text(256), False)},
+    "queue": {"jobguard": (_literal(1), True), "job": (_JOB, True),
+              "trigger_id": (_text(512), True),
+              "kind": (_literal("queued", "follow_up"), True),
+              "scheduled_at": (_instant, False), "requested_by": (_text(256), False),
+              "event": (_anything, False)},
+}
 
 
-class _QueueMessage(_Model):
-    jobguard: Literal[1]
-    job: str
-    trigger_id: str
-    kind: Literal["queued", "follow_up"]
-    scheduled_at: AwareDatetime | None = None
-    requested_by: str | None = None
-    event: Any = None
+def _validate(shape: str, data: object, prefix: str = "") -> dict[str, Any]:
+    """Check ``data`` against one event shape; the first problem names its field."""
+    if not isinstance(data, dict):
+        raise InvalidTriggerError(prefix.rstrip(".") or "event",
+                                  f"must be a JSON object, got {type(data).__name__}")
+    result: dict[str, Any] = {}
+    for name, (check, required) in _SHAPES[shape].items():
+        value = data.get(name)
+        if value is None:
+            if required:
+                raise InvalidTriggerError(prefix + name, "is required")
+            continue
+        try:
+            result[name] = check(name, value)
+        except InvalidTriggerError as exc:
+            raise InvalidTriggerError(prefix + exc.field, str(exc).split(": ", 1)[1]) from None
+    return result
 
 
-def _invalid(exc: ValidationError, prefix: str = "") -> InvalidTriggerError:
-    error = exc.errors()[0]
-    field = ".".join(str(part) for part in error["loc"]) or "event"
-    message = str(error["msg"]).removeprefix("Value error, ")
-    if error["type"] == "timezone_aware":
-        message = "must include a timezone (e.g. 2026-11-29T07:35:00Z); naive times are refused"
-    elif error["type"] == "missing":
-        message = "is required"
-    return InvalidTriggerError(prefix + field, message)
+def _policy(event: dict[str, Any], configured: OverlapPolicy) -> None:
+    raw = event.get("policy")
+    if raw is None:
+        return
+    if not isinstance(raw, str) or raw.upper() not in OverlapPolicy.__members__:
+        names = ", ".join(p.value for p in OverlapPolicy)
+        raise InvalidTriggerError("policy", f"unknown policy {raw!r}; one of {names}")
+    if OverlapPolicy(raw.upper()) is not configured:
+        raise InvalidTriggerError(
+            "policy",
+            f"event says policy {raw.upper()} but the job is defined with "
+            f"{configured.value}: the schedule and the code disagree",
+        )
 
 
-def _check_job(parsed_job: str | None, job: str, policy: OverlapPolicy | None,
-               configured: OverlapPolicy) -> None:
+def _same_job(parsed_job: str | None, job: str) -> None:
     if parsed_job is not None and parsed_job != job:
         raise InvalidTriggerError(
             "job", f"event is for job {parsed_job!r} but this handler guards {job!r}"
-        )
-    if policy is not None and policy is not configured:
-        raise InvalidTriggerError(
-            "policy",
-            f"event says policy {policy.value} but job {job!r} is defined with "
-            f"{configured.value}: the schedule and the code disagree",
         )
 
 
@@ -197,39 +224,31 @@ def parse_event(
         raise InvalidTriggerError(
             "event", f"must be a JSON object, got {type(event).__name__}"
         )
-    if "policy" in event and event["policy"] is not None:
-        raw = event["policy"]
-        if not isinstance(raw, str) or raw.upper() not in OverlapPolicy.__members__:
-            names = ", ".join(p.value for p in OverlapPolicy)
-            raise InvalidTriggerError("policy", f"unknown policy {raw!r}; one of {names}")
-    try:
-        if event.get("detail-type") is not None or event.get("source") == "aws.events":
-            if event.get("detail-type") != "Scheduled Event":
-                raise InvalidTriggerError(
-                    "detail-type",
-                    f"only 'Scheduled Event' is a trigger, got {event.get('detail-type')!r}",
-                )
-            rule = _RuleEvent.model_validate(event)
-            _check_job(rule.job, job, None, policy)
-            return Trigger(job, tick_trigger_id(job, rule.time), TriggerKind.RULE,
-                           scheduled_at=rule.time.astimezone(UTC), delivery_id=rule.id)
-        if "manual" in event:
-            manual = _ManualInput.model_validate(event)
-            _check_job(manual.job, job, manual.policy, policy)
-            suffix = manual.trigger_id or request_id
-            if suffix is None:
-                raise InvalidTriggerError("trigger_id", "is required outside Lambda")
-            return Trigger(job, f"{job}@manual:{suffix}", TriggerKind.MANUAL,
-                           requested_by=manual.requested_by, delivery_id=request_id)
-        if "job" not in event:
-            raise InvalidTriggerError("job", "is required")
-        tick = _SchedulerInput.model_validate(event)
-        _check_job(tick.job, job, tick.policy, policy)
-        return Trigger(job, tick_trigger_id(job, tick.scheduled_at), TriggerKind.TICK,
-                       scheduled_at=tick.scheduled_at.astimezone(UTC),
-                       delivery_id=tick.execution_id or request_id)
-    except ValidationError as exc:
-        raise _invalid(exc) from None
+    _policy(event, policy)
+    if event.get("detail-type") is not None or event.get("source") == "aws.events":
+        if event.get("detail-type") != "Scheduled Event":
+            raise InvalidTriggerError(
+                "detail-type",
+                f"only 'Scheduled Event' is a trigger, got {event.get('detail-type')!r}",
+            )
+        rule = _validate("rule", event)
+        _same_job(rule.get("job"), job)
+        at: datetime = rule["time"].astimezone(UTC)
+        return Trigger(job, tick_trigger_id(job, at), TriggerKind.RULE, scheduled_at=at,
+                       delivery_id=rule.get("id"))
+    if "manual" in event:
+        manual = _validate("manual", event)
+        _same_job(manual["job"], job)
+        suffix = manual.get("trigger_id") or request_id
+        if suffix is None:
+            raise InvalidTriggerError("trigger_id", "is required outside Lambda")
+        return Trigger(job, f"{job}@manual:{suffix}", TriggerKind.MANUAL,
+                       requested_by=manual.get("requested_by"), delivery_id=request_id)
+    tick = _validate("tick", event)
+    _same_job(tick["job"], job)
+    at = tick["scheduled_at"].astimezone(UTC)
+    return Trigger(job, tick_trigger_id(job, at), TriggerKind.TICK, scheduled_at=at,
+                   delivery_id=tick.get("execution_id") or request_id)
 
 
 def parse_queue_message(body: str, *, job: str) -> tuple[Trigger, object]:
@@ -240,14 +259,13 @@ def parse_queue_message(body: str, *, job: str) -> tuple[Trigger, object]:
         data = json.loads(body)
     except (TypeError, ValueError) as exc:
         raise InvalidTriggerError("body", f"is not JSON: {exc}") from None
-    try:
-        message = _QueueMessage.model_validate(data)
-    except ValidationError as exc:
-        raise _invalid(exc, "body.") from None
-    _check_job(message.job, job, None, OverlapPolicy.SKIP)
-    trigger = Trigger(job, message.trigger_id, TriggerKind(message.kind),
-                      scheduled_at=message.scheduled_at, requested_by=message.requested_by)
-    return trigger, message.event
+    message = _validate("queue", data, "body.")
+    _same_job(message["job"], job)
+    scheduled = message.get("scheduled_at")
+    trigger = Trigger(job, message["trigger_id"], TriggerKind(message["kind"]),
+                      scheduled_at=scheduled.astimezone(UTC) if scheduled else None,
+                      requested_by=message.get("requested_by"))
+    return trigger, message.get("event")
 
 
 def queue_message_body(trigger: Trigger, *, event: object = None) -> str:

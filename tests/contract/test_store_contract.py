@@ -43,7 +43,7 @@ def trigger(n: int) -> Trigger:
 
 
 def acquire(store: DynamoJobStore, n: int, run_id: str, now_ms: int = T0) -> Acquired | Busy:
-    return store.acquire(trigger(n), run_id=run_id, owner=f"worker-{run_id}", policy="SKIP",
+    return store.acquire(trigger(n), run_id=run_id, owner=f"worker-{run_id}",
                          now_ms=now_ms, lease_ms=LEASE_MS, skew_ms=SKEW_MS)
 
 

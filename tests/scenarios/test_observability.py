@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+from collections.abc import Iterator
 from datetime import timedelta
+
+import pytest
 
 from ._support import Gate, Recorder, in_thread, make_job, tick
 
@@ -21,7 +26,22 @@ def _emf(out: str) -> dict[str, float]:
     return totals
 
 
-def test_a_skip_and_a_run_emit_their_metrics_and_keyed_logs(aws, clock, capsys):
+@pytest.fixture
+def log_lines() -> Iterator[io.StringIO]:
+    """jobguard's JSON log lines, formatted by its Powertools formatter."""
+    from jobguard.observability import _logger
+
+    powertools_logger = _logger()
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(powertools_logger.registered_formatter)
+    std_logger = logging.getLogger(powertools_logger.name)
+    std_logger.addHandler(handler)
+    yield stream
+    std_logger.removeHandler(handler)
+
+
+def test_a_skip_and_a_run_emit_their_metrics_and_keyed_logs(aws, clock, capsys, log_lines):
     gate, rec = Gate(), Recorder()
     job = make_job(aws, clock, rec.handler(lambda t: gate))
     thread, _ = in_thread(lambda: job(tick("crm-sync", clock.now()), None))
@@ -36,8 +56,7 @@ def test_a_skip_and_a_run_emit_their_metrics_and_keyed_logs(aws, clock, capsys):
     assert metrics["TriggersSkipped"] == 1
     assert metrics["LeaseAcquireAttempts"] == 2
     assert "RunDuration" in metrics
-    logs = [json.loads(line) for line in out.splitlines()
-            if line.startswith("{") and '"level"' in line]
+    logs = [json.loads(line) for line in log_lines.getvalue().splitlines()]
     ended = [entry for entry in logs if entry["message"] == "run ended"]
     assert ended and ended[0]["fence"] == 1 and ended[0]["status"] == "succeeded"
     not_run = [entry for entry in logs if entry["message"] == "trigger not run"]

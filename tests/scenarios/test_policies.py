@@ -165,7 +165,7 @@ def test_coalesce_follow_up_still_happens_when_the_active_run_crashed(aws):
                    skew_margin=timedelta(milliseconds=300))
     crashed = aws.store.acquire(
         Trigger("crm-sync", "crm-sync@manual:crashed", TriggerKind.MANUAL),
-        run_id="CRASHED", owner="dead-worker", policy="COALESCE",
+        run_id="CRASHED", owner="dead-worker",
         now_ms=to_ms(clock.now()), lease_ms=2000, skew_ms=300,
     )
     assert crashed.fence == 1

@@ -23,9 +23,11 @@ def test_public_names_are_pinned():
 
 def test_importing_jobguard_keeps_heavy_modules_off_the_cold_start():
     code = (
-        "import sys, jobguard; "
-        "print(','.join(m for m in ('boto3', 'aws_xray_sdk', 'moto', "
-        "'aws_lambda_powertools.utilities.batch') if m in sys.modules))"
+        "import sys, jobguard; from jobguard.triggers import parse_event; "
+        "parse_event({'job': 'j', 'scheduled_at': '2026-11-29T07:35:00Z'}, job='j', "
+        "policy=jobguard.OverlapPolicy.SKIP); "
+        "print(','.join(m for m in ('boto3', 'botocore', 'aws_xray_sdk', 'moto', 'pydantic', "
+        "'pydantic_core', 'aws_lambda_powertools.utilities.batch') if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()

@@ -179,6 +179,7 @@ class _SerializeDynamoDB:
         if not _holds_dynamodb_lock(environ):
             return self._app(environ, start_response)
         with self._lock:
+            started = time.perf_counter()
             result = self._app(environ, start_response)
             try:
                 body = b"".join(result)
@@ -186,7 +187,13 @@ class _SerializeDynamoDB:
                 close = getattr(result, "close", None)
                 if callable(close):
                     close()
+                _SERVICE_TIME[0] += time.perf_counter() - started
         return [body]
+
+
+# Seconds the emulator spent handling DynamoDB requests (under the lock), process-wide:
+# lets a benchmark tell the emulator's own work from the client's.
+_SERVICE_TIME = [0.0]
 
 
 @functools.cache
@@ -247,6 +254,11 @@ class LocalAWS:
         self._thread: threading.Thread | None = None
         self._endpoint_url: str | None = None
         self._clients: _ClientFactory | None = None
+
+    @property
+    def dynamodb_service_s(self) -> float:
+        """Total seconds the emulator has spent handling DynamoDB requests so far."""
+        return _SERVICE_TIME[0]
 
     # ---------------------------------------------------------------- lifecycle
 

@@ -1,0 +1,106 @@
+"""Figure 5: cold start, a fresh interpreter importing a handler module and completing
+its first invocation against the emulator.
+
+Each child is a new ``python`` process (``bench/coldstart_child.py``) with the
+emulator's environment; the parent pre-creates the tables. jobguard and Powertools
+children alternate, each with its own tick so every invocation really runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .common import BenchError, Ticks, median
+
+ROOT = Path(__file__).resolve().parent.parent
+CHILD = ROOT / "bench" / "coldstart_child.py"
+MODULES = {
+    "jobguard": "bench.handlers.guarded_min",
+    "powertools": "bench.handlers.powertools_min",
+}
+RESULT_PREFIX = "BENCH_RESULT "
+# Quiet or development settings must not leak in: the child runs with defaults.
+_DROP = ("POWERTOOLS_", "JOBGUARD_", "IDEMPOTENCY_TABLE", "AWS_")
+
+
+@dataclass
+class ColdStart:
+    """Medians over the children of one side, in milliseconds."""
+
+    import_ms: float
+    first_invoke_ms: float
+    total_ms: float
+    emulator_ms: float
+    client_ms: float
+    samples: list[float]
+
+
+def _child_env(aws_env: dict[str, str], tables: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP)}
+    env.update(aws_env)
+    env["JOBGUARD_TABLE"] = tables["jobguard"]
+    env["IDEMPOTENCY_TABLE"] = tables["powertools"]
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def _one(module: str, scheduled_at: str, env: dict[str, str]) -> dict[str, float]:
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), module, scheduled_at],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
+    if proc.returncode != 0 or not lines:
+        raise BenchError(f"cold start child {module} failed ({proc.returncode}): "
+                         f"{proc.stderr.strip()[-800:]}")
+    timings: dict[str, float] = json.loads(lines[-1][len(RESULT_PREFIX):])
+    return timings
+
+
+def run(aws_env: dict[str, str], tables: dict[str, str], ticks: Ticks,
+        repeats: int = 5, service_s: Callable[[], float] = lambda: 0.0) -> dict[str, ColdStart]:
+    """``repeats`` children per side, interleaved (alternating which side goes first),
+    after one discarded child per side (warms the page cache); medians per side.
+
+    Both sides import bytecode: pip compiles an installed package (Powertools), so
+    jobguard's editable sources and the bench handlers are compiled here too (this
+    machine sets PYTHONDONTWRITEBYTECODE, so a child would otherwise recompile them
+    on every start). A Lambda asset should ship bytecode for the same reason.
+    """
+    import compileall
+
+    for folder in (ROOT / "lib" / "jobguard", ROOT / "bench" / "handlers", ROOT / "bench"):
+        compileall.compile_dir(str(folder), quiet=1, maxlevels=0 if folder.name == "bench"
+                               else 10)
+    env = _child_env(aws_env, tables)
+    for module in MODULES.values():
+        _one(module, ticks.take(), env)
+    runs: dict[str, list[dict[str, float]]] = {side: [] for side in MODULES}
+    order = list(MODULES)
+    for round_no in range(repeats):
+        for side in order if round_no % 2 == 0 else reversed(order):
+            before = service_s()
+            sample = _one(MODULES[side], ticks.take(), env)
+            # The emulator's own time on this child's DynamoDB requests (moto parsing
+            # expressions in Python), measured in the server: not the Lambda's work.
+            sample["emulator_ms"] = (service_s() - before) * 1000
+            sample["client_ms"] = sample["total_ms"] - sample["emulator_ms"]
+            runs[side].append(sample)
+    return {side: _medians(samples) for side, samples in runs.items()}
+
+
+def _medians(samples: list[dict[str, float]]) -> ColdStart:
+    return ColdStart(
+        import_ms=median([s["import_ms"] for s in samples]),
+        first_invoke_ms=median([s["first_invoke_ms"] for s in samples]),
+        total_ms=median([s["total_ms"] for s in samples]),
+        emulator_ms=median([s["emulator_ms"] for s in samples]),
+        client_ms=median([s["client_ms"] for s in samples]),
+        samples=[round(s["total_ms"], 1) for s in samples],
+    )

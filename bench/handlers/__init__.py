@@ -1,0 +1,1 @@
+"""Minimal Lambda handler modules, imported by a fresh interpreter for the cold start figure."""

@@ -1,0 +1,159 @@
+"""Figures 1-3: AWS requests per happy-path run and per SKIP decision.
+
+Both sides are built the way their users build them (``@guarded(...)`` with the table
+name; ``DynamoDBPersistenceLayer(table_name=...)``), so each library makes its own
+client; :data:`bench.counting.COUNTER` counts that client's requests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from jobguard import OverlapPolicy, guarded
+from jobguard.schema import LEASE_SK, PARTITION_KEY, SORT_KEY, job_pk
+
+from .common import BenchError, Ticks, mean, median
+from .counting import COUNTER, RequestCounter
+from .lambda_context import FakeLambdaContext
+
+LEASE = timedelta(minutes=5)
+RAN = {"ran": True}
+Handler = Callable[[Any, Any], Any]
+
+
+@dataclass
+class Sample:
+    """Per measured invocation: requests (mean); wall time and the calling thread's CPU
+    time (medians, ms). The emulator serves from other threads, so ``cpu_ms`` is the
+    library's own work (and botocore's), ``ms`` includes the emulator."""
+
+    requests: float
+    ms: float
+    cpu_ms: float
+    first_requests: int
+    operations: dict[str, int] = field(default_factory=dict)
+
+
+def _noop(event: Any, context: Any) -> dict[str, bool]:
+    return dict(RAN)
+
+
+def _measure(call: Handler, events: list[dict[str, Any]], counter: RequestCounter,
+             expect: Callable[[Any], None]) -> Sample:
+    """Invoke once to warm up, then once per remaining event, counting each one."""
+    counter.reset()
+    expect(call(events[0], FakeLambdaContext()))
+    first = counter.total()
+    if first == 0:
+        raise BenchError("no request counted: was the library's botocore session created "
+                         "before RequestCounter.install()?")
+    counts: list[int] = []
+    times: list[float] = []
+    cpu: list[float] = []
+    ops: dict[str, int] = {}
+    for event in events[1:]:
+        counter.reset()
+        started, started_cpu = time.perf_counter(), time.thread_time()
+        result = call(event, FakeLambdaContext())
+        cpu.append((time.thread_time() - started_cpu) * 1000)
+        times.append((time.perf_counter() - started) * 1000)
+        counts.append(counter.total())
+        for op, n in counter.operations().items():
+            ops[op] = ops.get(op, 0) + n
+        expect(result)
+    return Sample(requests=mean(counts), ms=median(times), cpu_ms=median(cpu),
+                  first_requests=first, operations=ops)
+
+
+def _expect_ran(result: Any) -> None:
+    if result != RAN:
+        raise BenchError(f"expected the handler to run, got {result!r}")
+
+
+def _expect_skipped(result: Any) -> None:
+    if not isinstance(result, dict) or result.get("decision") != "skipped":
+        raise BenchError(f"expected a skipped decision, got {result!r}")
+
+
+def guarded_runs(table: str, ticks: Ticks, n: int) -> Sample:
+    """``n`` sequential happy-path runs of a ``@guarded`` SKIP job (after one warm-up)."""
+    job = guarded("bench-run", policy=OverlapPolicy.SKIP, lease=LEASE, table_name=table)(_noop)
+    return _measure(job, ticks.events("bench-run", n + 1), COUNTER, _expect_ran)
+
+
+def powertools_runs(table: str, ticks: Ticks, n: int) -> Sample:
+    """``n`` sequential runs of a Powertools ``@idempotent`` handler keyed on the tick."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent,
+    )
+
+    store = DynamoDBPersistenceLayer(table_name=table)
+    config = IdempotencyConfig(event_key_jmespath="scheduled_at")
+    handler = idempotent(persistence_store=store, config=config)(_noop)
+    return _measure(handler, ticks.events("bench-run", n + 1), COUNTER, _expect_ran)
+
+
+def guarded_skips(table: str, ticks: Ticks, n: int) -> Sample:
+    """``n`` SKIP decisions (after one warm-up) while another run holds the lease.
+
+    The holder is a second ``@guarded`` handler for the same job, running in another
+    thread (so its requests are not counted), held inside its handler by a
+    ``threading.Event``. Its heartbeat (every lease / 3 = 100 s) does not fire here.
+    """
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(event: Any, context: Any) -> dict[str, bool]:
+        entered.set()
+        if not release.wait(60):
+            raise BenchError("the holder was never released")
+        return dict(RAN)
+
+    def job(handler: Handler) -> Handler:
+        return guarded("bench-skip", policy=OverlapPolicy.SKIP, lease=LEASE,
+                       table_name=table)(handler)
+
+    holder, skipper = job(hold), job(_noop)
+    box: dict[str, Any] = {}
+    event = ticks.events("bench-skip", 1)[0]
+    thread = threading.Thread(
+        target=lambda: box.update(result=holder(event, FakeLambdaContext())), daemon=True
+    )
+    thread.start()
+    try:
+        if not entered.wait(10):
+            raise BenchError("the holder did not start its run")
+        sample = _measure(skipper, ticks.events("bench-skip", n + 1), COUNTER,
+                          _expect_skipped)
+    finally:
+        release.set()
+        thread.join(10)
+    _expect_ran(box.get("result"))
+    return sample
+
+
+def lease_row_bytes(ddb: Any, table: str, job: str) -> int:
+    """Approximate DynamoDB size of a job's lease row (attribute names + values).
+
+    Every write to the row is billed by its full size (1 write unit per KB, twice that
+    inside a transaction), and the row keeps a mark per trigger decided within
+    ``dedup_window``.
+    """
+    key = {PARTITION_KEY: {"S": job_pk(job)}, SORT_KEY: {"S": LEASE_SK}}
+    item = ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item", {})
+    return sum(len(name.encode()) + _value_bytes(value) for name, value in item.items())
+
+
+def _value_bytes(value: dict[str, Any]) -> int:
+    (kind, raw), = value.items()
+    if kind == "S":
+        return len(raw.encode())
+    if kind == "N":
+        return (len(raw.strip("-").replace(".", "")) + 1) // 2 + 1
+    return 1
