@@ -9,10 +9,10 @@ children alternate, each with its own tick so every invocation really runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
