@@ -10,6 +10,7 @@ Example:
     ...     return {"synced": 0}
 """
 
+from .batch import BatchJob, BatchReport, ClaimedItem, Page
 from .clock import Clock, SystemClock
 from .config import JobConfig, OverlapPolicy
 from .errors import ConfigError, InvalidTriggerError, JobGuardError, LeaseLostError, StoreError
@@ -18,19 +19,27 @@ from .lease import LeaseState
 from .records import Decision, Outcome, RunRecord, RunStatus
 from .run import Run, current_run
 from .triggers import Trigger, TriggerKind
+from .workitems import ItemRecord, ItemState, OutcomeUnknown, WorkId
 
 __all__ = [
+    "BatchJob",
+    "BatchReport",
+    "ClaimedItem",
     "Clock",
     "ConfigError",
     "Decision",
     "GuardedJob",
     "InvalidTriggerError",
+    "ItemRecord",
+    "ItemState",
     "JobConfig",
     "JobGuardError",
     "LeaseLostError",
     "LeaseState",
+    "OutcomeUnknown",
     "OverlapPolicy",
     "Outcome",
+    "Page",
     "Run",
     "RunRecord",
     "RunStatus",
@@ -38,6 +47,7 @@ __all__ = [
     "SystemClock",
     "Trigger",
     "TriggerKind",
+    "WorkId",
     "current_run",
     "guarded",
 ]

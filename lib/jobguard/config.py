@@ -116,6 +116,30 @@ class JobConfig:
     tracing: bool = False
     """Trace runs with the Powertools Tracer (imports the X-Ray SDK lazily)."""
 
+    batch_size: int = 25
+    """Work items claimed (and settled) per page, 1-1000. Claims and outcomes go in
+    transactions of up to 99 items; see :class:`jobguard.BatchJob`."""
+
+    flush: str = "page"
+    """When outcomes are written: ``"page"`` (one transaction per 99 items, with the
+    checkpoint) or ``"item"`` (right after each destination call). Per page is cheaper;
+    per item narrows what a crash leaves uncertain to the one item in flight."""
+
+    claim_for: timedelta = timedelta(minutes=15)
+    """How long a claim lasts. A claim past this with no recorded outcome is
+    ``uncertain``: its worker vanished. At most ``function_timeout`` when that is set."""
+
+    item_ttl: timedelta = timedelta(days=15)
+    """How long completed work items are remembered (DynamoDB TTL). Longer than every
+    redelivery window: EventBridge Scheduler retries for up to 24 h, SQS keeps a message
+    up to 14 days. Unresolved items never expire."""
+
+    time_margin: timedelta = timedelta(seconds=10)
+    """Stop taking new items when the Lambda has less than this left, and checkpoint."""
+
+    function_timeout: timedelta | None = None
+    """The Lambda's timeout, when known (the stack passes it): claims must fit in it."""
+
     _heartbeat: timedelta = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -166,6 +190,30 @@ class JobConfig:
         ttl = _positive("record_ttl", self.record_ttl)
         if ttl < window:
             raise ConfigError("record_ttl", f"must be at least dedup_window ({window})")
+        if (not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool)
+                or not 1 <= self.batch_size <= 1000):
+            raise ConfigError("batch_size", f"must be an integer 1-1000, got {self.batch_size!r}")
+        if self.flush not in ("page", "item"):
+            raise ConfigError("flush", f"must be 'page' or 'item', got {self.flush!r}")
+        claim = _positive("claim_for", self.claim_for)
+        if self.function_timeout is not None:
+            timeout = _positive("function_timeout", self.function_timeout)
+            if claim > timeout:
+                raise ConfigError(
+                    "claim_for",
+                    f"({claim}) must fit in the function timeout ({timeout}): a claim that "
+                    "outlives its worker is held by nobody",
+                )
+        item_ttl = _positive("item_ttl", self.item_ttl)
+        if item_ttl < timedelta(hours=24) or item_ttl < window:
+            raise ConfigError(
+                "item_ttl",
+                f"({item_ttl}) must be at least 24 h (EventBridge Scheduler's redelivery "
+                f"window) and at least dedup_window ({window})",
+            )
+        margin = self.time_margin
+        if not isinstance(margin, timedelta) or margin < timedelta(0):
+            raise ConfigError("time_margin", "must be a non-negative datetime.timedelta")
         for name in ("table_name", "trigger_queue_url"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):

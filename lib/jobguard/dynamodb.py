@@ -14,13 +14,17 @@ Timeline of one job's lease row::
 
 from __future__ import annotations
 
-import re
 import uuid
-from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ._dynamo import Expr as _Expr
+from ._dynamo import code as _code
+from ._dynamo import first_reason as _first_reason
+from ._dynamo import item as _item
+from ._dynamo import old_item as _old_item
+from ._dynamo import plain as _plain
 from .errors import StoreError
 from .lease import Acquired, Busy, LeaseState, Mark, Next, Released, TriggerMark
 from .records import Decision, RunRecord, RunStatus
@@ -31,95 +35,15 @@ from .schema import (
     SORT_KEY,
     TRIGGER_ATTR_PREFIX,
     TTL_ATTRIBUTE,
+    UNRESOLVED_INDEX,
+    UNRESOLVED_PK,
+    UNRESOLVED_SK,
     job_pk,
     run_sk,
 )
 from .triggers import Trigger, TriggerKind
 
 __all__ = ["Acquired", "Busy", "DynamoJobStore", "Released", "create_table"]
-
-# Errors after which the write may or may not have happened.
-_RETRYABLE = {
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "ServiceUnavailable",
-    "TransactionConflictException",
-    "TransactionInProgressException",
-}
-
-
-def _to_attr(value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"BOOL": value}
-    if isinstance(value, int):
-        return {"N": str(value)}
-    if isinstance(value, str):
-        return {"S": value}
-    if value is None:
-        return {"NULL": True}
-    raise TypeError(f"unsupported attribute value {value!r}")
-
-
-def _from_attr(attr: dict[str, Any]) -> Any:
-    (kind, raw), = attr.items()
-    if kind == "S":
-        return raw
-    if kind == "N":
-        number = Decimal(raw)
-        return int(number) if number == number.to_integral_value() else float(number)
-    if kind == "BOOL":
-        return bool(raw)
-    if kind == "NULL":
-        return None
-    if kind == "M":
-        return {k: _from_attr(v) for k, v in raw.items()}
-    if kind == "L":
-        return [_from_attr(v) for v in raw]
-    return raw
-
-
-def _item(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: _to_attr(v) for k, v in values.items() if v is not None}
-
-
-def _plain(item: dict[str, Any] | None) -> dict[str, Any]:
-    return {k: _from_attr(v) for k, v in (item or {}).items()}
-
-
-class _Expr:
-    """Builds expression attribute names and values as the expression is written."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-        self.values: dict[str, Any] = {}
-
-    def n(self, attribute: str) -> str:
-        for placeholder, name in self.names.items():
-            if name == attribute:
-                return placeholder
-        placeholder = f"#a{len(self.names)}"
-        self.names[placeholder] = attribute
-        return placeholder
-
-    def v(self, value: Any) -> str:
-        placeholder = f":v{len(self.values)}"
-        self.values[placeholder] = _to_attr(value)
-        return placeholder
-
-    def params(self, *expressions: str) -> dict[str, Any]:
-        """Names and values used by ``expressions`` (DynamoDB refuses unused ones)."""
-        text = " ".join(expressions)
-        used = set(re.findall(r"[#:][a-z]\d+", text))
-        params: dict[str, Any] = {
-            "ExpressionAttributeNames": {k: v for k, v in self.names.items() if k in used}
-        }
-        values = {k: v for k, v in self.values.items() if k in used}
-        if values:
-            params["ExpressionAttributeValues"] = values
-        return params
-
 
 def lease_state(job: str, item: dict[str, Any] | None) -> LeaseState:
     """Read a lease row (DynamoDB JSON) as a :class:`LeaseState`."""
@@ -154,7 +78,7 @@ def run_record(item: dict[str, Any]) -> RunRecord:
     known = {
         "job", "run_id", "trigger_id", "trigger_kind", "policy", "decision", "status",
         "started_at_ms", "ended_at_ms", "fence", "owner", "holder_run_id", "holder_fence",
-        "scheduled_at", "requested_by", "error", "detail",
+        "scheduled_at", "requested_by", "error", "detail", "duration_ms",
     }
     return RunRecord(
         job=row["job"],
@@ -181,25 +105,6 @@ def run_record(item: dict[str, Any]) -> RunRecord:
     )
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _old_item(exc: ClientError) -> dict[str, Any] | None:
-    """The row a failed condition was evaluated against (``ALL_OLD``)."""
-    response: dict[str, Any] = dict(exc.response)
-    item = response.get("Item")
-    return item if isinstance(item, dict) else None
-
-
-def _first_reason(exc: ClientError) -> dict[str, Any]:
-    """The first cancellation reason of a cancelled transaction (ours is item 0)."""
-    response: dict[str, Any] = dict(exc.response)
-    reasons = response.get("CancellationReasons") or [{}]
-    first = reasons[0]
-    return first if isinstance(first, dict) else {}
-
-
 def _trigger_attr(trigger_id: str) -> str:
     return TRIGGER_ATTR_PREFIX + trigger_id
 
@@ -216,6 +121,11 @@ class DynamoJobStore:
     def __init__(self, table_name: str, *, client: Any) -> None:
         self.table_name = table_name
         self._client = client
+
+    @property
+    def client(self) -> Any:
+        """The DynamoDB client this store writes through."""
+        return self._client
 
     # -- lease ---------------------------------------------------------------------
 
@@ -646,7 +556,17 @@ def create_table(client: Any, table_name: str) -> None:
         AttributeDefinitions=[
             {"AttributeName": PARTITION_KEY, "AttributeType": "S"},
             {"AttributeName": SORT_KEY, "AttributeType": "S"},
+            {"AttributeName": UNRESOLVED_PK, "AttributeType": "S"},
+            {"AttributeName": UNRESOLVED_SK, "AttributeType": "S"},
         ],
+        GlobalSecondaryIndexes=[{
+            "IndexName": UNRESOLVED_INDEX,
+            "KeySchema": [
+                {"AttributeName": UNRESOLVED_PK, "KeyType": "HASH"},
+                {"AttributeName": UNRESOLVED_SK, "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
+        }],
         BillingMode="PAY_PER_REQUEST",
     )
     client.get_waiter("table_exists").wait(TableName=table_name)

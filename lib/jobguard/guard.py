@@ -84,6 +84,8 @@ class _Runtime:
     store: Any
     queue: Any | None
     telemetry: Any
+    items: Any
+    config: JobConfig
 
 
 class GuardedJob:
@@ -155,8 +157,13 @@ class GuardedJob:
                         "JOBGUARD_TRIGGER_QUEUE_URL", f"must be a FIFO queue (.fifo): {url}"
                     )
                 queue = TriggerQueue(url, client=client("sqs"))
-            self._runtime = _Runtime(store=store, queue=queue, telemetry=JobTelemetry(
-                self.config.name))
+            from .dynamodb_items import DynamoItemStore
+
+            self._runtime = _Runtime(
+                store=store, queue=queue, telemetry=JobTelemetry(self.config.name),
+                items=DynamoItemStore(store.table_name, client=store.client),
+                config=self.config,
+            )
         return self._runtime
 
     # -- entry point ---------------------------------------------------------------------
@@ -348,7 +355,7 @@ class GuardedJob:
             acquired_monotonic=acquired_mono,
         ).start()
         run = Run(job=config.name, run_id=run_id, trigger=trigger, fence=fence,
-                  owner=self.owner, heartbeat=heartbeat)
+                  owner=self.owner, heartbeat=heartbeat, clock=self.clock, services=rt)
         rt.telemetry.bind(run_id=run_id, trigger_id=trigger.trigger_id, fence=fence)
         token = _set_current(run)
         status = RunStatus.SUCCEEDED
@@ -365,6 +372,7 @@ class GuardedJob:
                     result = self.handler(event, context)
             else:
                 result = self.handler(event, context)
+            run.close()
         except LeaseLostError as exc:
             status, error = RunStatus.LEASE_LOST, exc
         except BaseException as exc:
@@ -386,6 +394,7 @@ class GuardedJob:
             requested_by=trigger.requested_by,
             error=None if error is None else f"{type(error).__name__}: {error}"[:_ERROR_CHARS],
             detail=detail,
+            extra=self._work_figures(run),
         )
         mark = TriggerMark(Mark.FAILED if status is RunStatus.FAILED else Mark.DONE, ended_ms)
         released = rt.store.release(
@@ -413,6 +422,13 @@ class GuardedJob:
             return {"jobguard": "lease_lost", "job": config.name, "run_id": run_id,
                     "fence": fence, "detail": record.detail}
         return result
+
+    @staticmethod
+    def _work_figures(run: Run) -> dict[str, Any]:
+        """Counts and cursor range of the run's work items, for its record."""
+        if run._claims is not None and not run.stats:  # noqa: SLF001 - ended by an error
+            run.stats.update(run._claims.report.as_dict())  # noqa: SLF001
+        return {k: v for k, v in run.stats.items() if isinstance(v, int | str | bool)}
 
     def _record_displaced(self, previous: LeaseState, now_ms: int) -> None:
         """The row we took still named a holder: record that run, so operators see it."""

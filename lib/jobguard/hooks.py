@@ -11,6 +11,11 @@ Points fired by jobguard:
 - ``before_renew`` (job, run_id, fence): a heartbeat is about to renew.
 - ``lease_lost`` (job, run_id, fence, reason): the heartbeat gave the lease up (renewal
   refused, or the local deadline passed without a confirmed renewal).
+- ``after_claim`` (job, run_id, work_ids): a BatchJob claimed a page.
+- ``before_item`` (job, run_id, work_id): before the lease and claim checks that
+  precede a destination call.
+- ``after_process`` (job, run_id, work_id): the destination answered; the outcome is
+  not recorded yet.
 - ``after_lease_read`` (job, trigger_id): a trigger lost the race and holds ALL_OLD,
   before it records its decision.
 

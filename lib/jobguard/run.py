@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -170,6 +171,12 @@ class Run:
     fence: int
     owner: str
     heartbeat: Heartbeat = field(repr=False)
+    clock: Clock = field(repr=False)
+    services: Any = field(default=None, repr=False)
+    """Store, config and telemetry of the guarded job (internal)."""
+    stats: dict[str, Any] = field(default_factory=dict)
+    """Figures written on this run's record when it ends (counts, cursor range)."""
+    _claims: Any = field(default=None, repr=False)
 
     @property
     def lease_lost(self) -> bool:
@@ -180,6 +187,52 @@ class Run:
         reason = self.heartbeat.lost_reason
         if reason is not None:
             raise LeaseLostError(self.job, self.run_id, self.fence, reason)
+
+    def claim(
+        self,
+        records: Iterable[Any],
+        *,
+        work_id: Callable[[Any], Any],
+        reconcile: Callable[[Any, Any], str | None] | None = None,
+        batch_size: int | None = None,
+    ) -> Iterator[Any]:
+        """Claim each record's work item; yield those that still need work.
+
+        Completed items are skipped (and counted), uncertain ones are reconciled first
+        with ``reconcile(record, item_record)`` (without it they stay uncertain and are
+        skipped). Each yielded :class:`jobguard.ClaimedItem` needs one outcome.
+
+        Example:
+            >>> run = current_run()  # doctest: +SKIP
+            >>> for item in run.claim(contacts, work_id=lambda c: WorkId(c["id"], "create-note")):
+            ...     with item:
+            ...         item.complete(destination_id=notes.put(item.key, item.record))
+        """
+        claims = self.work_claims(reconcile=reconcile)
+        items: Iterator[Any] = claims.iterate(records, work_id, batch_size=batch_size)
+        return items
+
+    def work_claims(self, *, reconcile: Callable[[Any, Any], str | None] | None = None) -> Any:
+        """The claim engine of this run (one per run)."""
+        if self._claims is None:
+            from .batch import WorkClaims
+
+            self._claims = WorkClaims(self, self.services.items, self.services.config,
+                                      self.services.telemetry, reconcile=reconcile)
+        elif reconcile is not None:
+            self._claims.reconcile = reconcile
+        return self._claims
+
+    def telemetry_count(self, name: str, value: float = 1) -> None:
+        if self.services is not None:
+            self.services.telemetry.count(name, value)
+
+    def close(self) -> None:
+        """Write outcomes still buffered and put the work figures on the run record."""
+        if self._claims is not None:
+            if not self.lease_lost:
+                self._claims.flush()
+            self.stats.update(self._claims.report.as_dict())
 
 
 def current_run() -> Run:

@@ -1,0 +1,502 @@
+"""Claimed work inside a guarded run: pages, claims, outcomes, checkpoints, reconciliation.
+
+Two ways in, one engine:
+
+- :meth:`jobguard.Run.claim` in any guarded handler: iterate records, get a claimed
+  item for each one that still needs work;
+- :class:`BatchJob`: write ``select``, ``work_id``, ``process`` and ``reconcile``, and
+  the runner pages, claims, processes, checkpoints and resumes.
+
+Outcomes are written per page (one transaction per 99 items, carrying the checkpoint)
+or per item (``JobConfig.flush``). Per page costs ~0.04 requests per item at batch size
+100; per item costs two requests per item but a crash leaves only the item in flight
+uncertain instead of the whole page's unflushed outcomes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from .dynamodb_items import DynamoItemStore
+
+from .clock import to_ms
+from .errors import JobGuardError, LeaseLostError
+from .hooks import fire
+from .workitems import (
+    ClaimRequest,
+    Fence,
+    ItemRecord,
+    ItemState,
+    OutcomeUnknown,
+    Settle,
+    WorkId,
+    is_outcome_unknown,
+)
+
+__all__ = ["BatchJob", "BatchReport", "ClaimedItem", "Page", "WorkClaims"]
+
+R = TypeVar("R")
+_MAX_ERROR = 1000
+
+
+@dataclass(frozen=True)
+class Page(Generic[R]):
+    """One page of source records, and the cursor the next page starts from."""
+
+    records: Sequence[R]
+    next_cursor: str | None
+
+
+@dataclass
+class BatchReport:
+    """What a run did with its work items (also written on its run record)."""
+
+    batch_size: int = 0
+    pages: int = 0
+    selected: int = 0
+    completed: int = 0
+    already_done: int = 0
+    failed: int = 0
+    uncertain: int = 0
+    reconciled: int = 0
+    retried: int = 0
+    conflicts: int = 0
+    held: int = 0
+    remaining: int = 0
+    rejected: int = 0
+    cursor_from: str | None = None
+    cursor_to: str | None = None
+    stopped: str | None = None
+    conflict_ids: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if v not in (None, [])}
+        data["conflict_ids"] = self.conflict_ids[:20]
+        return data
+
+
+class ClaimedItem:
+    """A work item this run holds. Record exactly one outcome.
+
+    Use it as a context manager: an exception leaving the block records the outcome
+    for you (an outcome-unknown error: ``uncertain``; any other: ``failed``,
+    retryable), and so does leaving it without an outcome (``uncertain``: the
+    destination may have been called).
+
+    Example:
+        >>> for item in current_run().claim(records, work_id=note_id):  # doctest: +SKIP
+        ...     with item:
+        ...         item.complete(destination_id=create_note(item.record, key=item.key))
+    """
+
+    def __init__(self, claims: WorkClaims, work_id: WorkId, record: Any, attempt: int,
+                 claimed_mono: float) -> None:
+        self._claims = claims
+        self.work_id = work_id
+        self.record = record
+        self.attempt = attempt
+        self._deadline = claimed_mono + claims.claim_s - claims.skew_s
+        self.outcome: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The idempotency key to give the destination: ``str(work_id)``."""
+        return str(self.work_id)
+
+    def ensure_claim(self) -> None:
+        """Raise unless this run may still call the destination for this item."""
+        self._claims.run.ensure_lease()
+        if self._claims.run.clock.monotonic() >= self._deadline:
+            raise LeaseLostError(self._claims.run.job, self._claims.run.run_id,
+                                 self._claims.run.fence, f"claim on {self.key} expired")
+
+    def complete(self, *, destination_id: str) -> None:
+        """The destination confirmed the effect; ``destination_id`` proves it."""
+        if not isinstance(destination_id, str) or not destination_id:
+            raise JobGuardError(f"{self.key}: destination_id must be a non-empty string")
+        self._record("complete", destination_id=destination_id)
+
+    def fail(self, error: BaseException | str, *, retryable: bool = True) -> None:
+        """The action failed with a known outcome (nothing happened at the destination)."""
+        self._record("fail", error=_describe(error), retryable=retryable)
+
+    def uncertain(self, error: BaseException | str) -> None:
+        """The outcome is unknown: reconcile before anything is redone."""
+        self._record("uncertain", error=_describe(error))
+
+    def _record(self, kind: str, **details: Any) -> None:
+        if self.outcome is not None:
+            raise JobGuardError(f"{self.key}: outcome already recorded ({self.outcome})")
+        self.outcome = kind
+        self._claims.settle(Settle(work_id=self.key, kind=kind, **details))
+
+    def __enter__(self) -> ClaimedItem:
+        self.ensure_claim()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None:
+            if self.outcome is None:
+                self.uncertain("the block ended without recording an outcome")
+            return False
+        if isinstance(exc, LeaseLostError) or self.outcome is not None:
+            return False
+        if is_outcome_unknown(exc):
+            self.uncertain(exc)
+        else:
+            self.fail(exc, retryable=True)
+        return True  # recorded: the run goes on with the next item
+
+
+def _describe(error: BaseException | str) -> str:
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return text[:_MAX_ERROR]
+
+
+def fingerprint(record: Any) -> str | None:
+    """A stable hash of a record's content (canonical JSON), or None if not JSON."""
+    try:
+        text = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class WorkClaims:
+    """The claim engine of one run: claims a page, reconciles what is uncertain, and
+    writes outcomes (with the checkpoint) under the run's fence."""
+
+    def __init__(
+        self,
+        run: Any,
+        store: DynamoItemStore,
+        config: Any,
+        telemetry: Any,
+        *,
+        reconcile: Callable[[Any, ItemRecord], str | None] | None = None,
+    ) -> None:
+        self.run = run
+        self.store = store
+        self.config = config
+        self.telemetry = telemetry
+        self.reconcile = reconcile
+        self.fence = Fence(run.job, run.run_id, run.fence)
+        self.claim_s = config.claim_for.total_seconds()
+        self.skew_s = config.skew_margin.total_seconds()
+        self.report = BatchReport(batch_size=config.batch_size)
+        self._buffer: list[Settle] = []
+        self._clock = run.clock
+
+    # -- claiming ------------------------------------------------------------------------
+
+    def claim_page(
+        self,
+        records: Sequence[Any],
+        work_id: Callable[[Any], WorkId],
+        payload: Callable[[Any], str | None] = fingerprint,
+    ) -> list[ClaimedItem]:
+        """Claim every record of a page that still needs work.
+
+        Completed items are skipped and counted; a completed item whose payload differs
+        is reported as a conflict; uncertain items and claims of a vanished holder are
+        reconciled first (found: completed; not found: claimed for a safe retry).
+        """
+        self.run.ensure_lease()
+        by_key: dict[str, tuple[WorkId, Any, str | None]] = {}
+        for record in records:
+            wid = work_id(record)
+            if not isinstance(wid, WorkId):
+                raise JobGuardError(f"work_id() must return a WorkId, got {type(wid).__name__}")
+            digest = payload(record)
+            if str(wid) in by_key:
+                if by_key[str(wid)][2] != digest:
+                    self._conflict(str(wid), "the same work id twice in a page, other payload")
+                continue
+            by_key[str(wid)] = (wid, record, digest)
+        self.report.selected += len(by_key)
+        now_ms = to_ms(self._clock.now())
+        requests = [ClaimRequest(k, payload_hash=v[2]) for k, v in by_key.items()]
+        result = self.store.claim(self.fence, requests, now_ms=now_ms,
+                                  claim_ms=int(self.claim_s * 1000))
+        claimed_mono = self._clock.monotonic()
+        items = [ClaimedItem(self, by_key[k][0], by_key[k][1], 1, claimed_mono)
+                 for k in result.done]
+        second_chance: list[ClaimRequest] = []
+        for key, row in result.refused.items():
+            wid, record, digest = by_key[key]
+            if row is None:
+                continue
+            if row.state is ItemState.COMPLETED:
+                if row.payload_hash and digest and row.payload_hash != digest:
+                    self._conflict(key, "completed earlier with a different payload")
+                else:
+                    self.report.already_done += 1
+            elif row.state is ItemState.FAILED:
+                self.report.failed += 1  # failed for good earlier: reported, not redone
+            elif row.state is ItemState.CLAIMED and not self._vanished(row, now_ms):
+                self.report.held += 1
+            else:
+                if self._reconcile_one(wid, record, row, now_ms):
+                    second_chance.append(ClaimRequest(key, payload_hash=digest,
+                                                      after_uncertain=True))
+        if second_chance:
+            again = self.store.claim(self.fence, second_chance, now_ms=now_ms,
+                                     claim_ms=int(self.claim_s * 1000))
+            self.report.retried += len(again.done)
+            self.report.held += len(again.refused)
+            items += [ClaimedItem(self, by_key[k][0], by_key[k][1], 2, claimed_mono)
+                      for k in again.done]
+        self.telemetry.count("BatchSize", len(by_key))
+        return items
+
+    def _vanished(self, row: ItemRecord, now_ms: int) -> bool:
+        """A claim nobody can complete: a lower fence can no longer write (its lease is
+        gone), or the claim simply expired."""
+        return (row.fence is not None and row.fence < self.fence.fence) or row.claim_expired(
+            now_ms, int(self.skew_s * 1000))
+
+    def _reconcile_one(self, wid: WorkId, record: Any, row: ItemRecord, now_ms: int) -> bool:
+        """Resolve an uncertain item (or a vanished claim). True: safe to redo."""
+        ttl_s = int(self.config.item_ttl.total_seconds())
+        if row.state is ItemState.CLAIMED:
+            expired = self.store.settle(
+                self.fence, [Settle(str(wid), "expire", observed_run_id=row.run_id,
+                                    error=f"claim of run {row.run_id} (fence {row.fence}) "
+                                          "vanished without an outcome")],
+                now_ms=now_ms, ttl_s=ttl_s)
+            if not expired.done:
+                self.report.held += 1
+                return False
+        self.telemetry.count("UncertainOutcomes")
+        if self.reconcile is None:
+            self.report.uncertain += 1
+            return False
+        try:
+            found = self.reconcile(record, row)
+        except Exception as exc:  # noqa: BLE001 - stays uncertain, reported
+            self.telemetry.logger.warning("reconcile failed", extra={
+                "work_id": str(wid), "error": _describe(exc)})
+            self.report.uncertain += 1
+            return False
+        if found:
+            done = self.store.settle(self.fence, [Settle(str(wid), "found", destination_id=found)],
+                                     now_ms=to_ms(self._clock.now()), ttl_s=ttl_s)
+            if done.done:
+                self.report.reconciled += 1
+                self.telemetry.count("ReconciliationFindings")
+            return False
+        return True
+
+    def _conflict(self, key: str, why: str) -> None:
+        self.report.conflicts += 1
+        self.report.conflict_ids.append(key)
+        self.telemetry.count("PayloadConflicts")
+        self.telemetry.logger.warning("work id reused with a different payload",
+                                      extra={"work_id": key, "detail": why})
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def settle(self, outcome: Settle) -> None:
+        if outcome.kind == "complete":
+            self.report.completed += 1
+        elif outcome.kind == "fail":
+            self.report.failed += 1
+        else:
+            self.report.uncertain += 1
+            self.telemetry.count("UncertainOutcomes")
+        self._buffer.append(outcome)
+        if self.config.flush == "item":
+            self.flush()
+
+    def flush(self, checkpoint: tuple[int, str | None] | None = None) -> None:
+        """Write buffered outcomes (and the checkpoint) under the fence."""
+        if not self._buffer and checkpoint is None:
+            return
+        outcomes, self._buffer = self._buffer, []
+        result = self.store.settle(
+            self.fence, outcomes, now_ms=to_ms(self._clock.now()),
+            ttl_s=int(self.config.item_ttl.total_seconds()), checkpoint=checkpoint,
+        )
+        if result.refused:
+            # Someone else resolved these (a newer run reconciled them): reported, the
+            # destination id stays whatever the ledger says.
+            self.report.rejected += len(result.refused)
+            self.telemetry.count("CompletionsRejected", len(result.refused))
+        for outcome in outcomes:
+            if outcome.kind == "complete":
+                self.telemetry.count("ItemsCompleted")
+            elif outcome.kind == "fail":
+                self.telemetry.count("ItemsFailed")
+
+    def iterate(
+        self,
+        records: Iterable[Any],
+        work_id: Callable[[Any], WorkId],
+        *,
+        batch_size: int | None = None,
+        payload: Callable[[Any], str | None] = fingerprint,
+    ) -> Iterator[ClaimedItem]:
+        """Page through ``records``, yielding claimed items; flush after each page."""
+        size = batch_size or self.config.batch_size
+        page: list[Any] = []
+        for record in records:
+            page.append(record)
+            if len(page) == size:
+                yield from self._page_items(page, work_id, payload)
+                page = []
+        if page:
+            yield from self._page_items(page, work_id, payload)
+
+    def _page_items(self, page: list[Any], work_id: Callable[[Any], WorkId],
+                    payload: Callable[[Any], str | None]) -> Iterator[ClaimedItem]:
+        self.report.pages += 1
+        items = self.claim_page(page, work_id, payload)
+        try:
+            for item in items:
+                yield item
+                if item.outcome is None:
+                    item.uncertain("no outcome was recorded for this item")
+        finally:
+            self.flush()
+
+
+class BatchJob(Generic[R]):
+    """A scheduled job written as four functions; jobguard runs it safely.
+
+    Subclass and implement :meth:`select`, :meth:`work_id`, :meth:`process` and
+    :meth:`reconcile`; then ``lambda_handler = MyJob(config).handler()``.
+
+    Each run reads the job's checkpoint, selects a page of ``batch_size`` records from
+    it, claims them, reconciles what is uncertain, processes what is claimed (checking
+    its lease and claim before every destination call), writes the outcomes and the
+    next checkpoint in one transaction, and repeats until the source is exhausted or
+    the Lambda's remaining time drops below ``time_margin``. The checkpoint never
+    moves backwards and never passes an unfinished item.
+
+    Example:
+        >>> class CrmSync(BatchJob[dict]):
+        ...     def select(self, cursor, limit):
+        ...         rows = crm.changed_contacts(after=cursor, limit=limit)
+        ...         return Page(rows, rows[-1]["id"] if rows else cursor)
+        ...     def work_id(self, record):
+        ...         return WorkId(record["id"], "create-note")
+        ...     def process(self, record, item):
+        ...         return notes.put(item.key, {"text": record["change"]})
+        ...     def reconcile(self, record, item):
+        ...         return notes.reconcile(item.work_id)
+        >>> lambda_handler = CrmSync(JobConfig(name="crm-sync")).handler()  # doctest: +SKIP
+    """
+
+    def __init__(self, config: Any, **guard_options: Any) -> None:
+        self.config = config
+        self._guard_options = guard_options
+
+    # -- the four functions ----------------------------------------------------------------
+
+    def select(self, cursor: str | None, limit: int) -> Page[R]:
+        """A page of at most ``limit`` source records after ``cursor`` (None: start)."""
+        raise NotImplementedError
+
+    def work_id(self, record: R) -> WorkId:
+        """The stable identity of the action this record asks for."""
+        raise NotImplementedError
+
+    def process(self, record: R, item: ClaimedItem) -> str:
+        """Apply the action at the destination with ``item.key`` as its idempotency key;
+        return the destination id. Raise :class:`OutcomeUnknown` (or let a timeout
+        propagate) when the outcome cannot be known."""
+        raise NotImplementedError
+
+    def reconcile(self, record: R | None, item: ItemRecord) -> str | None:
+        """Look the action up at the destination: its destination id, or None if it did
+        not happen. ``record`` is None in a sweep over unresolved items."""
+        raise NotImplementedError
+
+    def payload(self, record: R) -> str | None:
+        """A hash of what the action would write (detects a work id reused with other
+        content). Defaults to a hash of the record's canonical JSON."""
+        return fingerprint(record)
+
+    # -- wiring --------------------------------------------------------------------------------
+
+    def handler(self) -> Any:
+        """The Lambda handler: a guarded run of this job."""
+        from .guard import GuardedJob
+
+        def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+            from .run import current_run
+
+            return self.run(current_run(), context).as_dict()
+
+        return GuardedJob(self.config, lambda_handler, **self._guard_options)
+
+    def run(self, run: Any, context: Any) -> BatchReport:
+        """One run: page from the checkpoint until done or out of time."""
+        claims: WorkClaims = run.work_claims(reconcile=self.reconcile)
+        store: DynamoItemStore = claims.store
+        report: BatchReport = claims.report
+        checkpoint = store.read_checkpoint(run.job)
+        cursor, seq = checkpoint.cursor, checkpoint.seq
+        report.cursor_from = report.cursor_to = cursor
+        advancing = True
+        margin_ms = self.config.time_margin.total_seconds() * 1000
+        while True:
+            if _remaining_ms(context) < margin_ms:
+                report.stopped = "time"
+                break
+            page = self.select(cursor, self.config.batch_size)
+            if not page.records:
+                report.stopped = "exhausted"
+                break
+            report.pages += 1
+            unfinished_before = report.held + report.uncertain
+            items = claims.claim_page(page.records, self.work_id, self.payload)
+            fire("after_claim", job=run.job, run_id=run.run_id, work_ids=[i.key for i in items])
+            for index, item in enumerate(items):
+                if _remaining_ms(context) < margin_ms:
+                    report.remaining += len(items) - index
+                    report.stopped = "time"
+                    break
+                fire("before_item", job=run.job, run_id=run.run_id, work_id=item.key)
+                item.ensure_claim()
+                try:
+                    destination_id = self.process(item.record, item)
+                    fire("after_process", job=run.job, run_id=run.run_id, work_id=item.key)
+                except LeaseLostError:
+                    raise
+                except OutcomeUnknown as exc:
+                    item.uncertain(exc)
+                except Exception as exc:  # noqa: BLE001 - classified, recorded, run goes on
+                    if is_outcome_unknown(exc):
+                        item.uncertain(exc)
+                    else:
+                        item.fail(exc, retryable=True)
+                else:
+                    item.complete(destination_id=destination_id)
+            page_done = (report.stopped is None
+                         and report.held + report.uncertain == unfinished_before)
+            if advancing and page_done:
+                claims.flush(checkpoint=(seq, page.next_cursor))
+                seq += 1
+                cursor = page.next_cursor
+                report.cursor_to = cursor
+            else:
+                # The checkpoint stays before this page: the next run comes back here and
+                # skips what is completed. Later pages are still worked on.
+                claims.flush()
+                advancing = False
+                cursor = page.next_cursor
+            if report.stopped:
+                break
+        run.telemetry_count("CheckpointLagPages", 0 if advancing else 1)
+        return report
+
+
+def _remaining_ms(context: Any) -> float:
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return float(remaining()) if callable(remaining) else float("inf")

@@ -1,0 +1,246 @@
+"""Work items under overlap: every test checks the ledger and the destination.
+
+ONCE: no note is created twice. END: every selected item ends completed, failed or
+uncertain. FENCE: a stale worker's writes are refused. CKPT: the checkpoint never moves
+backwards nor past an unfinished item.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobguard import ItemState, JobConfig, WorkId, current_run, hooks
+from jobguard.dynamodb_items import DynamoItemStore
+from jobguard.testing import ManualClock
+
+from ._items import CrmSync, NotesTable, contacts
+from ._support import in_thread
+
+JOB = "crm-sync"
+
+
+def manual(trigger_id: str) -> dict[str, Any]:
+    return {"job": JOB, "manual": True, "trigger_id": trigger_id}
+
+
+def config(aws, **overrides: Any) -> JobConfig:
+    options: dict[str, Any] = {"name": JOB, "table_name": aws.table, "batch_size": 10,
+                               "lease": timedelta(seconds=60)}
+    options.update(overrides)
+    return JobConfig(**options)
+
+
+def ledger(aws) -> dict[str, Any]:
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    ids = [str(WorkId(c["id"], "create-note")) for c in contacts(1000)]
+    return items.get_many(JOB, ids)
+
+
+def assert_once_and_end(aws, notes: NotesTable, selected: int) -> dict[str, Any]:
+    rows = ledger(aws)
+    assert len(rows) == selected  # END: every selected item has a ledger row ...
+    states = Counter(r.state for r in rows.values())
+    assert states[ItemState.CLAIMED] == 0  # ... and none is left claimed by nobody
+    written = notes.all()
+    assert len(written) == len(set(written))  # ONCE at the destination
+    for work_id, row in rows.items():
+        if row.state is ItemState.COMPLETED:
+            assert written[work_id] == row.destination_id  # proof matches the effect
+    return rows
+
+
+def test_a_run_pages_claims_completes_and_checkpoints(aws, clock):
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(config(aws), contacts(35), notes, store=aws.store, clock=clock)
+    report = job.handler()(manual("first"), None)
+    assert (report["selected"], report["completed"], report["pages"]) == (35, 35, 4)
+    rows = assert_once_and_end(aws, notes, 35)
+    assert {r.state for r in rows.values()} == {ItemState.COMPLETED}
+    assert all(r.ttl_epoch_s and r.run_id for r in rows.values())
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    assert items.read_checkpoint(JOB).cursor == "35"
+    assert items.unresolved(JOB) == []  # completed items leave the sparse index
+    (run,) = aws.runs(JOB)
+    assert run.extra["completed"] == 35 and run.extra["cursor_to"] == "35"
+
+    # a second run resumes from the checkpoint and finds nothing to do
+    job.source += contacts(40)[35:]
+    again = job.handler()(manual("second"), None)
+    assert (again["cursor_from"], again["selected"], again["completed"]) == ("35", 5, 5)
+    assert len(notes.calls) == 40
+
+
+def test_a_second_worker_while_the_first_processes_the_same_batch(aws, clock):
+    # GIVEN worker A paused mid-page: 2 notes created, outcomes not yet written
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(20)
+    paused, resume = threading.Event(), threading.Event()
+    a_seen: list[str] = []
+
+    def pause_a(**ctx):
+        if ctx["run_id"] == a_run["id"] and len(a_seen) == 2:
+            paused.set()
+            assert resume.wait(20)
+        if ctx["run_id"] == a_run["id"]:
+            a_seen.append(ctx["work_id"])
+
+    a_run: dict[str, str] = {}
+    job_a = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    with hooks.on("after_acquire", lambda **ctx: a_run.setdefault("id", ctx["run_id"])), \
+            hooks.on("before_item", pause_a):
+        thread, box = in_thread(lambda: job_a.handler()(manual("a"), None))
+        assert paused.wait(10)
+
+        # WHEN A's lease expires under it and worker B runs the same job
+        clock.advance(timedelta(seconds=66))
+        job_b = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+        report_b = job_b.handler()(manual("b"), None)
+        resume.set()
+        thread.join(10)
+
+    # THEN B reconciled what A had done (found at the destination, no second call),
+    # redid the rest, and A committed nothing more
+    assert report_b["reconciled"] == 2 and report_b["completed"] == 18
+    assert box["result"]["jobguard"] == "lease_lost"
+    assert Counter(notes.calls).most_common(1)[0][1] == 1  # no item called twice
+    rows = assert_once_and_end(aws, notes, 20)
+    assert all(r.state is ItemState.COMPLETED for r in rows.values())
+    assert {r.fence for r in rows.values()} == {2}  # every completion carries B's fence
+    a_record = next(r for r in aws.runs(JOB) if r.run_id == a_run["id"])
+    assert a_record.status.value == "lease_lost"
+
+
+def test_paused_after_claiming_until_the_lease_expires_then_recovered_without_duplicates(
+        aws, clock):
+    # GIVEN A paused right after claiming its first page, before any destination call
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(15)
+    paused, resume = threading.Event(), threading.Event()
+
+    def pause(**ctx):
+        if not paused.is_set():
+            paused.set()
+            assert resume.wait(20)
+
+    job_a = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    with hooks.on("after_claim", pause):
+        thread, box = in_thread(lambda: job_a.handler()(manual("a"), None))
+        assert paused.wait(10)
+    clock.advance(timedelta(seconds=66))
+
+    # WHEN the next run takes over
+    job_b = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    report_b = job_b.handler()(manual("b"), None)
+    resume.set()
+    thread.join(10)
+
+    # THEN A's claims were recognised as vanished, found nowhere, and done once by B
+    assert report_b["completed"] == 15 and report_b["retried"] == 10
+    assert job_a.processed == []
+    assert sorted(notes.calls) == sorted(set(notes.calls)) and len(notes.calls) == 15
+    assert_once_and_end(aws, notes, 15)
+    assert DynamoItemStore(aws.table, client=aws.ddb).read_checkpoint(JOB).cursor == "15"
+
+
+def test_a_stale_workers_completion_is_rejected_by_the_fence(aws, clock):
+    # GIVEN run A holds claims, then loses the lease to B (fence 2)
+    from jobguard import LeaseLostError
+    from jobguard.workitems import ClaimRequest, Fence, Settle
+
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    release_a = threading.Event()
+    claimed = threading.Event()
+    box_a: dict[str, Any] = {}
+
+    def handler_a(event, context):
+        run = current_run()
+        box_a["fence"] = Fence(JOB, run.run_id, run.fence)
+        items.claim(box_a["fence"], [ClaimRequest("contact-1:create-note")],
+                    now_ms=0, claim_ms=60_000)
+        claimed.set()
+        release_a.wait(20)
+        return "done"
+
+    from ._support import make_job
+
+    job_a = make_job(aws, clock, handler_a, name=JOB)
+    thread, _ = in_thread(lambda: job_a(manual("a"), None))
+    assert claimed.wait(10)
+    clock.advance(timedelta(seconds=66))
+    job_b = make_job(aws, clock, lambda e, c: "b ran", name=JOB)
+    assert job_b(manual("b"), None) == "b ran"
+
+    # WHEN A tries to complete its item, or claim another
+    with pytest.raises(LeaseLostError):
+        items.settle(box_a["fence"], [Settle("contact-1:create-note", "complete",
+                                             destination_id="note-x")], now_ms=1, ttl_s=86400)
+    with pytest.raises(LeaseLostError):
+        items.claim(box_a["fence"], [ClaimRequest("contact-2:create-note")], now_ms=1,
+                    claim_ms=1)
+    release_a.set()
+    thread.join(10)
+
+    # THEN nothing A sent was written
+    row = items.get(JOB, "contact-1:create-note")
+    assert row is not None and row.state is ItemState.CLAIMED and row.destination_id is None
+    assert items.get(JOB, "contact-2:create-note") is None
+
+
+def test_the_same_work_id_with_a_different_payload_is_reported_not_completed(aws, clock):
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(3)
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    job.handler()(manual("first"), None)
+    before = notes.all()
+
+    # WHEN the source later yields contact 1 again with other content (a reused id)
+    source.append({"id": "contact-00001", "change": "a different change"})
+    report = job.handler()(manual("second"), None)
+
+    # THEN it is reported as a conflict, nothing is sent, and the ledger keeps the original
+    assert report["conflicts"] == 1 and report["completed"] == 0
+    assert report["conflict_ids"] == ["contact-00001:create-note"]
+    assert notes.all() == before and len(notes.calls) == 3
+    row = ledger(aws)["contact-00001:create-note"]
+    assert row.state is ItemState.COMPLETED and row.destination_id == before[row.work_id]
+    (second,) = [r for r in aws.runs(JOB) if r.extra.get("conflicts")]
+    assert second.extra["conflicts"] == 1
+
+
+def test_claim_in_a_plain_handler_skips_completed_and_reconciles_uncertain(aws, clock):
+    notes = NotesTable.create(aws.ddb)
+    records = contacts(6)
+    timeouts = {"contact-00002"}
+
+    def lambda_handler(event, context):
+        run = current_run()
+        for item in run.claim(records, work_id=lambda r: WorkId(r["id"], "create-note"),
+                              reconcile=lambda record, row: notes.find(row.work_id)):
+            with item:
+                note_id = notes.put(item.key, item.record["change"])
+                if item.record["id"] in timeouts:
+                    timeouts.discard(item.record["id"])
+                    raise TimeoutError("response lost after the note was created")
+                item.complete(destination_id=note_id)
+        return run.stats
+
+    from ._support import make_job
+
+    job = make_job(aws, clock, lambda_handler, name=JOB)
+    job(manual("first"), None)
+    first = ledger(aws)
+    assert first["contact-00002:create-note"].state is ItemState.UNCERTAIN
+    assert DynamoItemStore(aws.table, client=aws.ddb).unresolved(JOB)[0].work_id == (
+        "contact-00002:create-note")
+
+    job(manual("second"), None)
+    rows = assert_once_and_end(aws, notes, 6)
+    assert {r.state for r in rows.values()} == {ItemState.COMPLETED}
+    assert notes.calls.count("contact-00002:create-note") == 1  # found, not redone
+    second = [r for r in aws.runs(JOB) if r.trigger_id.endswith("second")][0]
+    assert second.extra["reconciled"] == 1 and second.extra["already_done"] == 5
