@@ -11,6 +11,8 @@ from jobguard.ids import new_run_id
 
 def test_public_names_are_pinned():
     assert sorted(jobguard.__all__) == sorted([
+        "BatchJob", "BatchReport", "ClaimedItem", "ItemRecord", "ItemState", "OutcomeUnknown",
+        "Page", "WorkId",
         "Clock", "ConfigError", "Decision", "GuardedJob", "InvalidTriggerError", "JobConfig",
         "JobGuardError", "LeaseLostError", "LeaseState", "OverlapPolicy", "Outcome", "Run",
         "RunRecord", "RunStatus", "StoreError", "SystemClock", "Trigger", "TriggerKind",
