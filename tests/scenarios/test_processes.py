@@ -10,11 +10,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
-import subprocess
-import sys
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -25,45 +21,6 @@ from jobguard.clock import to_ms
 pytestmark = pytest.mark.server
 
 JOB = "race"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[dict[str, str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jobguard.local.emulator", "--port", "0"],
-        stdout=subprocess.PIPE, text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("JOBGUARD_EMULATOR endpoint="), line
-    endpoint = line.strip().split("=", 1)[1]
-    env = {
-        "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
-    }
-    yield env
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(10)
-
-
-@pytest.fixture
-def table(server: dict[str, str]) -> Iterator[str]:
-    import boto3
-    from jobguard.dynamodb import create_table
-
-    saved = {k: os.environ.get(k) for k in server}
-    os.environ.update(server)
-    name = f"proc-{uuid.uuid4().hex[:8]}"
-    create_table(boto3.client("dynamodb"), name)
-    try:
-        yield name
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _job(table: str, handler: Any, lease_s: float = 30) -> GuardedJob:
