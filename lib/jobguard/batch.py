@@ -38,7 +38,7 @@ from .workitems import (
     is_outcome_unknown,
 )
 
-__all__ = ["BatchJob", "BatchReport", "ClaimedItem", "Page", "WorkClaims"]
+__all__ = ["BatchJob", "BatchReport", "ClaimedItem", "Page", "SweepReport", "WorkClaims", "sweep"]
 
 R = TypeVar("R")
 _MAX_ERROR = 1000
@@ -495,6 +495,77 @@ class BatchJob(Generic[R]):
                 break
         run.telemetry_count("CheckpointLagPages", 0 if advancing else 1)
         return report
+
+
+@dataclass
+class SweepReport:
+    """What a reconciliation sweep over a job's unresolved items found."""
+
+    examined: int = 0
+    found: int = 0
+    not_found: int = 0
+    still_uncertain: int = 0
+    failed: int = 0
+    held: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def sweep(run: Any, reconcile: Callable[[Any, ItemRecord], str | None],
+          *, limit: int = 1000) -> SweepReport:
+    """Reconcile a job's unresolved items against the destination, under ``run``'s fence.
+
+    Finds claimed (of a vanished holder), failed and uncertain items through the sparse
+    index, confirms each with a consistent read, then: a vanished claim becomes
+    uncertain; an uncertain item found at the destination is completed (a
+    reconciliation finding); one not found becomes a retryable failure (safe to redo by
+    the next run or a recovery); one whose lookup fails stays uncertain. Failed items
+    are counted, not touched. ``reconcile`` is called with ``record=None``.
+
+    Example:
+        >>> report = sweep(current_run(), job.reconcile)  # doctest: +SKIP
+    """
+    claims: WorkClaims = run.work_claims()
+    store, fence = claims.store, claims.fence
+    ttl_s = int(claims.config.item_ttl.total_seconds())
+    report = SweepReport()
+    now_ms = to_ms(run.clock.now())
+    for row in store.unresolved(run.job, limit=limit):
+        run.ensure_lease()
+        report.examined += 1
+        if row.state is ItemState.FAILED:
+            report.failed += 1
+            continue
+        if row.state is ItemState.CLAIMED:
+            if not claims._vanished(row, now_ms):  # noqa: SLF001 - same rule as claiming
+                report.held += 1
+                continue
+            expired = store.settle(fence, [Settle(row.work_id, "expire",
+                                                  observed_run_id=row.run_id)],
+                                   now_ms=now_ms, ttl_s=ttl_s)
+            if not expired.done:
+                report.held += 1
+                continue
+        try:
+            found = reconcile(None, row)
+        except Exception as exc:  # noqa: BLE001 - stays uncertain, reported
+            claims.telemetry.logger.warning("reconcile failed", extra={
+                "work_id": row.work_id, "error": _describe(exc)})
+            report.still_uncertain += 1
+            continue
+        outcome = (Settle(row.work_id, "found", destination_id=found) if found
+                   else Settle(row.work_id, "not_found"))
+        done = store.settle(fence, [outcome], now_ms=to_ms(run.clock.now()), ttl_s=ttl_s)
+        if not done.done:
+            report.held += 1
+        elif found:
+            report.found += 1
+            claims.telemetry.count("ReconciliationFindings")
+        else:
+            report.not_found += 1
+    run.stats.update({f"sweep_{k}": v for k, v in report.as_dict().items()})
+    return report
 
 
 def _remaining_ms(context: Any) -> float:

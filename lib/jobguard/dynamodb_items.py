@@ -264,7 +264,7 @@ class DynamoItemStore:
         unresolved = (f"{e.n(UNRESOLVED_PK)}, {e.n(UNRESOLVED_SK)}, "
                       f"{e.n('claim_expires_at_ms')}")
         stamp = f"{e.n('updated_at_ms')} = {e.v(now_ms)}"
-        if o.kind in ("found", "expire"):
+        if o.kind in ("found", "expire", "not_found"):
             # Written by the run resolving someone else's item: it carries this run's
             # fence from now on.
             stamp += (f", {e.n('run_id')} = {e.v(lease.run_id)}, "
@@ -279,6 +279,17 @@ class DynamoItemStore:
                 f"{e.n('completed_by')} = {e.v(lease.run_id)}, "
                 f"{e.n(TTL_ATTRIBUTE)} = {e.v(now_ms // 1000 + ttl_s)} "
                 f"REMOVE {unresolved}, {e.n('last_error')}"
+            )
+        elif o.kind == "not_found":
+            # Reconciliation did not find it at the destination: safe to redo, so it
+            # becomes a retryable failure that the next claim may take.
+            condition = f"{state} = {e.v(ItemState.UNCERTAIN.value)}"
+            why = (o.error or "not found at the destination")[:_MAX_ERROR]
+            update = (
+                f"SET {state} = {e.v(ItemState.FAILED.value)}, {stamp}, "
+                f"{e.n('retryable')} = {e.v(True)}, "
+                f"{e.n(UNRESOLVED_SK)} = {e.v(_unresolved_sk(ItemState.FAILED, o.work_id))}, "
+                f"{e.n('last_error')} = {e.v(why)}"
             )
         elif o.kind in ("fail", "uncertain", "expire"):
             new_state = ItemState.FAILED if o.kind == "fail" else ItemState.UNCERTAIN
@@ -402,7 +413,7 @@ def _already_settled(row: ItemRecord, wanted: Settle, lease: Fence) -> bool:
     """A refused settle whose effect is already there: our own write, response lost."""
     if wanted.kind in ("complete", "found"):
         return row.state is ItemState.COMPLETED and row.destination_id == wanted.destination_id
-    if wanted.kind == "fail":
+    if wanted.kind in ("fail", "not_found"):
         return row.state is ItemState.FAILED and row.run_id == lease.run_id
     return row.state is ItemState.UNCERTAIN and (
         wanted.kind == "expire" or row.run_id == lease.run_id)

@@ -229,7 +229,7 @@ class Settle:
     ``kind``: ``complete`` / ``fail`` / ``uncertain`` (the run holds the claim);
     ``expire`` (mark a claim whose holder vanished uncertain: ``observed_run_id`` is the
     claim seen); ``found`` (reconciliation found it at the destination: uncertain to
-    completed).
+    completed); ``not_found`` (reconciliation did not: uncertain to retryable failed).
     """
 
     work_id: str

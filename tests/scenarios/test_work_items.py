@@ -13,10 +13,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-
 from jobguard import ItemState, JobConfig, WorkId, current_run, hooks
 from jobguard.dynamodb_items import DynamoItemStore
-from jobguard.testing import ManualClock
 
 from ._items import CrmSync, NotesTable, contacts
 from ._support import in_thread
@@ -244,3 +242,47 @@ def test_claim_in_a_plain_handler_skips_completed_and_reconciles_uncertain(aws, 
     assert notes.calls.count("contact-00002:create-note") == 1  # found, not redone
     second = [r for r in aws.runs(JOB) if r.trigger_id.endswith("second")][0]
     assert second.extra["reconciled"] == 1 and second.extra["already_done"] == 5
+
+
+def test_a_sweep_resolves_uncertain_items_without_redoing_any(aws, clock):
+    # GIVEN three uncertain items: one whose note exists, one whose note does not, and one
+    # whose lookup fails
+    from jobguard.batch import sweep
+
+    notes = NotesTable.create(aws.ddb)
+    records = contacts(3)
+
+    def lambda_handler(event, context):
+        for item in current_run().claim(records, work_id=lambda r: WorkId(r["id"], "x")):
+            with item:
+                if item.record["id"] == "contact-00000":
+                    notes.put(item.key, "created, response lost")
+                raise TimeoutError("no answer")
+        return "done"
+
+    from ._support import make_job
+
+    make_job(aws, clock, lambda_handler, name=JOB)(manual("first"), None)
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    assert {r.state for r in items.unresolved(JOB)} == {ItemState.UNCERTAIN}
+
+    def reconcile(record, row):
+        if row.work_id.startswith("contact-00002"):
+            raise ConnectionError("destination down")
+        return notes.find(row.work_id)
+
+    # WHEN a reconciler run sweeps the job's unresolved items
+    report = make_job(aws, clock, lambda e, c: sweep(current_run(), reconcile).as_dict(),
+                      name=JOB)(manual("sweep"), None)
+
+    # THEN found -> completed, not found -> retryable failure, error -> still uncertain
+    assert report == {"examined": 3, "found": 1, "not_found": 1, "still_uncertain": 1,
+                      "failed": 0, "held": 0}
+    rows = {r.work_id: r for r in (items.get(JOB, f"contact-0000{i}:x") for i in range(3))}
+    assert rows["contact-00000:x"].state is ItemState.COMPLETED
+    assert rows["contact-00000:x"].destination_id == notes.find("contact-00000:x")
+    assert rows["contact-00001:x"].state is ItemState.FAILED and rows["contact-00001:x"].retryable
+    assert rows["contact-00002:x"].state is ItemState.UNCERTAIN
+    assert notes.calls == ["contact-00000:x"]  # the sweep itself calls nothing
+    sweep_run = [r for r in aws.runs(JOB) if r.trigger_id.endswith("sweep")][0]
+    assert sweep_run.extra["sweep_found"] == 1
