@@ -248,6 +248,7 @@ class WorkClaims:
             again = self.store.claim(self.fence, second_chance, now_ms=now_ms,
                                      claim_ms=int(self.claim_s * 1000))
             self.report.retried += len(again.done)
+            self.telemetry.count("ItemsRetried", len(again.done))
             self.report.held += len(again.refused)
             items += [ClaimedItem(self, by_key[k][0], by_key[k][1], 2, claimed_mono)
                       for k in again.done]
@@ -444,6 +445,7 @@ class BatchJob(Generic[R]):
         cursor, seq = checkpoint.cursor, checkpoint.seq
         report.cursor_from = report.cursor_to = cursor
         advancing = True
+        lag_items = 0
         margin_ms = self.config.time_margin.total_seconds() * 1000
         while True:
             if _remaining_ms(context) < margin_ms:
@@ -490,10 +492,12 @@ class BatchJob(Generic[R]):
                 # skips what is completed. Later pages are still worked on.
                 claims.flush()
                 advancing = False
+                lag_items += len(page.records)
                 cursor = page.next_cursor
             if report.stopped:
                 break
-        run.telemetry_count("CheckpointLagPages", 0 if advancing else 1)
+        # Items selected past the checkpoint: the next run will select them again.
+        run.telemetry_count("CheckpointLagItems", lag_items)
         return report
 
 
