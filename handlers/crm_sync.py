@@ -8,15 +8,16 @@ sets ``JOBGUARD_TABLE`` and ``JOBGUARD_TRIGGER_QUEUE_URL``.
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 from typing import Any
 
-from jobguard import OverlapPolicy, current_run, guarded
+from jobguard import current_run, guarded
+
+from handlers.jobs import CRM_SYNC
 
 PAGES = int(os.environ.get("CRM_SYNC_PAGES", "3"))
 
 
-@guarded("crm-sync", policy=OverlapPolicy.COALESCE, lease=timedelta(minutes=5))
+@guarded(CRM_SYNC.config())
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     run = current_run()
     synced = 0

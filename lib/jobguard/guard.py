@@ -516,7 +516,7 @@ class GuardedJob:
 
 
 def guarded(
-    job: str,
+    job: str | JobConfig,
     *,
     policy: OverlapPolicy | str = OverlapPolicy.SKIP,
     **options: Any,
@@ -532,6 +532,9 @@ def guarded(
     the decision (``skipped``, ``queued``, ``coalesced``, ``dropped``, ``stale``,
     ``paused``, ``duplicate``) and the holder's run id.
 
+    ``job`` may also be a whole :class:`JobConfig` (e.g. from a
+    :class:`jobguard.definitions.JobDefinition`).
+
     Example:
         >>> from datetime import timedelta
         >>> from jobguard import OverlapPolicy, guarded
@@ -539,6 +542,14 @@ def guarded(
         ... def lambda_handler(event, context):
         ...     return sync_contacts()
     """
+    if isinstance(job, JobConfig):
+        runtime_only = {k: options.pop(k) for k in ("store", "queue", "clock", "owner")
+                        if k in options}
+        if options:
+            raise ConfigError("options", f"give either a JobConfig or options, not both: "
+                              f"{sorted(options)}")
+        config_given = job
+        return lambda handler: GuardedJob(config_given, handler, **runtime_only)
     if isinstance(policy, str) and not isinstance(policy, OverlapPolicy):
         try:
             policy = OverlapPolicy(policy.upper())

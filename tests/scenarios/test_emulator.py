@@ -1,8 +1,9 @@
 """Scenarios for the embedded AWS emulator (jobguard.local.emulator).
 
 moto's conditional writes are not atomic under concurrency; the emulator serialises
-DynamoDB requests. These scenarios check that contended conditional writes have
-exactly one winner, that SQS long polls do not hold the DynamoDB lock, and that the
+DynamoDB and S3 requests. These scenarios check that contended conditional writes have
+exactly one winner, that SQS long polls do not hold the DynamoDB lock, that
+transactions roll back exactly while backing up only the items they name, and that the
 ``python -m jobguard.local.emulator`` entry point serves and shuts down cleanly.
 
 Threads are lined up with ``threading.Barrier`` and ordered with ``threading.Event``;
@@ -16,8 +17,10 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -412,3 +415,364 @@ def test_in_process_restores_environment_and_stubber(monkeypatch: pytest.MonkeyP
     assert os.environ["AWS_REGION"] == "eu-west-3"
     assert "AWS_SESSION_TOKEN" not in os.environ
     assert BotocoreStubber.__call__ is original_call
+
+
+# --------------------------------------------------------------------------- S3 conditional writes
+
+
+def _contend_for_objects(s3: Any, bucket: str, *, rounds: int, threads: int) -> list[list[int]]:
+    """Each round, ``threads`` threads put the same new key with ``If-None-Match: *``.
+
+    Returns, per round, the indexes of the threads whose put succeeded.
+    """
+    barrier = threading.Barrier(threads, timeout=BARRIER_TIMEOUT_S)
+    winners: list[list[int]] = [[] for _ in range(rounds)]
+    lock = threading.Lock()
+
+    def contender(i: int) -> None:
+        for r in range(rounds):
+            barrier.wait()
+            try:
+                s3.put_object(Bucket=bucket, Key=f"round-{r:02d}", Body=str(i).encode(),
+                              IfNoneMatch="*")
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "PreconditionFailed":
+                    raise
+                continue
+            with lock:
+                winners[r].append(i)
+
+    _run_threads(threads, contender)
+    return winners
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("preemptive_threads")
+def test_contended_s3_create_only_put_has_exactly_one_winner_per_round(aws: AwsHandle) -> None:
+    # GIVEN a versioned bucket (an overwrite would leave a second version behind)
+    s3 = aws.client("s3")
+    s3.create_bucket(Bucket="exports")
+    s3.put_bucket_versioning(Bucket="exports", VersioningConfiguration={"Status": "Enabled"})
+
+    # WHEN, for each of 20 rounds, 8 threads put the same new key with If-None-Match: *
+    winners = _contend_for_objects(s3, "exports", rounds=ROUNDS, threads=THREADS)
+
+    # THEN every round has exactly one winner, one version, and the winner's content
+    assert [len(w) for w in winners] == [1] * ROUNDS, winners
+    for r, (winner,) in enumerate(winners):
+        versions = s3.list_object_versions(Bucket="exports", Prefix=f"round-{r:02d}")["Versions"]
+        assert len(versions) == 1
+        body = s3.get_object(Bucket="exports", Key=f"round-{r:02d}")["Body"].read()
+        assert body == str(winner).encode()
+
+
+# --------------------------------------------------------------------------- transactions
+
+
+def _create_table_with_sort_key(ddb: Any, name: str) -> None:
+    ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def _scan_all(ddb: Any, table: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = ddb.scan(TableName=table, ConsistentRead=True)["Items"]
+    return sorted(items, key=repr)
+
+
+def _first_operation(kind: str, table: str, key: dict[str, Any]) -> dict[str, Any]:
+    """The transaction's first operation, which succeeds on its own."""
+    if kind.startswith("put"):
+        return {"Put": {"TableName": table, "Item": {**key, "v": {"S": "written"}}}}
+    if kind.startswith("update"):
+        return {
+            "Update": {
+                "TableName": table,
+                "Key": key,
+                "UpdateExpression": "SET v = :v ADD n :one",
+                "ExpressionAttributeValues": {":v": {"S": "updated"}, ":one": {"N": "1"}},
+            }
+        }
+    return {"Delete": {"TableName": table, "Key": key}}
+
+
+@pytest.mark.parametrize("sort_key", [False, True], ids=["hash", "hash+range"])
+@pytest.mark.parametrize(
+    "kind", ["put-existing", "put-new", "update-existing", "update-new", "delete-existing"]
+)
+def test_failed_transaction_leaves_the_first_item_unchanged(kind: str, sort_key: bool) -> None:
+    # GIVEN a table holding an item "a" (and, for the range table, a sibling "a"/"y")
+    with in_process() as aws:
+        ddb = aws.client("dynamodb")
+        if sort_key:
+            _create_table_with_sort_key(ddb, "t")
+        else:
+            _create_table(ddb, "t")
+
+        def key(pk: str) -> dict[str, Any]:
+            return {"pk": {"S": pk}, **({"sk": {"S": "x"}} if sort_key else {})}
+
+        ddb.put_item(TableName="t", Item={**key("a"), "v": {"S": "original"}, "n": {"N": "7"}})
+        ddb.put_item(TableName="t", Item={**key("b"), "v": {"S": "guard"}})
+        if sort_key:
+            ddb.put_item(TableName="t", Item={"pk": {"S": "a"}, "sk": {"S": "y"}})
+        before = _scan_all(ddb, "t")
+        first_key = key("new" if kind.endswith("new") else "a")
+
+        # WHEN a transaction applies the first operation, then fails its second condition
+        with pytest.raises(ClientError) as cancelled:
+            ddb.transact_write_items(
+                TransactItems=[
+                    _first_operation(kind, "t", first_key),
+                    {
+                        "ConditionCheck": {
+                            "TableName": "t",
+                            "Key": key("b"),
+                            "ConditionExpression": "v = :expected",
+                            "ExpressionAttributeValues": {":expected": {"S": "other"}},
+                        }
+                    },
+                ]
+            )
+
+        # THEN the transaction is cancelled and the table is exactly as before
+        assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
+        assert _scan_all(ddb, "t") == before
+        # AND the table still takes writes to the rolled-back key normally
+        ddb.put_item(TableName="t", Item={**first_key, "v": {"S": "after"}})
+        got = ddb.get_item(TableName="t", Key=first_key, ConsistentRead=True)["Item"]
+        assert got["v"] == {"S": "after"}
+
+
+def test_cancellation_reasons_still_carry_all_old_items(aws: AwsHandle) -> None:
+    # GIVEN a lease row held by R1
+    ddb = aws.client("dynamodb")
+    _create_table(ddb, "leases")
+    held = {"pk": {"S": "job"}, "owner": {"S": "R1"}, "fence": {"N": "3"}}
+    ddb.put_item(TableName="leases", Item=held)
+
+    # WHEN a transaction puts a new row and then fails a condition on the held row,
+    # asking for ALL_OLD
+    with pytest.raises(ClientError) as cancelled:
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": "leases", "Item": {"pk": {"S": "item-1"}}}},
+                {
+                    "Update": {
+                        "TableName": "leases",
+                        "Key": {"pk": {"S": "job"}},
+                        "UpdateExpression": "SET #o = :me",
+                        "ConditionExpression": "attribute_not_exists(#o)",
+                        "ExpressionAttributeNames": {"#o": "owner"},
+                        "ExpressionAttributeValues": {":me": {"S": "R2"}},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+            ]
+        )
+
+    # THEN the reasons name each operation, with the held row for the failed one
+    reasons = cancelled.value.response["CancellationReasons"]
+    assert [r["Code"] for r in reasons] == ["None", "ConditionalCheckFailed"]
+    assert reasons[1]["Item"] == held
+    # AND nothing was written
+    assert _scan_all(ddb, "leases") == [held]
+
+
+def test_a_transaction_naming_one_item_twice_is_refused_and_rolled_back() -> None:
+    # GIVEN an item
+    with in_process() as aws:
+        ddb = aws.client("dynamodb")
+        _create_table(ddb, "t")
+        ddb.put_item(TableName="t", Item={"pk": {"S": "a"}, "v": {"S": "original"}})
+        before = _scan_all(ddb, "t")
+
+        # WHEN a transaction writes a new item, then names "a" twice
+        with pytest.raises(ClientError) as refused:
+            ddb.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": "t", "Item": {"pk": {"S": "new"}}}},
+                    {"Put": {"TableName": "t", "Item": {"pk": {"S": "a"}, "v": {"S": "1"}}}},
+                    {"Delete": {"TableName": "t", "Key": {"pk": {"S": "a"}}}},
+                ]
+            )
+
+        # THEN it is refused as moto refuses it, and nothing it did remains
+        assert refused.value.response["Error"]["Code"] == "ValidationException"
+        assert _scan_all(ddb, "t") == before
+
+
+LARGE_TABLE_ITEMS = 20_000
+
+
+def _fill_directly(table_name: str, region: str, n: int) -> None:
+    """Load ``n`` items straight into moto's backend (20k API calls would take minutes)."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    table = dynamodb_backends[DEFAULT_ACCOUNT_ID][region].get_table(table_name)
+    for i in range(n):
+        table.put_item({"pk": {"S": f"filler-{i:05d}"}, "v": {"N": str(i)}})
+
+
+@dataclass
+class _CopySpy:
+    """Counts moto Item deep copies, and records which keys each transaction backed up."""
+
+    item_copies: int = 0
+    backed_up: list[set[tuple[str, str]]] = field(default_factory=list)
+
+
+@pytest.fixture
+def copy_spy(monkeypatch: pytest.MonkeyPatch) -> _CopySpy:
+    from jobguard.local import emulator
+    from moto.dynamodb.models.dynamo_type import Item
+
+    spy = _CopySpy()
+    original_copy = Item.__deepcopy__
+    original_snapshot = emulator._snapshot_touched_items
+
+    def counting_copy(self: Item, memo: dict[int, Any]) -> Item:
+        spy.item_copies += 1
+        return original_copy(self, memo)
+
+    def recording_snapshot(*args: Any, **kwargs: Any) -> Any:
+        snapshot = original_snapshot(*args, **kwargs)
+        assert snapshot is not None, "the patch fell back to moto's full-table backup"
+        spy.backed_up.append({(b.table_name, b.hash_key.value) for b in snapshot[0]})
+        return snapshot
+
+    monkeypatch.setattr(Item, "__deepcopy__", counting_copy)
+    monkeypatch.setattr(emulator, "_snapshot_touched_items", recording_snapshot)
+    return spy
+
+
+def _small_transaction(table: str, *, fail: bool) -> list[dict[str, Any]]:
+    return [
+        {"Put": {"TableName": table, "Item": {"pk": {"S": "work-1"}, "v": {"S": "claimed"}}}},
+        {
+            "Update": {
+                "TableName": table,
+                "Key": {"pk": {"S": "filler-00042"}},
+                "UpdateExpression": "SET v = :v",
+                "ExpressionAttributeValues": {":v": {"N": "-1"}},
+            }
+        },
+        {
+            "ConditionCheck": {
+                "TableName": table,
+                "Key": {"pk": {"S": "filler-00007"}},
+                "ConditionExpression": "attribute_exists(pk)"
+                if not fail
+                else "attribute_not_exists(pk)",
+            }
+        },
+    ]
+
+
+TOUCHED = {("big", "work-1"), ("big", "filler-00042"), ("big", "filler-00007")}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fail", [False, True], ids=["commits", "cancelled"])
+def test_a_transaction_on_a_large_table_backs_up_only_the_items_it_names(
+    copy_spy: _CopySpy, fail: bool
+) -> None:
+    # GIVEN a table of 20,000 items, and a spy on moto's Item deep copies
+    with in_process() as aws:
+        ddb = aws.client("dynamodb")
+        _create_table(ddb, "big")
+        _fill_directly("big", aws.region, LARGE_TABLE_ITEMS)
+        copies_before = copy_spy.item_copies
+        started = time.perf_counter()
+
+        # WHEN a 3-item transaction runs (and commits, or fails its last condition)
+        try:
+            ddb.transact_write_items(TransactItems=_small_transaction("big", fail=fail))
+        except ClientError as exc:
+            assert fail, exc
+        elapsed_s = time.perf_counter() - started
+
+        # THEN it backed up exactly the three items it names, and copied no others
+        # (moto's own backup would have copied all 20,000)
+        assert copy_spy.backed_up == [TOUCHED]
+        assert copy_spy.item_copies - copies_before <= 2 * len(TOUCHED)
+        # AND it committed or rolled back as a whole
+        filler = ddb.get_item(TableName="big", Key={"pk": {"S": "filler-00042"}})["Item"]
+        new = ddb.get_item(TableName="big", Key={"pk": {"S": "work-1"}}).get("Item")
+        assert filler["v"] == ({"N": "42"} if fail else {"N": "-1"})
+        assert (new is None) is fail
+        assert ddb.describe_table(TableName="big")["Table"]["ItemCount"] == (
+            LARGE_TABLE_ITEMS + (0 if fail else 1)
+        )
+    print(f"\n3-item transaction on {LARGE_TABLE_ITEMS} items: {elapsed_s * 1000:.1f} ms")
+
+
+@pytest.mark.timeout(120)
+def test_the_copy_spy_sees_moto_s_full_table_backup(
+    copy_spy: _CopySpy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the same large table, with moto's original transaction method put back
+    from jobguard.local import emulator
+    from moto.dynamodb.models import DynamoDBBackend
+
+    with in_process() as aws:
+        ddb = aws.client("dynamodb")
+        _create_table(ddb, "big")
+        _fill_directly("big", aws.region, LARGE_TABLE_ITEMS)
+        monkeypatch.setattr(DynamoDBBackend, "transact_write_items", emulator._original_transact)
+        copies_before = copy_spy.item_copies
+
+        # WHEN the same transaction runs
+        ddb.transact_write_items(TransactItems=_small_transaction("big", fail=False))
+
+        # THEN the spy counts every item of the table: it measures what the patch saves
+        assert copy_spy.backed_up == []
+        assert copy_spy.item_copies - copies_before >= LARGE_TABLE_ITEMS
+
+
+def test_transaction_patch_is_reference_counted_and_restored() -> None:
+    # GIVEN moto's own transaction method and module globals
+    from moto.dynamodb import models
+
+    original = models.DynamoDBBackend.transact_write_items
+    original_copy = vars(models)["copy"]
+
+    # WHEN emulators are nested
+    with in_process():
+        patched = models.DynamoDBBackend.transact_write_items
+        assert patched is not original
+        with in_process():
+            assert models.DynamoDBBackend.transact_write_items is patched
+        # THEN leaving the inner one keeps the patch for the outer one
+        assert models.DynamoDBBackend.transact_write_items is patched
+
+    # AND leaving the last one restores moto exactly
+    assert models.DynamoDBBackend.transact_write_items is original
+    assert vars(models)["copy"] is original_copy
+
+
+@pytest.mark.server
+@pytest.mark.timeout(60)
+def test_local_aws_patches_transactions_while_running() -> None:
+    # GIVEN moto's own transaction method
+    from moto.dynamodb import models
+
+    original = models.DynamoDBBackend.transact_write_items
+
+    # WHEN a server runs THEN transactions are patched, and restored once it stops
+    with LocalAWS() as aws:
+        assert models.DynamoDBBackend.transact_write_items is not original
+        aws.stop()
+        assert models.DynamoDBBackend.transact_write_items is original
+        aws.stop()  # a second stop does not unpatch twice
+    assert models.DynamoDBBackend.transact_write_items is original

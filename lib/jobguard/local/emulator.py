@@ -4,9 +4,16 @@ moto's DynamoDB backend is not safe under concurrency: a conditional write check
 condition and then writes in two separate steps, so several contending writers can all
 "win" the same ``attribute_not_exists(pk)`` put. jobguard's correctness rests on
 conditional writes being atomic, so everything here serialises DynamoDB requests behind
-one lock, exactly as DynamoDB itself serialises writes to one item. Other services are
-left alone: in particular an SQS ``ReceiveMessage`` long poll never holds that lock, so
-it cannot stall DynamoDB traffic while it waits.
+one lock, exactly as DynamoDB itself serialises writes to one item. S3 has the same
+flaw (an ``If-None-Match: *`` put checks, then writes; an overwrite frees the old
+object's buffer under a concurrent reader), so S3 requests are serialised behind a
+second lock. Other services are left alone: in particular an SQS ``ReceiveMessage``
+long poll never holds either lock, so it cannot stall DynamoDB or S3 traffic.
+
+While any emulator runs, moto's ``TransactWriteItems`` also backs up only the items a
+transaction names instead of deep-copying every table it touches (see
+:func:`_patch_transactions`), so a transaction costs the same on a table of 100k items
+as on an empty one.
 
 Three entry points:
 
@@ -28,10 +35,12 @@ moto, boto3 and werkzeug are imported lazily, so importing this module is cheap.
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import ipaddress
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -39,10 +48,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal, overload
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, overload
+from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -77,9 +86,15 @@ _HTTP_TIMEOUT_S: Final = 5.0
 _SHUTDOWN_POLL_S: Final = 0.05
 _MAX_POOL_CONNECTIONS: Final = 64
 
-# moto's backends are process-wide, so the lock is too: every LocalAWS in this process
-# and every in_process() block take this one lock around each DynamoDB request.
+# moto's backends are process-wide, so the locks are too: every LocalAWS in this process
+# and every in_process() block take this one lock around each DynamoDB request...
 _DYNAMODB_LOCK: Final = threading.Lock()
+# ... and this one around each S3 request. A reset takes both (DynamoDB first).
+_S3_LOCK: Final = threading.Lock()
+
+# The service in a SigV4 credential scope (Authorization header or presigned query):
+# ``Credential=AKID/20260101/us-east-1/s3/aws4_request``.
+_CREDENTIAL_SCOPE: Final = re.compile(r"Credential=[^/,\s&]+/\d{8}/[^/]+/([^/]+)/aws4_request")
 
 # Environment variables that would steer boto3 away from the emulator or make client
 # creation fail (a profile that does not exist on this machine).
@@ -109,6 +124,12 @@ def _require_loopback(host: str) -> None:
         ) from None
     if not address.is_loopback:
         raise ValueError(f"refusing to bind {host!r}: the emulator only listens on loopback")
+
+
+def _signed_service(authorization: str, query: str = "") -> str | None:
+    """The service a request is signed for, or None (unsigned, or not SigV4)."""
+    match = _CREDENTIAL_SCOPE.search(authorization) or _CREDENTIAL_SCOPE.search(unquote(query))
+    return match.group(1) if match else None
 
 
 def _http(method: str, url: str, *, timeout: float = _HTTP_TIMEOUT_S) -> bytes:
@@ -155,30 +176,43 @@ class _ClientFactory:
 # --------------------------------------------------------------------------- server mode
 
 
-def _holds_dynamodb_lock(environ: WSGIEnvironment) -> bool:
+def _locks_for(environ: WSGIEnvironment, *, dynamodb: bool) -> tuple[threading.Lock, ...]:
+    """The locks a request must hold, in acquisition order (none for most services)."""
+    if str(environ.get("PATH_INFO", "")).startswith("/moto-api/reset"):
+        # A reset must not interleave with a conditional write either.
+        return (_DYNAMODB_LOCK, _S3_LOCK) if dynamodb else (_S3_LOCK,)
     target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
     if target.startswith("DynamoDB_"):
-        return True
-    # A reset must not interleave with a conditional write either.
-    return str(environ.get("PATH_INFO", "")).startswith("/moto-api/reset")
+        return (_DYNAMODB_LOCK,) if dynamodb else ()
+    authorization = str(environ.get("HTTP_AUTHORIZATION", ""))
+    if _signed_service(authorization, str(environ.get("QUERY_STRING", ""))) == "s3":
+        return (_S3_LOCK,)
+    return ()
 
 
-class _SerializeDynamoDB:
-    """WSGI middleware: one lock around the complete handling of every DynamoDB request.
+class _SerializeRequests:
+    """WSGI middleware: a lock around the complete handling of each DynamoDB / S3 request.
 
-    The response body is materialised while the lock is held, so no part of a DynamoDB
-    request (parsing, condition check, write, serialisation) overlaps with another.
-    Requests to other services pass straight through.
+    The response body is materialised while the lock is held, so no part of a request
+    (parsing, condition check, write, serialisation) overlaps with another request to
+    the same service. Requests to other services pass straight through.
+
+    Args:
+        app: moto's WSGI application.
+        dynamodb: Serialise DynamoDB requests (S3 requests always are).
     """
 
-    def __init__(self, app: WSGIApplication, lock: threading.Lock) -> None:
+    def __init__(self, app: WSGIApplication, *, dynamodb: bool) -> None:
         self._app = app
-        self._lock = lock
+        self._dynamodb = dynamodb
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if not _holds_dynamodb_lock(environ):
+        locks = _locks_for(environ, dynamodb=self._dynamodb)
+        if not locks:
             return self._app(environ, start_response)
-        with self._lock:
+        with ExitStack() as held:
+            for lock in locks:
+                held.enter_context(lock)
             started = time.perf_counter()
             result = self._app(environ, start_response)
             try:
@@ -187,7 +221,8 @@ class _SerializeDynamoDB:
                 close = getattr(result, "close", None)
                 if callable(close):
                     close()
-                _SERVICE_TIME[0] += time.perf_counter() - started
+                if locks[0] is _DYNAMODB_LOCK:
+                    _SERVICE_TIME[0] += time.perf_counter() - started
         return [body]
 
 
@@ -213,19 +248,21 @@ def _quiet_request_handler() -> type[WSGIRequestHandler]:
 
 
 class LocalAWS:
-    """moto in server mode on a loopback port, with DynamoDB requests serialised.
+    """moto in server mode on a loopback port, with DynamoDB and S3 requests serialised.
 
     The server runs in a daemon thread of the current process (werkzeug, one thread
-    per connection). Every DynamoDB request is handled under one lock, so conditional
-    writes are atomic; other services (notably SQS long polls) are not affected by it.
-    The lock is process-wide, like moto's state: two instances in one process share
-    both their tables and their lock.
+    per connection). Every DynamoDB request is handled under one lock, and every S3
+    request under another, so conditional writes are atomic; other services (notably
+    SQS long polls) are not affected by them. The locks are process-wide, like moto's
+    state: two instances in one process share both their tables and their locks.
+    While it runs, transactions back up only the items they name (see module docs).
 
     Args:
         host: Loopback address to bind. Anything that is not loopback is refused.
         port: TCP port; ``0`` picks a free one (read it back from :attr:`endpoint_url`).
-        serialize_dynamodb: Keep ``True``. ``False`` exposes moto's racy conditional
-            writes and exists only so a test can demonstrate the race.
+        serialize_dynamodb: Keep ``True``. ``False`` exposes moto's racy DynamoDB
+            conditional writes and exists only so a test can demonstrate the race
+            (S3 requests stay serialised either way).
         region: Region for :meth:`client` and :meth:`env`.
 
     Example:
@@ -254,6 +291,7 @@ class LocalAWS:
         self._thread: threading.Thread | None = None
         self._endpoint_url: str | None = None
         self._clients: _ClientFactory | None = None
+        self._patched_transactions = False
 
     @property
     def dynamodb_service_s(self) -> float:
@@ -283,12 +321,14 @@ class LocalAWS:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
-        app: WSGIApplication = DomainDispatcherApplication(create_backend_app)
-        if self._serialize_dynamodb:
-            app = _SerializeDynamoDB(app, _DYNAMODB_LOCK)
+        app: WSGIApplication = _SerializeRequests(
+            DomainDispatcherApplication(create_backend_app), dynamodb=self._serialize_dynamodb
+        )
         server = make_server(
             self._host, self._port, app, threaded=True, request_handler=_quiet_request_handler()
         )
+        _patch_transactions()
+        self._patched_transactions = True
         port = int(server.socket.getsockname()[1])
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._server = server
@@ -343,6 +383,9 @@ class LocalAWS:
             server.server_close()
         if thread is not None:
             thread.join(timeout=_HTTP_TIMEOUT_S)
+        if self._patched_transactions:
+            self._patched_transactions = False
+            _unpatch_transactions()
 
     def __enter__(self) -> LocalAWS:
         if self._server is None:
@@ -457,8 +500,15 @@ def _is_dynamodb_request(request: AWSPreparedRequest) -> bool:
     return str(target).startswith("DynamoDB_")
 
 
+def _is_s3_request(request: AWSPreparedRequest) -> bool:
+    authorization: Any = request.headers.get("Authorization", b"")
+    if isinstance(authorization, bytes):
+        authorization = authorization.decode("latin-1")
+    return _signed_service(str(authorization), urlsplit(str(request.url)).query) == "s3"
+
+
 def _patch_stubber() -> None:
-    """Wrap ``BotocoreStubber.__call__`` so DynamoDB requests run one at a time."""
+    """Wrap ``BotocoreStubber.__call__`` so DynamoDB (and S3) requests run one at a time."""
     global _patch_depth, _original_stubber_call
     from moto.core.botocore_stubber import BotocoreStubber
 
@@ -475,6 +525,9 @@ def _patch_stubber() -> None:
         ) -> AWSResponse | None:
             if _is_dynamodb_request(request):
                 with _DYNAMODB_LOCK:
+                    return original(self, event_name, request, **kwargs)
+            if _is_s3_request(request):
+                with _S3_LOCK:
                     return original(self, event_name, request, **kwargs)
             return original(self, event_name, request, **kwargs)
 
@@ -563,9 +616,10 @@ def in_process(*, region: str = DEFAULT_REGION) -> Iterator[InProcessAWS]:
     For its duration: moto intercepts every boto3 call in this process; the fake
     credentials (``"testing"``) and ``AWS_DEFAULT_REGION`` / ``AWS_REGION`` are set in
     ``os.environ``, while ``AWS_ENDPOINT_URL*`` and ``AWS_PROFILE`` /
-    ``AWS_DEFAULT_PROFILE`` are removed (they would route around the mock); and
-    moto's botocore hook holds a lock for every DynamoDB request, so conditional writes
-    are atomic across threads. Everything is restored on exit, and moto drops its state.
+    ``AWS_DEFAULT_PROFILE`` are removed (they would route around the mock); moto's
+    botocore hook holds a lock for every DynamoDB request (and another for every S3
+    request), so conditional writes are atomic across threads; and transactions back up
+    only the items they name. Everything is restored on exit, and moto drops its state.
 
     Args:
         region: Region for the environment and for :meth:`InProcessAWS.client`.
@@ -586,12 +640,206 @@ def in_process(*, region: str = DEFAULT_REGION) -> Iterator[InProcessAWS]:
         saved = _override_environ(_fake_env(region), _STEERING_ENV_PREFIXES, _STEERING_ENV_NAMES)
         try:
             _patch_stubber()
+            _patch_transactions()
             try:
                 yield InProcessAWS(region=region)
             finally:
+                _unpatch_transactions()
                 _unpatch_stubber()
         finally:
             _restore_environ(saved)
+
+
+# --------------------------------------------------------------------------- transactions
+#
+# moto's DynamoDBBackend.transact_write_items starts with copy.deepcopy(table) of every
+# table the transaction names, to roll back on failure: O(table size) per transaction,
+# whatever the transaction's size. While an emulator runs, that method is wrapped so the
+# backup covers only the items the transaction names (their keys are in the request):
+#
+#   1. before: copy each named item, or note that it is absent (moto's own keying:
+#      hash/range attribute values from a Put's Item or from the Key of the others);
+#   2. run moto's method unchanged, except that its deepcopy of a Table returns the
+#      live table (its "rollback" then assigns each table to itself: a no-op);
+#   3. on any exception: put the copies back, delete the items that were absent, trim
+#      the stream records the transaction appended, and re-raise.
+#
+# So validation, conditions and CancellationReasons (with ALL_OLD items) stay moto's.
+# Transactions run under the DynamoDB lock, so nothing interleaves with steps 1-3
+# (with serialize_dynamodb=False nothing is atomic anyway). If moto's internals are
+# not what this relies on, the patch is not applied, or a call falls back to moto's
+# original method, which is slow but correct.
+
+_transactions_depth = 0
+_original_transact: Any = None
+_original_models_copy: Any = None
+_eliding_table_copy = threading.local()
+
+
+class _ItemBackup(NamedTuple):
+    """One item a transaction names, as it was before the transaction."""
+
+    table_name: str
+    hash_key: Any  # moto DynamoType
+    range_key: Any  # moto DynamoType, or None for a table without a sort key
+    item: Any  # deep copy of the moto Item, or None when it did not exist
+    bucket_existed: bool  # tables with a sort key: whether items[hash_key] existed
+
+
+class _StreamBackup(NamedTuple):
+    """A touched table's stream shard and how many records it held before."""
+
+    table_name: str
+    shard: Any
+    length: int
+
+
+class _TableCopyElider:
+    """Stands in for the ``copy`` module inside ``moto.dynamodb.models`` while patched.
+
+    ``deepcopy`` of a Table returns the table itself, but only inside a patched
+    transaction on this thread; everything else goes to the real ``copy`` module.
+    """
+
+    def __init__(self, table_type: type) -> None:
+        self._table_type = table_type
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    def deepcopy(self, value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if getattr(_eliding_table_copy, "active", False) and isinstance(value, self._table_type):
+            return value
+        return copy.deepcopy(value, memo)
+
+
+def _snapshot_touched_items(
+    backend: Any, transact_items: Sequence[Mapping[str, Any]], dynamo_type: type
+) -> tuple[list[_ItemBackup], list[_StreamBackup]] | None:
+    """Copies of the items a transaction names, or None if their keys cannot be told.
+
+    Tables that do not exist are skipped: moto cancels any operation on them.
+    """
+    items: dict[tuple[str, Any, Any], _ItemBackup] = {}
+    streams: dict[str, _StreamBackup] = {}
+    try:
+        for entry in transact_items:
+            for op_type, op in entry.items():  # moto refuses entries with two ops
+                try:
+                    table = backend.get_table(op["TableName"])
+                except Exception:  # moto's ResourceNotFound: nothing to back up
+                    continue
+                source = op["Item"] if op_type == "Put" else op["Key"]
+                hash_key = dynamo_type(source[table.hash_key_attr])
+                range_attr = table.range_key_attr
+                range_key = dynamo_type(source[range_attr]) if range_attr is not None else None
+                bucket = table.items.get(hash_key)
+                current = bucket if range_key is None or bucket is None else bucket.get(range_key)
+                key = (table.name, hash_key, range_key)
+                if key not in items:
+                    items[key] = _ItemBackup(
+                        table.name, hash_key, range_key, copy.deepcopy(current), bucket is not None
+                    )
+                shard = table.stream_shard
+                if shard is not None and table.name not in streams:
+                    streams[table.name] = _StreamBackup(table.name, shard, len(shard.items))
+    except Exception:  # a malformed request, or moto's internals changed
+        _LOG.debug("transaction keys unclear: using moto's full-table backup", exc_info=True)
+        return None
+    return list(items.values()), list(streams.values())
+
+
+def _restore_touched_items(
+    backend: Any, items: Sequence[_ItemBackup], streams: Sequence[_StreamBackup]
+) -> None:
+    """Undo whatever a failed transaction did to the items it named."""
+    for backup in items:
+        table = backend.tables.get(backup.table_name)
+        if table is None:
+            continue
+        if backup.range_key is None:
+            if backup.item is None:
+                table.items.pop(backup.hash_key, None)
+            else:
+                table.items[backup.hash_key] = backup.item
+            continue
+        bucket = table.items.get(backup.hash_key)
+        if backup.item is not None:
+            table.items.setdefault(backup.hash_key, {})[backup.range_key] = backup.item
+        elif bucket is not None:
+            bucket.pop(backup.range_key, None)
+            if not bucket and not backup.bucket_existed:
+                del table.items[backup.hash_key]
+    for stream in streams:
+        table = backend.tables.get(stream.table_name)
+        if table is not None and table.stream_shard is stream.shard:
+            del stream.shard.items[stream.length :]
+
+
+def _with_item_level_rollback(original: Any, dynamo_type: type) -> Any:
+    """moto's ``transact_write_items``, backing up only the items it names."""
+
+    @functools.wraps(original)
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        snapshot = _snapshot_touched_items(self, transact_items, dynamo_type)
+        if snapshot is None:
+            original(self, transact_items)
+            return
+        _eliding_table_copy.active = True
+        try:
+            original(self, transact_items)
+        except BaseException:
+            _restore_touched_items(self, *snapshot)
+            raise
+        finally:
+            _eliding_table_copy.active = False
+
+    return transact_write_items
+
+
+def _patch_transactions() -> None:
+    """Make moto's transactions back up only the items they name (reference-counted)."""
+    global _transactions_depth, _original_transact, _original_models_copy
+    with _PATCH_GUARD:
+        _transactions_depth += 1
+        if _transactions_depth > 1:
+            return
+        try:
+            from moto.dynamodb import models
+            from moto.dynamodb.models.dynamo_type import DynamoType
+            from moto.dynamodb.models.table import Table
+
+            backend = models.DynamoDBBackend
+            original = backend.transact_write_items
+        except (ImportError, AttributeError):
+            _LOG.warning("moto internals changed: transactions keep their full-table backup")
+            return
+        module_globals = vars(models)  # where moto's method looks up ``copy``
+        if module_globals.get("copy") is not copy:
+            _LOG.warning("moto internals changed: transactions keep their full-table backup")
+            return
+        _original_transact = original
+        _original_models_copy = module_globals["copy"]
+        module_globals["copy"] = _TableCopyElider(Table)
+        backend.transact_write_items = (  # type: ignore[method-assign]
+            _with_item_level_rollback(original, DynamoType)
+        )
+
+
+def _unpatch_transactions() -> None:
+    global _transactions_depth, _original_transact, _original_models_copy
+    with _PATCH_GUARD:
+        _transactions_depth -= 1
+        if _transactions_depth > 0 or _original_transact is None:
+            return
+        from moto.dynamodb import models
+
+        models.DynamoDBBackend.transact_write_items = (  # type: ignore[method-assign]
+            _original_transact
+        )
+        vars(models)["copy"] = _original_models_copy
+        _original_transact = None
+        _original_models_copy = None
 
 
 # --------------------------------------------------------------------------- command line
