@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from jobguard import current_run, guarded
-
 from handlers.jobs import CRM_SYNC
+from jobguard import current_run, guarded
 
 PAGES = int(os.environ.get("CRM_SYNC_PAGES", "3"))
 

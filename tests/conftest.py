@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
 from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.local.emulator import in_process
 from jobguard.records import RunRecord

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ReadTimeoutError
+
 from jobguard.destinations import (
     DestinationError,
     DynamoDBDestination,

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+
 from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.lease import Acquired, Busy, Mark, TriggerMark
 from jobguard.records import Decision, RunRecord, RunStatus

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+
 from jobguard import GuardedJob, InvalidTriggerError
 from jobguard.testing import ManualClock
 from jobguard.triggerqueue import TriggerQueue

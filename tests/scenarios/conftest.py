@@ -35,6 +35,7 @@ def server() -> Iterator[dict[str, str]]:
 @pytest.fixture
 def table(server: dict[str, str]) -> Iterator[str]:
     import boto3
+
     from jobguard.dynamodb import create_table
 
     saved = {k: os.environ.get(k) for k in server}

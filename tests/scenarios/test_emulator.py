@@ -27,6 +27,7 @@ from typing import Any, TypeAlias
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+
 from jobguard.local.emulator import (
     ENDPOINT_LINE_PREFIX,
     InProcessAWS,
@@ -634,8 +635,9 @@ class _CopySpy:
 
 @pytest.fixture
 def copy_spy(monkeypatch: pytest.MonkeyPatch) -> _CopySpy:
-    from jobguard.local import emulator
     from moto.dynamodb.models.dynamo_type import Item
+
+    from jobguard.local import emulator
 
     spy = _CopySpy()
     original_copy = Item.__deepcopy__
@@ -722,8 +724,9 @@ def test_the_copy_spy_sees_moto_s_full_table_backup(
     copy_spy: _CopySpy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN the same large table, with moto's original transaction method put back
-    from jobguard.local import emulator
     from moto.dynamodb.models import DynamoDBBackend
+
+    from jobguard.local import emulator
 
     with in_process() as aws:
         ddb = aws.client("dynamodb")

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError
+
 from jobguard import OverlapPolicy, SystemClock, hooks
 from jobguard.clock import to_ms
 

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
 from jobguard import GuardedJob, JobConfig, OverlapPolicy
 from jobguard.clock import to_ms
 
@@ -66,6 +67,7 @@ def test_fifty_triggers_from_separate_processes_give_exactly_one_run(table):
     decided = [m for m in messages if m[0] == "decided"]
     assert len(ran) == 1 and len(decided) == 49
     import boto3
+
     from jobguard.dynamodb import DynamoJobStore
 
     runs = DynamoJobStore(table, client=boto3.client("dynamodb")).list_runs(JOB, limit=100)
@@ -88,6 +90,7 @@ def _doomed(table: str, acquired: Any) -> None:
 
 def test_a_sigkilled_holder_is_taken_over_after_expiry_and_recorded_as_abandoned(table):
     import boto3
+
     from jobguard.dynamodb import DynamoJobStore
 
     store = DynamoJobStore(table, client=boto3.client("dynamodb"))

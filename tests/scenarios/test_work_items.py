@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
 from jobguard import ItemState, JobConfig, WorkId, current_run, hooks
 from jobguard.dynamodb_items import DynamoItemStore
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from jobguard import JobConfig, OverlapPolicy, Trigger, TriggerKind
 from jobguard.lease import LeaseState, Mark, Next, TriggerMark, classify, prunable
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+
 from jobguard import ConfigError, JobConfig, OverlapPolicy, guarded
 
 S = timedelta(seconds=1)
