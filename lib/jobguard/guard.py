@@ -130,21 +130,23 @@ class GuardedJob:
 
             store, queue = self._store, self._queue
             if store is None:
+                from . import environment
                 from ._clients import client
                 from .dynamodb import DynamoJobStore
 
-                table = self.config.table_name or os.environ.get("JOBGUARD_TABLE")
+                table = self.config.table_name or os.environ.get(environment.TABLE)
                 if not table:
                     raise ConfigError(
                         "JOBGUARD_TABLE", "no table: set JOBGUARD_TABLE or JobConfig.table_name"
                     )
                 store = DynamoJobStore(table, client=client("dynamodb"))
             if queue is None and self.config.needs_queue:
+                from . import environment
                 from ._clients import client
                 from .triggerqueue import TriggerQueue
 
                 url = self.config.trigger_queue_url or os.environ.get(
-                    "JOBGUARD_TRIGGER_QUEUE_URL"
+                    environment.TRIGGER_QUEUE_URL
                 )
                 if not url:
                     raise ConfigError(
