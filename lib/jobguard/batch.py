@@ -418,6 +418,35 @@ class BatchJob(Generic[R]):
         not happen. ``record`` is None in a sweep over unresolved items."""
         raise NotImplementedError
 
+    def cursor_of(self, record: R) -> str | None:
+        """The record's position, comparable with cursors as strings. Lets recovery cut
+        a cursor range exactly at its bounds; without it, ranges follow page bounds."""
+        return None
+
+    def cursor_at(self, at: Any) -> str:
+        """The cursor of a point in time, for recovery by ``time_from``/``time_to``."""
+        from .errors import ConfigError
+
+        raise ConfigError("time_from", f"job {self.config.name!r} does not map times to "
+                          "cursors (implement cursor_at); recover by cursor_from/cursor_to")
+
+    def process_one(self, run: Any, item: ClaimedItem) -> None:
+        """Check the lease and the claim, call :meth:`process`, record the outcome."""
+        fire("before_item", job=run.job, run_id=run.run_id, work_id=item.key)
+        item.ensure_claim()
+        try:
+            destination_id = self.process(item.record, item)
+            fire("after_process", job=run.job, run_id=run.run_id, work_id=item.key)
+        except LeaseLostError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified, recorded, the run goes on
+            if isinstance(exc, OutcomeUnknown) or is_outcome_unknown(exc):
+                item.uncertain(exc)
+            else:
+                item.fail(exc, retryable=True)
+        else:
+            item.complete(destination_id=destination_id)
+
     def payload(self, record: R) -> str | None:
         """A hash of what the action would write (detects a work id reused with other
         content). Defaults to a hash of the record's canonical JSON."""
@@ -464,22 +493,7 @@ class BatchJob(Generic[R]):
                     report.remaining += len(items) - index
                     report.stopped = "time"
                     break
-                fire("before_item", job=run.job, run_id=run.run_id, work_id=item.key)
-                item.ensure_claim()
-                try:
-                    destination_id = self.process(item.record, item)
-                    fire("after_process", job=run.job, run_id=run.run_id, work_id=item.key)
-                except LeaseLostError:
-                    raise
-                except OutcomeUnknown as exc:
-                    item.uncertain(exc)
-                except Exception as exc:  # noqa: BLE001 - classified, recorded, run goes on
-                    if is_outcome_unknown(exc):
-                        item.uncertain(exc)
-                    else:
-                        item.fail(exc, retryable=True)
-                else:
-                    item.complete(destination_id=destination_id)
+                self.process_one(run, item)
             page_done = (report.stopped is None
                          and report.held + report.uncertain == unfinished_before)
             if advancing and page_done:

@@ -141,6 +141,7 @@ class DynamoJobStore:
         replace: bool = False,
         respect_queue: bool = False,
         absorb_follow_up: bool = False,
+        ignore_pause: bool = False,
     ) -> Acquired | Busy:
         """Take the job's lease in one conditional write, or learn why not.
 
@@ -171,7 +172,7 @@ class DynamoJobStore:
                 f"(attribute_not_exists({t}) OR begins_with({t}, {e.v('failed@')}) OR "
                 f"(begins_with({t}, {e.v('running@')}) AND {free}))"
             )
-        pieces = [not_paused, trigger_open]
+        pieces = [trigger_open] if ignore_pause else [not_paused, trigger_open]
         if not replace:
             pieces.insert(0, free)
         if respect_queue:

@@ -105,6 +105,8 @@ class DynamoItemStore:
             state = e.n("state")
             if request.after_uncertain:
                 condition = f"{state} = {e.v(ItemState.UNCERTAIN.value)}"
+            elif request.after_failure:
+                condition = f"{state} = {e.v(ItemState.FAILED.value)}"
             else:
                 # Absent; failed and retryable; or completed but past its TTL (expired
                 # records count as absent, whenever DynamoDB gets round to deleting them).

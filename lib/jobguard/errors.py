@@ -8,6 +8,8 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "InvalidRequestError",
+    "LeaseBusyError",
     "InvalidTriggerError",
     "JobGuardError",
     "LeaseLostError",
@@ -76,3 +78,36 @@ class StoreError(JobGuardError):
         self.operation = operation
         self.job = job
         super().__init__(f"{operation} for job {job!r}: {message}")
+
+
+class InvalidRequestError(JobGuardError, ValueError):
+    """A recovery request or command that cannot be carried out. Nothing was written.
+
+    Attributes:
+        field: the offending field, e.g. ``"cursor_to"`` or ``"confirm"``.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class LeaseBusyError(JobGuardError):
+    """Another run held the job's lease for longer than the caller would wait.
+
+    Attributes:
+        job: the job name.
+        holder_run_id: the run holding the lease.
+        lease_expires_at_ms: when its lease ends unless renewed (epoch ms).
+        paused_reason: set when the job is paused instead.
+    """
+
+    def __init__(self, job: str, holder_run_id: str | None, lease_expires_at_ms: int | None,
+                 paused_reason: str | None = None) -> None:
+        self.job = job
+        self.holder_run_id = holder_run_id
+        self.lease_expires_at_ms = lease_expires_at_ms
+        self.paused_reason = paused_reason
+        what = (f"paused ({paused_reason})" if paused_reason is not None
+                else f"held by run {holder_run_id} until {lease_expires_at_ms} (epoch ms)")
+        super().__init__(f"job {job!r} is {what}; try again after it ends")

@@ -242,6 +242,37 @@ class GuardedJob:
             now_ms = to_ms(now)
         raise StoreError("acquire", config.name, f"no stable decision after {_MAX_ATTEMPTS} tries")
 
+    def run_exclusive(self, trigger: Trigger, *, wait: float, ignore_pause: bool = False,
+                      event: Any = None, context: Any = None) -> Any:
+        """Take the lease whatever the policy (waiting up to ``wait`` seconds for the
+        holder to finish), run the handler, release. For recovery runs.
+
+        Raises:
+            LeaseBusyError: the lease was still held when the wait ran out.
+        """
+        from .errors import LeaseBusyError
+
+        rt = self.runtime()
+        deadline = self.clock.monotonic() + wait
+        while True:
+            now_ms = to_ms(self.clock.now())
+            run_id = new_run_id(now_ms)
+            acquired_mono = self.clock.monotonic()
+            rt.telemetry.count("LeaseAcquireAttempts")
+            result = rt.store.acquire(
+                trigger, run_id=run_id, owner=self.owner, now_ms=now_ms,
+                lease_ms=self._lease_ms, skew_ms=self._skew_ms, ignore_pause=ignore_pause,
+            )
+            if not isinstance(result, Busy):
+                return self._run(trigger, run_id, result.fence, result.previous, now_ms,
+                                 acquired_mono, event, context)
+            state = result.state
+            left = deadline - self.clock.monotonic()
+            if left <= 0 or (state.paused_at_ms is not None and not ignore_pause):
+                raise LeaseBusyError(self.config.name, state.run_id, state.expires_at_ms,
+                                     state.paused_reason)
+            time.sleep(min(left, 0.5))
+
     # -- decisions -----------------------------------------------------------------------
 
     def _decide(

@@ -220,6 +220,8 @@ class ClaimRequest:
     work_id: str
     payload_hash: str | None = None
     after_uncertain: bool = False
+    after_failure: bool = False
+    """Recovery only: claim a failed item even if it was not retryable."""
 
 
 @dataclass(frozen=True, slots=True)

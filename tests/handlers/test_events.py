@@ -8,14 +8,11 @@ nothing at all.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from jobguard import GuardedJob, InvalidTriggerError
-from jobguard.testing import ManualClock
-from jobguard.triggerqueue import TriggerQueue
+from jobguard import InvalidTriggerError
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -48,20 +45,6 @@ def test_every_sample_has_an_expectation():
     assert valid == set(VALID) and malformed == set(MALFORMED)
 
 
-@pytest.fixture
-def crm_sync(aws):
-    from handlers import crm_sync
-
-    # The handler module's own job definition, wired to this test's emulator, at a
-    # time shortly after the samples' scheduled times.
-    original: GuardedJob = crm_sync.lambda_handler
-    return GuardedJob(
-        original.config, original.handler, store=aws.store,
-        queue=TriggerQueue(aws.fifo_queue("crm-sync"), client=aws.sqs),
-        clock=ManualClock(datetime.fromisoformat("2026-11-29T07:40:30+00:00")),
-    )
-
-
 @pytest.mark.parametrize("name", sorted(VALID))
 def test_valid_sample_is_one_trigger_in_the_run_log(aws, crm_sync, name):
     status, trigger_id, kind = VALID[name]
@@ -70,7 +53,8 @@ def test_valid_sample_is_one_trigger_in_the_run_log(aws, crm_sync, name):
     assert (record.status.value, record.trigger_id, record.trigger_kind) == (
         status, trigger_id, kind)
     if status == "succeeded":
-        assert result["synced_pages"] == 3 and result["fence"] == record.fence == 1
+        assert (result["selected"], result["completed"]) == (3, 3)
+        assert record.fence == 1 and record.extra["completed"] == 3
         assert aws.store.read_lease("crm-sync").run_id is None
     else:
         assert result == {"batchItemFailures": []}
@@ -82,7 +66,7 @@ def test_malformed_sample_names_the_field_and_writes_nothing(aws, crm_sync, name
         crm_sync(json.loads((EVENTS / "malformed" / name).read_text()), None)
     assert info.value.field == MALFORMED[name]
     assert str(info.value).startswith(MALFORMED[name] + ":")
-    assert aws.item_count() == 0
+    assert aws.item_count() == 0  # the jobguard table: no lease, no run, no item
 
 
 def test_the_same_tick_from_the_scheduler_and_a_rule_at_the_same_minute_runs_once(
@@ -91,5 +75,5 @@ def test_the_same_tick_from_the_scheduler_and_a_rule_at_the_same_minute_runs_onc
     tick["scheduled_at"] = "2026-11-29T07:40:00Z"
     first = crm_sync(tick, None)
     again = crm_sync(json.loads((EVENTS / "eventbridge-rule.json").read_text()), None)
-    assert first["fence"] == 1 and again["decision"] == "duplicate"
+    assert first["completed"] == 3 and again["decision"] == "duplicate"
     assert sorted(aws.statuses("crm-sync")) == ["duplicate", "succeeded"]

@@ -1,0 +1,41 @@
+"""The scheduled reconciler: sweeps one job's unresolved items against the destination.
+
+Takes the job's lease like any run (it never overlaps the job's own runs), so a SKIP of
+the sweep while the job runs is expected. ``JOBGUARD_JOB`` names the job; the job's
+module is listed in ``JOBGUARD_RECOVERY_MODULES``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from jobguard import environment, registry
+from jobguard.batch import sweep
+from jobguard.guard import GuardedJob
+from jobguard.run import current_run
+
+_guards: dict[str, GuardedJob] = {}
+
+
+def lambda_handler(event: Any, context: Any) -> Any:
+    name = os.environ[environment.JOB_NAME]
+    if name not in _guards:
+        registry.load_from_environment()
+        job = registry.get(name)
+        # The sweep is a run of the job (same lease), skipped while the job runs.
+        config = job.config.__class__(**{**_fields(job.config), "policy": "SKIP",
+                                         "trigger_queue_url": None})
+        _guards[name] = GuardedJob(
+            config, lambda e, c: sweep(current_run(), job.reconcile).as_dict(),
+            **job._guard_options,  # noqa: SLF001 - the job's own wiring (tests, local)
+        )
+    return _guards[name]({"job": name, "manual": True,
+                          "trigger_id": f"reconcile-{getattr(context, 'aws_request_id', 'local')}"},
+                         context)
+
+
+def _fields(config: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}

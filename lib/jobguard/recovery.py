@@ -1,0 +1,403 @@
+"""Bounded, confirmable recovery: plan, then replay only the safe remainder.
+
+A recovery names a job and a bounded range (cursors, or times the job maps to cursors).
+It plans first (a dry run is the default): it selects the source records in the range,
+classifies each from the ledger, and returns counts, a sample and a confirmation token
+bound to the request and to the plan. Executing a plan larger than the threshold needs
+that token; a token from another request or from a plan that has since changed is
+refused. Execution takes the job's lease like any run (so it never overlaps a scheduled
+run), writes its own run record, reconciles uncertain items first, replays only what the
+mode asks for, and never moves the job's checkpoint.
+
+Example:
+    >>> plan = recover({"job": "crm-sync", "cursor_from": "0", "cursor_to": "500"})
+    ... # doctest: +SKIP
+    >>> recover({"job": "crm-sync", "cursor_from": "0", "cursor_to": "500",
+    ...          "dry_run": False, "confirm": plan["token"]})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from . import registry
+from .errors import InvalidRequestError
+from .triggers import Trigger, TriggerKind
+from .workitems import ClaimRequest, ItemRecord, ItemState, Settle
+
+__all__ = ["Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan", "parse_request",
+           "recover"]
+
+CONFIRM_THRESHOLD = 100
+MAX_TIME_WINDOW = timedelta(days=7)
+SAMPLE_SIZE = 10
+
+
+class RecoveryMode(StrEnum):
+    """Which items a recovery replays. Completed items are never replayed."""
+
+    UNFINISHED = "unfinished"
+    """Never attempted, failed, and uncertain (reconciled first)."""
+    FAILED = "failed"
+    """Only items that failed."""
+    UNCERTAIN = "uncertain"
+    """Only items whose outcome is unknown (reconciled first; redone only if absent)."""
+
+
+class RecoveryRequest(BaseModel):
+    """A recovery request (the recovery Lambda's event). Strict: no extra fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    job: str = Field(min_length=1, max_length=64)
+    cursor_from: str | None = Field(default=None, min_length=1, max_length=512)
+    cursor_to: str | None = Field(default=None, min_length=1, max_length=512)
+    time_from: AwareDatetime | None = None
+    time_to: AwareDatetime | None = None
+    mode: RecoveryMode = RecoveryMode.UNFINISHED
+    dry_run: bool = True
+    confirm: str | None = Field(default=None, min_length=1, max_length=64)
+    max_items: int = Field(default=1000, gt=0, le=100_000)
+    requested_by: str | None = Field(default=None, max_length=256)
+    wait_seconds: int = Field(default=60, ge=0, le=600)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lenient_json(cls, data: Any) -> Any:
+        # JSON has no datetimes or enums: accept their string forms in strict mode.
+        if isinstance(data, dict):
+            data = dict(data)
+            for key in ("time_from", "time_to"):
+                if isinstance(data.get(key), str):
+                    try:
+                        data[key] = datetime.fromisoformat(data[key])
+                    except ValueError:
+                        raise ValueError(f"{key}: {data[key]!r} is not an ISO-8601 time"
+                                         ) from None
+            if isinstance(data.get("mode"), str):
+                try:
+                    data["mode"] = RecoveryMode(data["mode"])
+                except ValueError:
+                    names = ", ".join(m.value for m in RecoveryMode)
+                    raise ValueError(f"mode: unknown mode {data['mode']!r}; one of {names} "
+                                     "(completed items are never replayed)") from None
+        return data
+
+    @model_validator(mode="after")
+    def _bounded(self) -> RecoveryRequest:
+        by_cursor = self.cursor_from is not None or self.cursor_to is not None
+        by_time = self.time_from is not None or self.time_to is not None
+        if by_cursor and by_time:
+            raise ValueError("cursor_from: give a cursor range or a time range, not both")
+        if not by_cursor and not by_time:
+            raise ValueError("cursor_from: a bounded range is required "
+                             "(cursor_from and cursor_to, or time_from and time_to)")
+        if by_cursor:
+            if self.cursor_from is None or self.cursor_to is None:
+                missing = "cursor_to" if self.cursor_to is None else "cursor_from"
+                raise ValueError(f"{missing}: both ends of the range are required")
+            if _cursor_key(self.cursor_from) >= _cursor_key(self.cursor_to):
+                raise ValueError(f"cursor_to: the range is empty or reversed "
+                                 f"({self.cursor_from!r} .. {self.cursor_to!r})")
+        if by_time:
+            if self.time_from is None or self.time_to is None:
+                missing = "time_to" if self.time_to is None else "time_from"
+                raise ValueError(f"{missing}: both ends of the range are required")
+            if self.time_from >= self.time_to:
+                raise ValueError("time_to: the range is empty or reversed")
+            if self.time_to - self.time_from > MAX_TIME_WINDOW:
+                raise ValueError(f"time_to: the window is longer than {MAX_TIME_WINDOW}; "
+                                 "recover in smaller windows")
+        return self
+
+    def identity(self) -> dict[str, Any]:
+        """What the confirmation token is bound to (not dry_run/confirm/requester)."""
+        return {"job": self.job, "cursor_from": self.cursor_from, "cursor_to": self.cursor_to,
+                "time_from": self.time_from.isoformat() if self.time_from else None,
+                "time_to": self.time_to.isoformat() if self.time_to else None,
+                "mode": self.mode.value, "max_items": self.max_items}
+
+
+def _cursor_key(cursor: str) -> tuple[int, str]:
+    """Numeric cursors compare as numbers, others as strings."""
+    return (0, f"{int(cursor):030d}") if cursor.isdigit() else (1, cursor)
+
+
+def parse_request(event: object) -> RecoveryRequest:
+    """Validate a recovery request; :class:`InvalidRequestError` names the field."""
+    if not isinstance(event, dict):
+        raise InvalidRequestError("request", f"must be a JSON object, got {type(event).__name__}")
+    try:
+        return RecoveryRequest.model_validate(event)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        message = str(error["msg"]).removeprefix("Value error, ")
+        field_name = ".".join(str(p) for p in error["loc"])
+        named = message.split(": ", 1)[0] if ": " in message else None
+        if named is not None and (not field_name or named in RecoveryRequest.model_fields):
+            field_name, message = message.split(": ", 1)
+        if error["type"] == "extra_forbidden":
+            message = "is not a field of a recovery request"
+        elif error["type"] == "missing":
+            message = "is required"
+        raise InvalidRequestError(field_name or "request", message) from None
+
+
+@dataclass
+class Plan:
+    """What a recovery would do."""
+
+    selected: int = 0
+    completed: int = 0
+    failed: int = 0
+    uncertain: int = 0
+    never_attempted: int = 0
+    to_replay: int = 0
+    skipped_by_mode: int = 0
+    sample: list[str] = field(default_factory=list)
+    token: str = ""
+    records: list[Any] = field(default_factory=list, repr=False)
+    rows: dict[str, ItemRecord] = field(default_factory=dict, repr=False)
+    replay_ids: list[str] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("records", "rows", "replay_ids")}
+
+
+def _in_scope(row: ItemRecord | None, mode: RecoveryMode) -> bool:
+    if row is None:
+        return mode is RecoveryMode.UNFINISHED
+    if row.state is ItemState.FAILED:
+        return mode in (RecoveryMode.UNFINISHED, RecoveryMode.FAILED)
+    if row.state in (ItemState.UNCERTAIN, ItemState.CLAIMED):
+        return mode in (RecoveryMode.UNFINISHED, RecoveryMode.UNCERTAIN)
+    return False
+
+
+def make_plan(job: Any, items: Any, request: RecoveryRequest) -> Plan:
+    """Select the range's records and classify them from the ledger (reads only)."""
+    if request.time_from is not None and request.time_to is not None:
+        start, end = job.cursor_at(request.time_from), job.cursor_at(request.time_to)
+    else:
+        start, end = request.cursor_from, request.cursor_to
+    records: list[Any] = []
+    cursor = start
+    while True:
+        page = job.select(cursor, min(job.config.batch_size, 1000))
+        if not page.records:
+            break
+        for record in page.records:
+            position = job.cursor_of(record)
+            if position is not None and _cursor_key(position) >= _cursor_key(end):
+                break
+            records.append(record)
+        else:
+            if page.next_cursor is None or _cursor_key(page.next_cursor) >= _cursor_key(end):
+                break
+            cursor = page.next_cursor
+            if len(records) > request.max_items:
+                break
+            continue
+        break
+    if len(records) > request.max_items:
+        raise InvalidRequestError(
+            "max_items", f"the range holds more than {request.max_items} records: narrow it "
+            "or raise max_items")
+    by_id = {str(job.work_id(r)): r for r in records}
+    rows = items.get_many(job.config.name, list(by_id))
+    plan = Plan(selected=len(by_id), records=records, rows=rows)
+    for work_id in by_id:
+        row = rows.get(work_id)
+        if row is None:
+            plan.never_attempted += 1
+        elif row.state is ItemState.COMPLETED:
+            plan.completed += 1
+        elif row.state is ItemState.FAILED:
+            plan.failed += 1
+        else:
+            plan.uncertain += 1
+        if _in_scope(row, request.mode):
+            plan.replay_ids.append(work_id)
+        elif row is None or row.state is not ItemState.COMPLETED:
+            plan.skipped_by_mode += 1
+    plan.to_replay = len(plan.replay_ids)
+    plan.sample = plan.replay_ids[:SAMPLE_SIZE]
+    fingerprint = {"request": request.identity(),
+                   "plan": sorted(f"{w}={rows[w].state.value if w in rows else 'new'}"
+                                  for w in by_id)}
+    plan.token = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:24]
+    return plan
+
+
+@dataclass
+class Summary:
+    """The reconciliation summary a recovery returns (and writes on its run record)."""
+
+    selected: int = 0
+    already_completed: int = 0
+    reconciled: int = 0
+    replayed: int = 0
+    failed: int = 0
+    still_uncertain: int = 0
+    skipped_by_mode: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def confirm_threshold() -> int:
+    """Plans larger than this need the dry run's token (``JOBGUARD_RECOVERY_CONFIRM_ABOVE``,
+    default 100): a deployment setting, never a field of the request."""
+    import os
+
+    from . import environment
+
+    raw = os.environ.get(environment.RECOVERY_CONFIRM_ABOVE, str(CONFIRM_THRESHOLD))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidRequestError(environment.RECOVERY_CONFIRM_ABOVE,
+                                  f"must be an integer, got {raw!r}") from None
+    return max(0, value)
+
+
+def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | None = None,
+            threshold: int | None = None) -> dict[str, Any]:
+    """Plan (dry run) or execute a recovery. ``job`` defaults to the registered one.
+
+    Returns the plan (``mode: "plan"``) or the execution's summary (``mode: "executed"``).
+    Bad input raises :class:`InvalidRequestError` naming the field, before anything is
+    written.
+    """
+    from .guard import GuardedJob
+
+    request = parse_request(event)
+    limit = confirm_threshold() if threshold is None else threshold
+    if job is None:
+        from .errors import ConfigError
+
+        try:
+            job = registry.get(request.job)
+        except ConfigError as exc:
+            raise InvalidRequestError("job", str(exc).split(": ", 1)[1]) from None
+    if job.config.name != request.job:
+        raise InvalidRequestError("job", f"{request.job!r} is not this job ({job.config.name!r})")
+    guard = GuardedJob(job.config, lambda e, c: None, **(guard_options or job._guard_options))
+    runtime = guard.runtime()
+    plan = make_plan(job, runtime.items, request)
+    answer: dict[str, Any] = {"job": request.job, "range": _range(request),
+                              "mode": request.mode.value, "plan": plan.as_dict()}
+    if request.dry_run:
+        answer["result"] = "planned"
+        answer["needs_confirmation"] = plan.to_replay > limit
+        return answer
+    if plan.to_replay > limit and request.confirm != plan.token:
+        raise InvalidRequestError(
+            "confirm",
+            ("required: " if request.confirm is None else "does not match this plan: ")
+            + f"{plan.to_replay} items exceed the threshold of {limit}; run the "
+            "dry run and pass its token (a token from another request, or from before the "
+            "ledger changed, is refused)")
+    import uuid
+
+    trigger = Trigger(request.job, f"{request.job}@recovery:{uuid.uuid4().hex[:16]}",
+                      TriggerKind.RECOVERY, requested_by=request.requested_by)
+    summary = Summary()
+
+    def execute(event: Any, context: Any) -> dict[str, Any]:
+        from .run import current_run
+
+        run = current_run()
+        run.stats.update({"recovery_range": json.dumps(_range(request)),
+                          "recovery_mode": request.mode.value})
+        fresh = make_plan(job, runtime.items, request)
+        if fresh.token != plan.token and plan.to_replay > limit:
+            raise InvalidRequestError("confirm", "the ledger changed since the plan; plan again")
+        _execute(job, run, request, fresh, summary)
+        run.stats.update({f"recovery_{k}": v for k, v in summary.as_dict().items()})
+        return summary.as_dict()
+
+    guard.handler = execute
+    outcome = guard.run_exclusive(trigger, wait=float(request.wait_seconds), ignore_pause=True)
+    answer["result"] = "executed"
+    answer["summary"] = outcome if isinstance(outcome, dict) and "selected" in outcome else (
+        summary.as_dict())
+    if isinstance(outcome, dict) and outcome.get("jobguard") == "lease_lost":
+        answer["result"] = "lease_lost"
+    return answer
+
+
+def _range(request: RecoveryRequest) -> dict[str, str | None]:
+    if request.time_from is not None:
+        return {"time_from": request.time_from.isoformat(),
+                "time_to": request.time_to.isoformat() if request.time_to else None}
+    return {"cursor_from": request.cursor_from, "cursor_to": request.cursor_to}
+
+
+def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: Summary) -> None:
+    """Reconcile uncertain items first, then replay the safe remainder."""
+    claims = run.work_claims(reconcile=job.reconcile)
+    store, fence = claims.store, claims.fence
+    by_id = {str(job.work_id(r)): r for r in plan.records}
+    summary.selected = plan.selected
+    summary.already_completed = plan.completed
+    summary.skipped_by_mode = plan.skipped_by_mode
+    from .clock import to_ms
+
+    now_ms = to_ms(run.clock.now())
+    claim_ms = int(job.config.claim_for.total_seconds() * 1000)
+    ttl_s = int(job.config.item_ttl.total_seconds())
+    replay: list[ClaimRequest] = []
+    for work_id in plan.replay_ids:
+        row = plan.rows.get(work_id)
+        record = by_id[work_id]
+        if row is None:
+            replay.append(ClaimRequest(work_id, payload_hash=job.payload(record)))
+        elif row.state is ItemState.FAILED:
+            replay.append(ClaimRequest(work_id, payload_hash=job.payload(record),
+                                       after_failure=True))
+        else:
+            if row.state is ItemState.CLAIMED:
+                store.settle(fence, [Settle(work_id, "expire", observed_run_id=row.run_id)],
+                             now_ms=now_ms, ttl_s=ttl_s)
+            try:
+                found = job.reconcile(record, row)
+            except Exception:  # noqa: BLE001 - stays uncertain, counted
+                summary.still_uncertain += 1
+                continue
+            if found:
+                store.settle(fence, [Settle(work_id, "found", destination_id=found)],
+                             now_ms=now_ms, ttl_s=ttl_s)
+                summary.reconciled += 1
+                run.telemetry_count("ReconciliationFindings")
+            else:
+                replay.append(ClaimRequest(work_id, payload_hash=job.payload(record),
+                                           after_uncertain=True))
+    from .batch import ClaimedItem
+
+    for start in range(0, len(replay), job.config.batch_size):
+        chunk = replay[start:start + job.config.batch_size]
+        result = store.claim(fence, chunk, now_ms=to_ms(run.clock.now()), claim_ms=claim_ms)
+        mono = run.clock.monotonic()
+        before_failed = claims.report.failed
+        before_uncertain = claims.report.uncertain
+        for work_id in result.done:
+            item = ClaimedItem(claims, _work_id(job, by_id[work_id]), by_id[work_id], 1, mono)
+            job.process_one(run, item)
+        claims.flush()
+        summary.replayed += len(result.done)
+        summary.failed += claims.report.failed - before_failed
+        summary.still_uncertain += claims.report.uncertain - before_uncertain
+
+
+def _work_id(job: Any, record: Any) -> Any:
+    return job.work_id(record)
+

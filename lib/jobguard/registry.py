@@ -1,0 +1,64 @@
+"""Which BatchJobs a recovery or reconciler function knows about.
+
+Registering a job is one line in the job's own module::
+
+    crm_sync = CrmSync(CRM_SYNC.config())
+    register(crm_sync)
+
+The recovery Lambda imports the modules named in ``JOBGUARD_RECOVERY_MODULES`` (set by
+the stack), which registers their jobs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["get", "load_from_environment", "names", "register"]
+
+_JOBS: dict[str, Any] = {}
+
+
+def register(job: Any) -> Any:
+    """Make ``job`` (a :class:`jobguard.BatchJob`) known to recovery. Returns it."""
+    from .batch import BatchJob
+
+    if not isinstance(job, BatchJob):
+        raise ConfigError("job", f"only a BatchJob can be registered, got {type(job).__name__}")
+    _JOBS[job.config.name] = job
+    return job
+
+
+def get(name: str) -> Any:
+    """The registered job called ``name``; :class:`ConfigError` naming ``job`` if none."""
+    try:
+        return _JOBS[name]
+    except KeyError:
+        known = ", ".join(sorted(_JOBS)) or "none"
+        raise ConfigError("job", f"{name!r} is not a registered BatchJob (registered: {known})"
+                          ) from None
+
+
+def names() -> list[str]:
+    return sorted(_JOBS)
+
+
+def load_from_environment() -> list[str]:
+    """Import the modules listed in ``JOBGUARD_RECOVERY_MODULES``."""
+    from . import environment
+
+    raw = os.environ.get(environment.RECOVERY_MODULES, "")
+    modules = [m.strip() for m in raw.split(",") if m.strip()]
+    if not modules:
+        raise ConfigError(environment.RECOVERY_MODULES,
+                          "no modules to load: set it to the job modules, comma-separated")
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(environment.RECOVERY_MODULES,
+                              f"cannot import {module!r}: {exc}") from exc
+    return names()

@@ -1,0 +1,211 @@
+"""Recovery: bounded, planned, confirmed, exclusive; checked on the ledger, the run log,
+the checkpoint and the destination."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobguard import ItemState, JobConfig, hooks
+from jobguard.dynamodb_items import DynamoItemStore
+from jobguard.errors import InvalidRequestError, LeaseBusyError
+from jobguard.recovery import recover
+
+from ._items import CrmSync, NotesTable, contacts
+from ._support import in_thread
+
+JOB = "crm-sync"
+
+
+class FlakyCrmSync(CrmSync):
+    fail_ids: set[str]
+
+    def process(self, record: dict, item: Any) -> str:
+        if record["id"] in getattr(self, "fail_ids", set()):
+            raise ValueError(f"CRM refused {record['id']}")
+        return super().process(record, item)
+
+
+def make(aws, clock, notes, n=30, **overrides) -> FlakyCrmSync:
+    options: dict[str, Any] = {"name": JOB, "table_name": aws.table, "batch_size": 10,
+                               "lease": timedelta(seconds=60)}
+    options.update(overrides)
+    job = FlakyCrmSync(JobConfig(**options), contacts(n), notes, store=aws.store, clock=clock)
+    job.fail_ids = set()
+    return job
+
+
+def manual(trigger_id: str) -> dict[str, Any]:
+    return {"job": JOB, "manual": True, "trigger_id": trigger_id}
+
+
+def rows(aws, n=30):
+    ids = [f"{c['id']}:create-note" for c in contacts(n)]
+    return DynamoItemStore(aws.table, client=aws.ddb).get_many(JOB, ids)
+
+
+def test_a_manual_recovery_while_the_schedule_is_active_never_overlaps(aws, clock):
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes)
+    job.fail_ids = {"contact-00004", "contact-00005"}
+    job.handler()(manual("tick-1"), None)  # 28 completed, 2 failed; checkpoint "30"
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    checkpoint = items.read_checkpoint(JOB)
+    assert (checkpoint.cursor, checkpoint.seq) == ("30", 3)
+    job.fail_ids = set()  # the CRM is healthy again
+
+    # GIVEN the next scheduled run is active (held inside its run)
+    active = threading.Event()
+    done = threading.Event()
+    inside: list[str] = []
+
+    def hold(**ctx):
+        inside.append(ctx["run_id"])
+        if len(inside) == 1:
+            active.set()
+            assert done.wait(20)
+
+    with hooks.on("after_acquire", hold):
+        scheduled, _ = in_thread(lambda: job.handler()(manual("tick-2"), None))
+        assert active.wait(10)
+        holder = aws.store.read_lease(JOB).run_id
+
+        # WHEN an operator recovers the failed items of the range meanwhile
+        recovery, box = in_thread(lambda: recover(
+            {"job": JOB, "cursor_from": "0", "cursor_to": "30", "mode": "failed",
+             "dry_run": False, "requested_by": "alice"}, job=job))
+        recovery.join(1.0)
+        # THEN it waits: the lease is still the scheduled run's
+        assert recovery.is_alive() and aws.store.read_lease(JOB).run_id == holder
+        done.set()
+        scheduled.join(10)
+        recovery.join(20)
+
+    # AND once the scheduled run ended it replayed only the two failed items
+    summary = box["result"]["summary"]
+    assert summary["replayed"] == 2 and summary["already_completed"] == 28
+    assert summary["failed"] == 0 and summary["skipped_by_mode"] == 0
+    assert Counter(notes.calls).most_common(1)[0][1] == 1 and len(notes.all()) == 30
+    assert {r.state for r in rows(aws).values()} == {ItemState.COMPLETED}
+    # AND the runs never overlapped: each took the lease in turn, with growing fences
+    runs = sorted(aws.runs(JOB), key=lambda r: r.fence or 0)
+    assert [r.status.value for r in runs] == ["succeeded"] * 3
+    assert [r.fence for r in runs] == [1, 2, 3]
+    assert runs[2].trigger_kind == "recovery" and runs[2].requested_by == "alice"
+    assert runs[2].extra["recovery_replayed"] == 2 and runs[2].extra["recovery_mode"] == "failed"
+    # AND the scheduled checkpoint did not move, and the scheduled runs' records are intact
+    assert items.read_checkpoint(JOB) == checkpoint
+    assert runs[0].extra["failed"] == 2 and runs[0].extra["completed"] == 28
+
+
+def test_recovery_after_a_crashed_run_reconciles_first_and_replays_the_rest(aws, clock):
+    # GIVEN a run that called the destination for 4 items and died (outcomes not written)
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes, n=10, flush="page")
+    paused, never = threading.Event(), threading.Event()
+
+    def die_after_four(**ctx):
+        if len(notes.calls) == 4:
+            paused.set()
+            never.wait(30)
+
+    with hooks.on("before_item", die_after_four):
+        thread, _ = in_thread(lambda: job.handler()(manual("doomed"), None))
+        assert paused.wait(10)
+    clock.advance(timedelta(seconds=66))  # its lease is long gone
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "10", "requested_by": "bob"}
+
+    # WHEN an operator plans the recovery
+    plan = recover(request, job=job, threshold=5)
+
+    # THEN the plan sees 10 unfinished items and asks for confirmation
+    assert plan["result"] == "planned" and plan["needs_confirmation"]
+    assert plan["plan"]["uncertain"] == 10 and plan["plan"]["to_replay"] == 10
+    assert len(notes.calls) == 4  # planning wrote and sent nothing
+
+    # AND executing needs the token
+    with pytest.raises(InvalidRequestError) as info:
+        recover({**request, "dry_run": False}, job=job, threshold=5)
+    assert info.value.field == "confirm"
+    result = recover({**request, "dry_run": False, "confirm": plan["plan"]["token"]}, job=job,
+                     threshold=5)
+
+    # THEN the 4 found at the destination were reconciled, the 6 others replayed once
+    summary = result["summary"]
+    assert (summary["reconciled"], summary["replayed"]) == (4, 6)
+    assert Counter(notes.calls).most_common(1)[0][1] == 1 and len(notes.calls) == 10
+    ledger = rows(aws, 10)
+    assert Counter(r.state for r in ledger.values()) == {ItemState.COMPLETED: 10}
+    assert summary["selected"] == len(ledger)
+    written = notes.all()
+    assert all(written[w] == r.destination_id for w, r in ledger.items())
+    never.set()
+    thread.join(10)
+
+    # AND the same recovery again replays nothing
+    again = recover({**request, "dry_run": False}, job=job, threshold=5)["summary"]
+    assert again["replayed"] == 0 and again["already_completed"] == 10
+    assert len(notes.calls) == 10
+
+
+@pytest.mark.parametrize(
+    ("request_overrides", "field"),
+    [
+        ({"job": "no-such-job"}, "job"),
+        ({"cursor_from": "20", "cursor_to": "10"}, "cursor_to"),
+        ({"cursor_to": None}, "cursor_to"),
+        ({"cursor_from": None, "cursor_to": None}, "cursor_from"),
+        ({"cursor_from": None, "cursor_to": None, "time_from": "2026-11-01T00:00:00Z",
+          "time_to": "2026-11-09T00:00:00Z"}, "time_to"),
+        ({"max_items": 0}, "max_items"),
+        ({"max_items": 5}, "max_items"),
+        ({"mode": "all"}, "mode"),
+        ({"mode": "completed"}, "mode"),
+        ({"dry_run": False}, "confirm"),
+        ({"dry_run": False, "confirm": "0123456789abcdef01234567"}, "confirm"),
+        ({"surprise": True}, "surprise"),
+        ({"dry_run": "no"}, "dry_run"),
+    ],
+)
+def test_bad_recovery_requests_name_the_field_and_write_nothing(aws, clock, request_overrides,
+                                                              field, monkeypatch):
+    from jobguard import registry
+
+    monkeypatch.setattr(registry, "_JOBS", {})
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes)
+    registry.register(job)
+    before = aws.item_count()
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "30", **request_overrides}
+    request = {k: v for k, v in request.items() if v is not None}
+    with pytest.raises(InvalidRequestError) as info:
+        recover(request, threshold=10)
+    assert info.value.field == field, str(info.value)
+    assert aws.item_count() == before and notes.calls == []
+
+
+def test_a_recovery_that_cannot_get_the_lease_in_time_names_the_holder(aws, clock):
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes, n=5)
+    active, done = threading.Event(), threading.Event()
+
+    def hold(**ctx):
+        active.set()
+        assert done.wait(20)
+
+    with hooks.on("after_acquire", hold):
+        thread, _ = in_thread(lambda: job.handler()(manual("tick"), None))
+        assert active.wait(10)
+    holder = aws.store.read_lease(JOB)
+    with pytest.raises(LeaseBusyError) as info:
+        recover({"job": JOB, "cursor_from": "0", "cursor_to": "5", "dry_run": False,
+                 "wait_seconds": 0}, job=job)
+    done.set()
+    thread.join(10)
+    assert info.value.holder_run_id == holder.run_id
+    assert info.value.lease_expires_at_ms == holder.expires_at_ms
+    assert [r.trigger_kind for r in aws.runs(JOB)] == ["manual"]  # the recovery wrote nothing
