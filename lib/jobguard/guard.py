@@ -140,25 +140,6 @@ class GuardedJob:
                         "JOBGUARD_TABLE", "no table: set JOBGUARD_TABLE or JobConfig.table_name"
                     )
                 store = DynamoJobStore(table, client=client("dynamodb"))
-            if queue is None and self.config.needs_queue:
-                from . import environment
-                from ._clients import client
-                from .triggerqueue import TriggerQueue
-
-                url = self.config.trigger_queue_url or os.environ.get(
-                    environment.TRIGGER_QUEUE_URL
-                )
-                if not url:
-                    raise ConfigError(
-                        "JOBGUARD_TRIGGER_QUEUE_URL",
-                        f"policy {self.config.policy.value} needs the job's SQS FIFO trigger "
-                        "queue: set JOBGUARD_TRIGGER_QUEUE_URL or JobConfig.trigger_queue_url",
-                    )
-                if not url.endswith(".fifo"):
-                    raise ConfigError(
-                        "JOBGUARD_TRIGGER_QUEUE_URL", f"must be a FIFO queue (.fifo): {url}"
-                    )
-                queue = TriggerQueue(url, client=client("sqs"))
             from .dynamodb_items import DynamoItemStore
 
             self._runtime = _Runtime(
@@ -442,8 +423,8 @@ class GuardedJob:
                 record, status=status, detail=detail or "lease taken over before release"
             )
             rt.store.put_run(record, self._ttl(ended_ms))
-        if released.wake_receipt and rt.queue is not None:
-            rt.queue.wake(released.wake_receipt)
+        if released.wake_receipt:
+            self._trigger_queue().wake(released.wake_receipt)
         rt.telemetry.milliseconds("RunDuration", (time.monotonic() - started) * 1000)
         if status is RunStatus.LEASE_LOST:
             rt.telemetry.count("LeaseLost")
@@ -539,13 +520,25 @@ class GuardedJob:
             queue.defer(receipt, 0)
 
     def _trigger_queue(self) -> Any:
-        queue = self.runtime().queue
-        if queue is None:
-            raise ConfigError(
-                "trigger_queue_url",
-                f"job {self.config.name!r} received a queue delivery but has no trigger queue",
-            )
-        return queue
+        """The job's trigger queue, built the first time a decision needs it."""
+        rt = self.runtime()
+        if rt.queue is None:
+            from . import environment
+            from ._clients import client
+            from .triggerqueue import TriggerQueue
+
+            url = self.config.trigger_queue_url or os.environ.get(environment.TRIGGER_QUEUE_URL)
+            if not url:
+                raise ConfigError(
+                    environment.TRIGGER_QUEUE_URL,
+                    f"policy {self.config.policy.value} needs the job's SQS FIFO trigger "
+                    "queue: set JOBGUARD_TRIGGER_QUEUE_URL or JobConfig.trigger_queue_url",
+                )
+            if not url.endswith(".fifo"):
+                raise ConfigError(environment.TRIGGER_QUEUE_URL,
+                                  f"must be a FIFO queue (.fifo): {url}")
+            rt.queue = TriggerQueue(url, client=client("sqs"))
+        return rt.queue
 
 
 def guarded(

@@ -183,7 +183,12 @@ def _in_scope(row: ItemRecord | None, mode: RecoveryMode) -> bool:
 
 
 def make_plan(job: Any, items: Any, request: RecoveryRequest) -> Plan:
-    """Select the range's records and classify them from the ledger (reads only)."""
+    """Select the range's records and classify them from the ledger (reads only).
+
+    The range is the records the job's ``select`` returns after ``cursor_from`` (the
+    same meaning as a checkpoint), up to and including ``cursor_to``: cut exactly
+    when the job implements ``cursor_of``, at page bounds otherwise.
+    """
     if request.time_from is not None and request.time_to is not None:
         start, end = job.cursor_at(request.time_from), job.cursor_at(request.time_to)
     else:
@@ -196,7 +201,7 @@ def make_plan(job: Any, items: Any, request: RecoveryRequest) -> Plan:
             break
         for record in page.records:
             position = job.cursor_of(record)
-            if position is not None and _cursor_key(position) >= _cursor_key(end):
+            if position is not None and _cursor_key(position) > _cursor_key(end):
                 break
             records.append(record)
         else:
