@@ -346,6 +346,27 @@ class DynamoJobStore:
             **e.params(update),
         )
 
+    def force_release(self, job: str, *, holder_run_id: str, fence: int, now_ms: int) -> bool:
+        """Free a stuck lease and bump the fence, so the old holder can write nothing
+        more. Conditioned on the holder the operator saw: never frees a newer one."""
+        e = _Expr()
+        condition = f"{e.n('run_id')} = {e.v(holder_run_id)} AND {e.n('fence')} = {e.v(fence)}"
+        removes = ", ".join(e.n(n) for n in ("run_id", "holder_owner", "trigger_id",
+                                              "expires_at_ms", "wake_receipt"))
+        update = (f"SET {e.n('fence')} = {e.n('fence')} + {e.v(1)}, "
+                  f"{e.n('released_at_ms')} = {e.v(now_ms)}, "
+                  f"{e.n('last_run_id')} = {e.v(holder_run_id)} REMOVE {removes}")
+        try:
+            self._client.update_item(
+                TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
+                ConditionExpression=condition, **e.params(update, condition),
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise StoreError("force_release", job, str(exc)) from exc
+        return True
+
     def resume(self, job: str) -> None:
         e = _Expr()
         update = f"REMOVE {e.n('paused_at_ms')}, {e.n('paused_reason')}"

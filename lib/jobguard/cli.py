@@ -1,0 +1,414 @@
+"""``jobguard``: see and steer guarded jobs, against AWS or the local emulator.
+
+Examples::
+
+    jobguard status crm-sync
+    jobguard runs crm-sync --last 20 --status failed
+    jobguard items crm-sync --status uncertain
+    jobguard recover crm-sync --from 000100 --to 000400            # plan
+    jobguard recover crm-sync --from 000100 --to 000400 --execute --confirm TOKEN
+    jobguard release crm-sync --force
+    jobguard runbook crm-sync
+
+Human tables by default, ``--json`` for scripts. AWS settings as the AWS CLI takes
+them (``--profile``, ``--region``, ``AWS_*``); ``--endpoint-url`` (or
+``AWS_ENDPOINT_URL``) points everything at the local emulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["main"]
+
+
+class CommandError(Exception):
+    """A refused command: printed as ``error: <field>: <message>``, exit status 2."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+# -- plumbing ------------------------------------------------------------------------
+
+
+def _session(args: argparse.Namespace) -> Any:
+    import boto3
+
+    return boto3.Session(profile_name=args.profile, region_name=args.region)
+
+
+def _client(args: argparse.Namespace, service: str) -> Any:
+    endpoint = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+    return _session(args).client(service, endpoint_url=endpoint)
+
+
+def _table(args: argparse.Namespace) -> str:
+    table = args.table or os.environ.get("JOBGUARD_TABLE")
+    if not table:
+        raise CommandError("--table", "no table: pass --table or set JOBGUARD_TABLE")
+    return table
+
+
+def _stores(args: argparse.Namespace) -> tuple[Any, Any]:
+    from .dynamodb import DynamoJobStore
+    from .dynamodb_items import DynamoItemStore
+
+    ddb = _client(args, "dynamodb")
+    table = _table(args)
+    return DynamoJobStore(table, client=ddb), DynamoItemStore(table, client=ddb)
+
+
+def _definitions(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        module = importlib.import_module(args.jobs_module)
+    except ImportError as exc:
+        raise CommandError("--jobs-module", f"cannot import {args.jobs_module!r}: {exc}") from exc
+    jobs = getattr(module, "JOBS", None)
+    if jobs is None:
+        raise CommandError("--jobs-module", f"{args.jobs_module!r} has no JOBS")
+    return {job.name: job for job in jobs}
+
+
+def _job_name(args: argparse.Namespace) -> str:
+    from .config import validate_job_name
+    from .errors import ConfigError
+
+    try:
+        return validate_job_name(args.job, field_name="JOB")
+    except ConfigError as exc:
+        raise CommandError("JOB", str(exc).split(": ", 1)[1]) from None
+
+
+def _ms(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table_text(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    if not rows:
+        return "(none)"
+    cells = [[str(row.get(c, "") if row.get(c) is not None else "-") for c in columns]
+             for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
+    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join([line, "  ".join("-" * w for w in widths), *body])
+
+
+def _out(args: argparse.Namespace, data: Any, human: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else human)
+
+
+# -- commands ------------------------------------------------------------------------
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    store, _ = _stores(args)
+    job = _job_name(args)
+    lease = store.read_lease(job)
+    now_ms = int(time.time() * 1000)
+    runs = [r.as_dict() for r in store.list_runs(job, limit=5)]
+    data = {
+        "job": job,
+        "held": lease.run_id is not None,
+        "holder_run_id": lease.run_id,
+        "owner": lease.owner,
+        "trigger_id": lease.trigger_id,
+        "fence": lease.fence,
+        "acquired_at": _ms(lease.acquired_at_ms),
+        "expires_in_s": None if lease.expires_at_ms is None
+        else round((lease.expires_at_ms - now_ms) / 1000, 1),
+        "last_heartbeat": _ms(lease.heartbeat_at_ms),
+        "pending_queued": lease.queued_n,
+        "pending_follow_up": lease.follow_up,
+        "paused": lease.paused_reason if lease.paused_at_ms else None,
+        "last_runs": runs,
+    }
+    holder = (f"held by run {lease.run_id} (fence {lease.fence}, owner {lease.owner}), "
+              f"acquired {data['acquired_at']}, expires in {data['expires_in_s']} s, last "
+              f"heartbeat {data['last_heartbeat']}" if lease.run_id
+              else f"free (fence {lease.fence}, last run {lease.last_run_id or '-'})")
+    human = "\n".join([
+        f"job {job}: {holder}",
+        f"pending: {lease.queued_n} queued, follow-up {lease.follow_up or 'none'}; "
+        f"paused: {data['paused'] or 'no'}",
+        "",
+        _table_text(runs, ("run_id", "status", "trigger_id", "fence", "duration_ms")),
+    ])
+    _out(args, data, human)
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    store, _ = _stores(args)
+    job = _job_name(args)
+    if args.last <= 0:
+        raise CommandError("--last", "must be at least 1")
+    records = store.list_runs(job, limit=max(args.last * 5, 50) if args.status else args.last)
+    if args.status:
+        records = [r for r in records if r.status.value == args.status]
+    rows = [r.as_dict() for r in records[: args.last]]
+    for row in rows:
+        row["started"] = _ms(row.get("started_at_ms"))
+    _out(args, rows, _table_text(rows, ("run_id", "started", "status", "decision", "trigger_id",
+                                        "fence", "holder_run_id", "duration_ms")))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    store, _ = _stores(args)
+    jobs = [args.job] if args.job else list(_definitions(args))
+    for job in jobs:
+        record = store.get_run(job, args.run_id)
+        if record is not None:
+            data = record.as_dict()
+            human = "\n".join(f"{k:>16}: {v}" for k, v in data.items())
+            _out(args, data, human)
+            return 0
+    raise CommandError("RUN_ID", f"no run {args.run_id!r} in jobs {', '.join(jobs) or '(none)'}")
+
+
+def cmd_items(args: argparse.Namespace) -> int:
+    from .workitems import ItemState
+
+    _, items = _stores(args)
+    job = _job_name(args)
+    states = [ItemState(args.status)] if args.status else None
+    rows = [{**r.__dict__, "state": r.state.value,
+             "updated": _ms(r.updated_at_ms)} for r in items.unresolved(job, states=states)]
+    _out(args, rows, _table_text(rows, ("work_id", "state", "run_id", "fence", "attempts",
+                                        "updated", "last_error")))
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    store, _ = _stores(args)
+    job = _job_name(args)
+    if not args.reason or not args.reason.strip():
+        raise CommandError("--reason", "say why (it is shown on every paused trigger)")
+    store.pause(job, reason=args.reason.strip(), now_ms=int(time.time() * 1000))
+    _out(args, {"job": job, "paused": args.reason}, f"job {job} paused: {args.reason}")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    store, _ = _stores(args)
+    job = _job_name(args)
+    store.resume(job)
+    _out(args, {"job": job, "paused": None}, f"job {job} resumed")
+    return 0
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    store, _ = _stores(args)
+    job = _job_name(args)
+    if not args.force:
+        raise CommandError("--force", "releasing a lease by hand needs --force")
+    lease = store.read_lease(job)
+    if lease.run_id is None:
+        _out(args, {"job": job, "released": False, "reason": "free"}, f"job {job} is not held")
+        return 0
+    print(f"job {job} is held by run {lease.run_id} (fence {lease.fence}, owner "
+          f"{lease.owner}), last heartbeat {_ms(lease.heartbeat_at_ms)}", file=sys.stderr)
+    if not args.yes:
+        answer = input("release it and bump the fence so that run can write nothing more? "
+                       "[y/N] ") if sys.stdin.isatty() else ""
+        if answer.strip().lower() not in ("y", "yes"):
+            raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
+    released = store.force_release(job, holder_run_id=lease.run_id, fence=lease.fence,
+                                   now_ms=int(time.time() * 1000))
+    if not released:
+        raise CommandError("JOB", "the lease changed hands meanwhile; look again")
+    data = {"job": job, "released": True, "old_run_id": lease.run_id,
+            "fence": lease.fence + 1}
+    _out(args, data, f"released; fence is now {lease.fence + 1}: run {lease.run_id} can "
+                     "write nothing more")
+    return 0
+
+
+def cmd_runbook(args: argparse.Namespace) -> int:
+    from .runbook import render
+
+    definitions = _definitions(args)
+    job = _job_name(args)
+    if job not in definitions:
+        raise CommandError("JOB", f"{job!r} is not defined in {args.jobs_module} "
+                           f"({', '.join(definitions)})")
+    text = render(definitions[job])
+    _out(args, {"job": job, "runbook": text}, text)
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    request: dict[str, Any] = {"job": _job_name(args), "mode": args.mode,
+                               "dry_run": not args.execute, "max_items": args.max_items,
+                               "requested_by": args.requested_by or os.environ.get("USER")}
+    if args.from_time or args.to_time:
+        request.update(time_from=args.from_time, time_to=args.to_time)
+    else:
+        request.update(cursor_from=args.from_cursor, cursor_to=args.to_cursor)
+    if args.confirm:
+        request["confirm"] = args.confirm
+    request = {k: v for k, v in request.items() if v is not None}
+    if args.direct:
+        answer = _recover_direct(args, request)
+    else:
+        if not args.function_name:
+            raise CommandError("--function-name", "name the deployed recovery function, or "
+                               "pass --direct to run it in this process")
+        response = _client(args, "lambda").invoke(
+            FunctionName=args.function_name, Payload=json.dumps(request).encode())
+        answer = json.loads(response["Payload"].read() or b"{}")
+    if answer.get("result") in ("refused", "busy"):
+        raise CommandError(answer.get("field") or "request", answer.get("error", "refused"))
+    _out(args, answer, _recovery_text(answer))
+    return 0
+
+
+def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
+    from . import hooks, registry
+    from .errors import InvalidRequestError, LeaseBusyError
+    from .recovery import recover
+
+    if args.endpoint_url:
+        os.environ["AWS_ENDPOINT_URL"] = args.endpoint_url
+    if args.table:
+        os.environ["JOBGUARD_TABLE"] = args.table
+    if args.modules:
+        os.environ["JOBGUARD_RECOVERY_MODULES"] = args.modules
+    registry.load_from_environment()
+    done = {"n": 0}
+
+    def progress(**ctx: Any) -> None:
+        done["n"] += 1
+        if sys.stderr.isatty():
+            print(f"\rreplayed {done['n']} items", end="", file=sys.stderr, flush=True)
+
+    import contextlib
+
+    try:
+        # The library's JSON logs and EMF metrics go to stderr: stdout is the answer.
+        with hooks.on("after_process", progress), contextlib.redirect_stdout(sys.stderr):
+            answer = recover(request)
+    except InvalidRequestError as exc:
+        raise CommandError(exc.field, str(exc).split(": ", 1)[1]) from None
+    except LeaseBusyError as exc:
+        raise CommandError("JOB", str(exc)) from None
+    finally:
+        if done["n"] and sys.stderr.isatty():
+            print(file=sys.stderr)
+    return answer
+
+
+def _recovery_text(answer: dict[str, Any]) -> str:
+    plan = answer.get("plan", {})
+    lines = [f"recovery of {answer.get('job')} {answer.get('range')} mode {answer.get('mode')}",
+             f"plan: {plan.get('selected', 0)} selected, {plan.get('completed', 0)} completed, "
+             f"{plan.get('failed', 0)} failed, {plan.get('uncertain', 0)} uncertain, "
+             f"{plan.get('never_attempted', 0)} never attempted -> {plan.get('to_replay', 0)} "
+             f"to replay ({plan.get('skipped_by_mode', 0)} skipped by mode)"]
+    if plan.get("sample"):
+        lines.append("sample: " + ", ".join(plan["sample"]))
+    if answer.get("result") == "planned":
+        lines.append(f"token: {plan.get('token')}"
+                     + ("  (required: pass --execute --confirm TOKEN)"
+                        if answer.get("needs_confirmation") else "  (pass --execute to run)"))
+    else:
+        summary = answer.get("summary", {})
+        lines.append("done: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
+    return "\n".join(lines)
+
+
+# -- parser ----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jobguard", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--endpoint-url", help="AWS endpoint (the local emulator)")
+    parser.add_argument("--profile", help="AWS profile, as the AWS CLI takes it")
+    parser.add_argument("--region", help="AWS region")
+    parser.add_argument("--table", help="jobguard table (default: JOBGUARD_TABLE)")
+    parser.add_argument("--jobs-module", default=os.environ.get("JOBGUARD_JOBS_MODULE",
+                                                                "handlers.jobs"),
+                        help="module whose JOBS lists the job definitions")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def job_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        command = sub.add_parser(name, help=help_text)
+        command.add_argument("job", metavar="JOB")
+        return command
+
+    job_command("status", "lease holder, pending triggers, last runs").set_defaults(
+        run=cmd_status)
+    runs = job_command("runs", "the run log, newest first")
+    runs.add_argument("--last", type=int, default=20)
+    runs.add_argument("--status")
+    runs.set_defaults(run=cmd_runs)
+    one = sub.add_parser("run", help="one run with its counts and range")
+    one.add_argument("run_id", metavar="RUN_ID")
+    one.add_argument("--job")
+    one.set_defaults(run=cmd_run)
+    items = job_command("items", "unresolved work items")
+    items.add_argument("--status", choices=["uncertain", "failed", "claimed"])
+    items.set_defaults(run=cmd_items)
+    pause = job_command("pause", "record every trigger as paused")
+    pause.add_argument("--reason", required=True)
+    pause.set_defaults(run=cmd_pause)
+    job_command("resume", "undo pause").set_defaults(run=cmd_resume)
+    release = job_command("release", "free a stuck lease and bump the fence")
+    release.add_argument("--force", action="store_true")
+    release.add_argument("--yes", action="store_true", help="do not ask")
+    release.set_defaults(run=cmd_release)
+    job_command("runbook", "the job's runbook, from its definition").set_defaults(
+        run=cmd_runbook)
+    recover = job_command("recover", "plan (default) or execute a bounded recovery")
+    recover.add_argument("--from", dest="from_cursor")
+    recover.add_argument("--to", dest="to_cursor")
+    recover.add_argument("--from-time", dest="from_time")
+    recover.add_argument("--to-time", dest="to_time")
+    recover.add_argument("--mode", default="unfinished")
+    recover.add_argument("--max-items", type=int, default=1000)
+    recover.add_argument("--execute", action="store_true")
+    recover.add_argument("--confirm")
+    recover.add_argument("--requested-by")
+    recover.add_argument("--function-name", help="the deployed recovery function")
+    recover.add_argument("--direct", action="store_true", help="run in this process")
+    recover.add_argument("--modules", help="job modules to load with --direct")
+    recover.set_defaults(run=cmd_recover)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the project's handlers/ and job modules
+    try:
+        code: int = args.run(args)
+    except CommandError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a command's failure, said plainly
+        from .errors import JobGuardError
+
+        if not isinstance(exc, JobGuardError):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
