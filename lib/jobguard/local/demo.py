@@ -133,6 +133,78 @@ def _play(scenario: _Scenario, aws: Any, table: str) -> dict[str, Any]:
             "fences": fences, "final_fence": lease.fence, "held": ok}
 
 
+def _crash_and_recover(aws: Any, table: str) -> dict[str, Any]:
+    """A crm-sync-shaped BatchJob dies after creating some notes; an operator plans and
+    executes a recovery. Checked on the ledger and the destination."""
+    from jobguard import BatchJob, JobConfig, Page, WorkId, hooks
+    from jobguard.destinations import DynamoDBDestination
+    from jobguard.dynamodb import DynamoJobStore
+    from jobguard.dynamodb_items import DynamoItemStore
+    from jobguard.recovery import recover
+    from jobguard.testing import ManualClock
+
+    ddb = aws.client("dynamodb")
+    ddb.create_table(TableName="demo-notes", BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "work_id", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "work_id", "AttributeType": "S"}])
+    notes = DynamoDBDestination("demo-notes", client=ddb)
+    feed = [{"seq": f"{i:06d}", "contact": f"contact-{i}"} for i in range(1, 13)]
+    calls: list[str] = []
+
+    class NotesJob(BatchJob[dict[str, str]]):
+        def select(self, cursor: str | None, limit: int) -> Page[dict[str, str]]:
+            rows = [r for r in feed if cursor is None or r["seq"] > cursor][:limit]
+            return Page(rows, rows[-1]["seq"] if rows else cursor)
+
+        def work_id(self, record: dict[str, str]) -> WorkId:
+            return WorkId(f"{record['contact']}@{record['seq']}", "create-note")
+
+        def cursor_of(self, record: dict[str, str]) -> str:
+            return record["seq"]
+
+        def process(self, record: dict[str, str], item: Any) -> str:
+            calls.append(item.key)
+            return notes.put(item.key, {"text": f"{record['contact']} changed"})
+
+        def reconcile(self, record: Any, item: Any) -> str | None:
+            return notes.reconcile(item.work_id)
+
+    clock = ManualClock()
+    store = DynamoJobStore(table, client=ddb)
+    job = NotesJob(JobConfig(name="demo-crm-sync", table_name=table, batch_size=6,
+                             lease=timedelta(minutes=2)), store=store, clock=clock)
+    died, never = threading.Event(), threading.Event()
+
+    def die_after_five(**ctx: Any) -> None:
+        if len(calls) == 5:
+            died.set()
+            never.wait(60)  # the worker is gone: no outcome, no release
+
+    with hooks.on("before_item", die_after_five):
+        worker = threading.Thread(
+            target=job.handler(), args=({"job": "demo-crm-sync", "manual": True,
+                                          "trigger_id": "doomed"}, None), daemon=True)
+        worker.start()
+        died.wait(10)
+    clock.advance(timedelta(minutes=3))  # its lease is long gone
+    request = {"job": "demo-crm-sync", "cursor_from": "000000", "cursor_to": "000012",
+               "requested_by": "demo"}
+    plan = recover(request, job=job, threshold=5)
+    done = recover({**request, "dry_run": False, "confirm": plan["plan"]["token"]}, job=job,
+                   threshold=5)
+    again = recover({**request, "dry_run": False}, job=job, threshold=5)
+    never.set()
+    worker.join(10)  # it wakes up fenced out: it writes nothing
+    ids = [str(job.work_id(r)) for r in feed]
+    rows = DynamoItemStore(table, client=ddb).get_many("demo-crm-sync", ids)
+    written = {i["work_id"]["S"] for i in ddb.scan(TableName="demo-notes")["Items"]}
+    held = (len(written) == len(feed) and len(calls) == len(set(calls)) == len(feed)
+            and all(r.state.value == "completed" for r in rows.values())
+            and again["summary"]["replayed"] == 0)
+    return {"plan": plan["plan"], "summary": done["summary"], "again": again["summary"],
+            "destination_calls": len(calls), "notes": len(written), "held": held}
+
+
 def _with_zeros(counts: dict[str, int]) -> dict[str, int]:
     keys = ("ran", "succeeded", "lease_lost", "skipped", "queued", "coalesced", "dropped",
             "duplicate", "stale", "paused")
@@ -169,8 +241,13 @@ def main(argv: list[str] | None = None) -> int:
                       f"lease_lost {c['lease_lost']}; max concurrent runs "
                       f"{result['max_concurrent']}; fences {result['fences']}; "
                       f"{'HELD' if result['held'] else 'VIOLATED'}\n")
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            recovery = _crash_and_recover(aws, table)
     if as_json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"policies": results, "recovery": recovery}, indent=2))
     else:
         header = f"{'policy':<9} {'triggers':>8} {'runs':>5} {'skipped':>8} {'queued':>7} " \
                  f"{'coalesced':>10} {'duplicate':>10} {'lease_lost':>11} {'verdict':>8}"
@@ -181,7 +258,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['policy']:<9} {r['triggers']:>8} {c['ran']:>5} {c['skipped']:>8} "
                   f"{c['queued']:>7} {c['coalesced']:>10} {c['duplicate']:>10} "
                   f"{c['lease_lost']:>11} {'held' if r['held'] else 'VIOLATED':>8}")
-    return 0 if all(r["held"] for r in results) else 1
+        plan, summary = recovery["plan"], recovery["summary"]
+        print(f"""
+CRASH AND RECOVER: a BatchJob died after its destination created 5 of 12 notes
+  plan:    {plan['selected']} selected, {plan['uncertain']} uncertain (claimed by the dead run), \
+{plan['never_attempted']} never attempted -> {plan['to_replay']} to replay; token {plan['token']}
+  execute: reconciled {summary['reconciled']} (found at the destination, not redone), \
+replayed {summary['replayed']}, failed {summary['failed']}
+  again:   replayed {recovery['again']['replayed']}, already completed \
+{recovery['again']['already_completed']}
+  destination: {recovery['notes']} notes from {recovery['destination_calls']} calls; \
+{'held' if recovery['held'] else 'VIOLATED'}""")
+    ok = all(r["held"] for r in results) and recovery["held"]
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
