@@ -6,19 +6,28 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench synth soak clean
+
+# CDK (jsii runs the construct library on Node): keep its package cache between runs,
+# silence Node 20's end-of-life banner, and never call AWS or the CLI's telemetry.
+export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.jsii-cache
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+export CDK_DISABLE_VERSION_CHECK := 1
+export AWS_EC2_METADATA_DISABLED := true
+CDK := node_modules/.bin/cdk
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,cdk]'
 	@touch $(STAMP)
 
 ## demo: a guarded job meets its next trigger under each policy, on the embedded emulator
 demo: $(STAMP)
 	$(PY) -m jobguard.local.demo
 
-## test: lint, type-check, then every test suite (unit, contract, scenarios, handlers)
+## test: lint, type-check, then every test suite (unit, contract, scenarios, handlers, infra)
 test: $(STAMP) lint typecheck
 	$(PY) -m pytest tests
 
@@ -35,6 +44,20 @@ unit: $(STAMP)
 ## bench: request counts, contention and cold start, side by side with Powertools
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+## synth: the CDK stack into cdk.out/, no AWS account needed (CDK_ARGS="-c jobguard:local=true")
+synth: $(STAMP) $(CDK)
+	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
+
+$(CDK): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $(CDK)
+
+## soak: the chaos test at scale: 20,000 items, 5 minutes of kills, pauses and lost responses
+## (replay a run with JOBGUARD_CHAOS_SEED=...)
+soak: $(STAMP)
+	JOBGUARD_CHAOS_ITEMS=20000 JOBGUARD_CHAOS_SECONDS=300 \
+		$(PY) -m pytest tests/scenarios/test_chaos.py -p no:cacheprovider -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,109 @@
+"""Alarms that name the decision an operator must make.
+
+Every alarm's description is runbook text in two parts, ``What happened.`` and
+``Decide: ...``, ending with where to look. The README's runbook has the same words.
+
+Example:
+    >>> runbook_alarm(self, "LeaseLost", metric=metric, threshold=1,
+    ...               runbook=Runbook(means="A run lost its lease.",
+    ...                               decide="check DynamoDB throttling."))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from jobguard.errors import ConfigError
+from jobguard.observability import NAMESPACE
+
+__all__ = ["DECIDE", "RUNBOOK_REFERENCE", "Runbook", "job_metric", "runbook_alarm"]
+
+DECIDE = "Decide:"
+RUNBOOK_REFERENCE = "Runbook: README, 'Runbook' (the job's run records show each decision)."
+_MAX_DESCRIPTION = 1024  # CloudWatch's limit
+SERVICE = "jobguard"
+"""The ``service`` dimension jobguard's metrics carry (with ``job``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Runbook:
+    """What an alarm means and the decision it asks for."""
+
+    means: str
+    decide: str
+
+    def text(self) -> str:
+        return f"{self.means} {DECIDE} {self.decide} {RUNBOOK_REFERENCE}"
+
+
+def job_metric(job: str, name: str, *, statistic: str = "Sum",
+               period: Duration | None = None) -> cloudwatch.Metric:
+    """One of jobguard's EMF metrics for ``job`` (namespace ``JobGuard``)."""
+    return cloudwatch.Metric(
+        namespace=NAMESPACE, metric_name=name,
+        dimensions_map={"job": job, "service": SERVICE},
+        statistic=statistic, period=period or Duration.minutes(5),
+    )
+
+
+def runbook_alarm(
+    scope: Construct,
+    construct_id: str,
+    *,
+    metric: cloudwatch.IMetric,
+    threshold: float,
+    runbook: Runbook,
+    evaluation_periods: int = 1,
+    comparison: cloudwatch.ComparisonOperator = (
+        cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD),
+    action: cloudwatch.IAlarmAction | None = None,
+) -> cloudwatch.Alarm:
+    """An alarm whose description is ``runbook``'s text. No data is not a breach."""
+    description = runbook.text()
+    if len(description) > _MAX_DESCRIPTION:
+        raise ConfigError("runbook", f"{len(description)} characters; CloudWatch allows "
+                          f"{_MAX_DESCRIPTION}: {description[:80]}...")
+    alarm = cloudwatch.Alarm(
+        scope, construct_id,
+        metric=metric,
+        threshold=threshold,
+        evaluation_periods=evaluation_periods,
+        datapoints_to_alarm=evaluation_periods,
+        comparison_operator=comparison,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        alarm_description=description,
+    )
+    if action is not None:
+        alarm.add_alarm_action(action)
+    return alarm
+
+
+def errors_alarm(scope: Construct, construct_id: str, function: lambda_.IFunction, *,
+                 what: str, decide: str,
+                 action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+    """The function raised (Lambda's ``Errors``), in any 5-minute period."""
+    return runbook_alarm(
+        scope, construct_id,
+        metric=function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+        threshold=1, action=action,
+        runbook=Runbook(means=f"{what} raised an error (see the function's log).",
+                        decide=decide),
+    )
+
+
+def dlq_alarm(scope: Construct, construct_id: str, queue: sqs.IQueue, *, holds: str,
+              decide: str, action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+    """The dead-letter queue is not empty."""
+    return runbook_alarm(
+        scope, construct_id,
+        metric=queue.metric_approximate_number_of_messages_visible(
+            period=Duration.minutes(5), statistic="Maximum"),
+        threshold=1, action=action,
+        runbook=Runbook(means=f"The dead-letter queue is not empty: {holds}", decide=decide),
+    )

@@ -1,0 +1,290 @@
+"""What every jobguard function runs from: one code asset and its dependencies, no Docker.
+
+- **Code**: the installed ``jobguard`` package plus your handler packages, copied into a
+  content-addressed folder of the build cache (no ``__pycache__``, and never
+  ``jobguard.local``, the emulator). One asset, shared by every function of a stack.
+- **Dependencies** (:class:`Dependencies`): the public Powertools for AWS Lambda layer
+  (default: nothing to build, so ``cdk synth`` is offline), a layer of platform wheels
+  pinned to the versions installed here, or host wheels for the local emulator, whose
+  Lambdas run on the host's interpreter.
+
+pip, when a layer is built, runs once per requirement set and platform; the result is
+kept in the build cache (``.local/cdk-build/``, ignored by git), so later synths are
+offline.
+
+Example:
+    >>> bundle = LambdaBundle(stack, "Bundle", packages=["handlers"])  # doctest: +SKIP
+    >>> bundle.has_module("handlers.crm_sync")  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+
+from aws_cdk import Aws
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+import jobguard
+from jobguard.errors import ConfigError
+
+__all__ = [
+    "ARCHITECTURE",
+    "BUILD_DIR",
+    "POWERTOOLS_LAYER_VERSION",
+    "RUNTIME",
+    "Dependencies",
+    "LambdaBundle",
+    "layer_requirements",
+    "pip_command",
+    "powertools_layer_arn",
+]
+
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+"""Every jobguard function's runtime (the Powertools layer is published per version)."""
+
+ARCHITECTURE = lambda_.Architecture.ARM_64
+
+POWERTOOLS_LAYER_ACCOUNT = "017000801446"
+POWERTOOLS_LAYER_VERSION = 36
+"""The public Powertools v3 layer version used unless ``jobguard:powertoolsLayerVersion``
+says otherwise. The layer carries Powertools with its extras, pydantic v2 among them."""
+
+BUILD_DIR = Path(__file__).resolve().parents[2] / ".local" / "cdk-build"
+"""The build cache: staged code and pip-built layers (ignored by git)."""
+
+WHEEL_PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")
+"""Wheels Lambda's arm64 Amazon Linux 2023 runs (glibc 2.34)."""
+
+CODE_KEPT_FOR = timedelta(days=7)
+"""Staged code folders unused this long are removed from the build cache."""
+
+PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore"})
+"""Left out of a layer: the Lambda runtime ships them (and the local emulator's own
+botocore must not be shadowed)."""
+
+_EXCLUDED_PARTS = {"__pycache__"}
+_EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
+_EXCLUDED_SUBPACKAGES = {("jobguard", "local")}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+
+Runner = Callable[[list[str]], None]
+
+
+class Dependencies(StrEnum):
+    """Where a function's third-party packages come from."""
+
+    POWERTOOLS_LAYER = "powertools-layer"
+    """The public Powertools for AWS Lambda (Python) v3 layer for arm64. Nothing is built."""
+
+    WHEELS = "wheels"
+    """A layer of manylinux aarch64 wheels for the runtime's CPython, pinned to the
+    versions installed in the synthesizing environment (built once with pip)."""
+
+    HOST = "host"
+    """A layer of wheels for this machine's interpreter: the local emulator runs Lambdas
+    on its own interpreter, where aarch64 wheels of compiled packages do not import."""
+
+
+class LambdaBundle(Construct):
+    """The code asset and dependency layers every jobguard function of a stack uses.
+
+    Args:
+        packages: directories of your handler packages (e.g. ``handlers``); the
+            installed ``jobguard`` package is always included.
+        dependencies: see :class:`Dependencies`.
+        powertools_layer_version: the public layer's version (POWERTOOLS_LAYER only).
+        build_dir: the build cache.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        packages: Sequence[str | Path] = (),
+        dependencies: Dependencies = Dependencies.POWERTOOLS_LAYER,
+        powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
+        build_dir: Path = BUILD_DIR,
+        run: Runner | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.runtime = RUNTIME
+        self.architecture = ARCHITECTURE
+        self.dependencies = Dependencies(dependencies)
+        roots = [Path(jobguard.__file__).resolve().parent]
+        roots += [Path(p).resolve() for p in packages]
+        self.code_dir = stage_code(roots, build_dir)
+        self.code = lambda_.Code.from_asset(str(self.code_dir))
+        self.layers: list[lambda_.ILayerVersion]
+        if self.dependencies is Dependencies.POWERTOOLS_LAYER:
+            if not isinstance(powertools_layer_version, int) or powertools_layer_version < 1:
+                raise ConfigError("powertools_layer_version",
+                                  f"must be a layer version >= 1, got {powertools_layer_version!r}")
+            self.layers = [lambda_.LayerVersion.from_layer_version_arn(
+                self, "Powertools", powertools_layer_arn(powertools_layer_version))]
+        else:
+            host = self.dependencies is Dependencies.HOST
+            layer_dir = build_layer(layer_requirements(), host=host, build_dir=build_dir,
+                                    run=run or _run)
+            self.layers = [lambda_.LayerVersion(
+                self, "Dependencies",
+                code=lambda_.Code.from_asset(str(layer_dir)),
+                compatible_runtimes=[self.runtime],
+                compatible_architectures=[self.architecture],
+                description=("jobguard dependencies for the local emulator (host wheels)"
+                             if host else "jobguard dependencies (manylinux aarch64 wheels)"),
+            )]
+
+    def has_module(self, module: str) -> bool:
+        """Whether ``module`` (dotted) is in the code asset."""
+        path = self.code_dir.joinpath(*module.split("."))
+        return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def powertools_layer_arn(version: int) -> str:
+    """The public Powertools v3 layer ARN for this stack's region (arm64, the runtime's
+    Python). Published in the ``aws`` partition's commercial regions."""
+    python = RUNTIME.name.replace(".", "")  # python3.14 -> python314
+    name = f"AWSLambdaPowertoolsPythonV3-{python}-arm64"
+    return (f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{POWERTOOLS_LAYER_ACCOUNT}"
+            f":layer:{name}:{version}")
+
+
+# -- code asset ---------------------------------------------------------------------------
+
+def stage_code(package_dirs: Sequence[Path], build_dir: Path) -> Path:
+    """Copy the packages into ``build_dir/code-<content hash>`` (once) and return it."""
+    names: dict[str, Path] = {}
+    for directory in package_dirs:
+        if not (directory / "__init__.py").is_file():
+            raise ConfigError("packages", f"{directory} is not a Python package directory")
+        if directory.name in names and names[directory.name] != directory:
+            raise ConfigError("packages", f"two packages named {directory.name!r}: "
+                              f"{names[directory.name]} and {directory}")
+        names[directory.name] = directory
+    files = sorted(f for d in names.values() for f in _package_files(d))
+    digest = hashlib.sha256()
+    for relative, source in files:
+        digest.update(relative.encode() + b"\0" + source.read_bytes() + b"\0")
+    target = build_dir / f"code-{digest.hexdigest()[:16]}"
+    if target.is_dir():
+        os.utime(target)  # in use: not pruned
+    else:
+        staging = build_dir / f".staging-{uuid.uuid4().hex}"
+        for relative, source in files:
+            destination = staging / relative
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, destination)
+        _publish(staging, target)
+    _prune(build_dir, keep=target)
+    return target
+
+
+def _prune(build_dir: Path, *, keep: Path) -> None:
+    """Drop staged code nobody has used for a week (each edit stages a new folder)."""
+    horizon = time.time() - CODE_KEPT_FOR.total_seconds()
+    for old in build_dir.glob("code-*"):
+        try:
+            if old != keep and old.stat().st_mtime < horizon:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            continue  # pruned by another synth meanwhile
+
+
+def _package_files(package_dir: Path) -> Iterator[tuple[str, Path]]:
+    for path in package_dir.rglob("*"):
+        if not path.is_file() or path.suffix in _EXCLUDED_SUFFIXES:
+            continue
+        parts = (package_dir.name, *path.relative_to(package_dir).parts)
+        if _EXCLUDED_PARTS.intersection(parts) or parts[:2] in _EXCLUDED_SUBPACKAGES:
+            continue
+        yield "/".join(parts), path
+
+
+# -- dependency layer -----------------------------------------------------------------------
+
+def layer_requirements(distribution: str = "jobguard") -> list[str]:
+    """jobguard's runtime requirements, pinned to the versions installed here.
+
+    Extras (dev, cdk) and what the Lambda runtime provides (boto3, botocore) are left out.
+    """
+    pinned = []
+    for requirement in importlib.metadata.requires(distribution) or []:
+        if ";" in requirement:  # an extra's requirement, or platform-conditional
+            continue
+        match = _NAME.match(requirement.strip())
+        if match is None:
+            continue
+        name = match.group(0)
+        if name.lower() in PROVIDED_BY_RUNTIME:
+            continue
+        try:
+            pinned.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pinned.append(requirement.strip())
+    return sorted(pinned)
+
+
+def pip_command(target: Path, requirements: Sequence[str], *, host: bool) -> list[str]:
+    """The pip command that installs ``requirements`` into ``target`` (a layer's
+    ``python/`` folder): binary wheels only, for Lambda's platform unless ``host``."""
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile",
+               "--disable-pip-version-check", "--only-binary=:all:", "--target", str(target)]
+    if not host:
+        python = RUNTIME.name.removeprefix("python")
+        for platform in WHEEL_PLATFORMS:
+            command += ["--platform", platform]
+        command += ["--implementation", "cp", "--python-version", python]
+    return command + list(requirements)
+
+
+def build_layer(requirements: Sequence[str], *, host: bool, build_dir: Path,
+                run: Runner) -> Path:
+    """Build (once) and return the layer folder for ``requirements``."""
+    platform = (f"host-{sys.implementation.name}{sys.version_info[0]}{sys.version_info[1]}"
+                f"-{sys.platform}" if host else f"lambda-{RUNTIME.name}-arm64")
+    key = hashlib.sha256(json.dumps([platform, list(requirements)]).encode()).hexdigest()[:16]
+    target = build_dir / f"layer-{platform}-{key}"
+    if (target / "python").is_dir():
+        return target
+    staging = build_dir / f".staging-{uuid.uuid4().hex}"
+    run(pip_command(staging / "python", requirements, host=host))
+    for leftover in [*(staging / "python").rglob("__pycache__"), staging / "python" / "bin"]:
+        shutil.rmtree(leftover, ignore_errors=True)  # bytecode for another Python; scripts
+    _publish(staging, target)
+    return target
+
+
+def _publish(staging: Path, target: Path) -> None:
+    """Move a finished staging folder into place; another process may have won."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(staging, target)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not target.is_dir():
+            raise
+
+
+def _run(command: list[str]) -> None:
+    try:
+        subprocess.run(command, check=True)
+    except subprocess.CalledProcessError as exc:
+        raise ConfigError("dependencies", f"pip could not build the dependency layer "
+                          f"(exit {exc.returncode}): {' '.join(command)}") from exc

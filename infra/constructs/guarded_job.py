@@ -1,0 +1,395 @@
+"""A guarded job: its function, its schedule, its trigger queue and its alarms.
+
+Everything is read from one :class:`jobguard.definitions.JobDefinition`, the same object
+the handler guards itself with, so the schedule, the queue and the policy cannot drift:
+
+- the function (arm64, the job's timeout and memory, its own log group);
+- an EventBridge Scheduler schedule whose input is the tick jobguard expects
+  (``job``, ``scheduled_at`` = ``<aws.scheduler.scheduled-time>``, ``execution_id``,
+  ``policy``), with a bounded retry policy and a dead-letter queue;
+- for ``QUEUE`` and ``COALESCE`` jobs, the SQS FIFO trigger queue (its own DLQ, a
+  visibility timeout of at least 6x the function timeout) and an event source mapping
+  with batch size 1 and partial batch responses;
+- alarms whose descriptions carry the runbook decision.
+
+Example:
+    >>> GuardedJob(self, "CrmSync", job=CRM_SYNC, table=table, bundle=bundle)
+    ... # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from jobguard import OverlapPolicy, environment
+from jobguard.definitions import JobDefinition
+from jobguard.errors import ConfigError
+
+from ._function import check_extra_environment, python_function, seconds
+from ._queues import dead_letter_queue, secure_queue
+from ._schedule import function_schedule
+from ._text import human
+from .alarms import Runbook, dlq_alarm, errors_alarm, job_metric, runbook_alarm
+from .bundle import LambdaBundle
+from .table import JobTable
+
+__all__ = [
+    "MAPPING_ACTIONS",
+    "QUEUE_ACTIONS",
+    "SCHEDULER_MAX_EVENT_AGE",
+    "GuardedJob",
+    "receive_budget",
+    "tick_input",
+]
+
+QUEUE_ACTIONS = ("sqs:SendMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes")
+"""What jobguard itself does to the trigger queue: send, defer or wake, depth."""
+MAPPING_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage")
+"""What the event source mapping does with the function's role (it also reads the
+queue's attributes, already in :data:`QUEUE_ACTIONS`)."""
+
+VISIBILITY_FACTOR = 6
+"""AWS's advice for SQS event sources: visibility timeout >= 6x the function timeout."""
+MAX_VISIBILITY = timedelta(hours=12)
+SCHEDULER_MAX_EVENT_AGE = timedelta(hours=24)
+ASYNC_MAX_EVENT_AGE = timedelta(hours=6)
+MIN_EVENT_AGE = timedelta(minutes=1)
+RETRIES_AFTER_FAILURE = 3
+"""Deliveries of a queued trigger whose run failed, before it is moved to the DLQ."""
+
+_BUSY_METRIC = {
+    OverlapPolicy.SKIP: ("TriggersSkipped", "skipped"),
+    OverlapPolicy.COALESCE: ("TriggersCoalesced", "coalesced into a follow-up run"),
+    OverlapPolicy.QUEUE: ("TriggersQueued", "queued behind the active run"),
+}
+
+
+def tick_input(job: JobDefinition) -> dict[str, str]:
+    """The schedule's input: a tick whose identity is the job and its scheduled time."""
+    return {
+        "job": job.name,
+        "scheduled_at": scheduler.ContextAttribute.scheduled_time,
+        "execution_id": scheduler.ContextAttribute.execution_id,
+        "policy": job.policy.value,
+    }
+
+
+def receive_budget(job: JobDefinition) -> int:
+    """How many deliveries a trigger message may take before the DLQ.
+
+    A message whose trigger waits behind an active run is deferred (hidden until the
+    holder's lease would end, at least lease - heartbeat ahead) and comes back: during a
+    run as long as the function timeout that is at most ``timeout / (lease - heartbeat)
+    + 1`` deliveries. Add the one that runs and :data:`RETRIES_AFTER_FAILURE`.
+    """
+    config = job.config()
+    wait_per_delivery: timedelta = config.lease - config.heartbeat
+    deferrals = math.ceil(job.timeout / wait_per_delivery) + 1
+    return int(deferrals + 1 + RETRIES_AFTER_FAILURE)
+
+
+def _clamp(value: timedelta, low: timedelta, high: timedelta) -> timedelta:
+    return max(low, min(value, high))
+
+
+class GuardedJob(Construct):
+    """One job, wired exactly as jobguard expects.
+
+    Args:
+        job: the job definition (the single source of truth).
+        table: the stack's :class:`JobTable`.
+        bundle: the stack's :class:`LambdaBundle` (must contain the job's handler).
+        alarm_action: where alarms notify (e.g. an SNS action); none by default.
+        log_retention: how long the function's logs are kept.
+        queue_visibility_timeout: the trigger queue's visibility timeout; at least 6x the
+            function timeout (the default), at most 12 h.
+        schedule_retry_attempts: Scheduler's retries of a tick it could not deliver
+            (0-185); retries stop once the tick is older than the job's ``stale_after``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        job: JobDefinition,
+        table: JobTable,
+        bundle: LambdaBundle,
+        alarm_action: cloudwatch.IAlarmAction | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        queue_visibility_timeout: timedelta | None = None,
+        schedule_retry_attempts: int = 3,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.job = job
+        self.config = job.config()
+        visibility = self._visibility(queue_visibility_timeout)
+        if not isinstance(schedule_retry_attempts, int) or not 0 <= schedule_retry_attempts <= 185:
+            raise ConfigError("schedule_retry_attempts",
+                              f"must be 0-185 (Scheduler's range), got {schedule_retry_attempts!r}")
+        check_extra_environment(job.name, job.environment)
+
+        self.trigger_queue: sqs.Queue | None = None
+        self.trigger_dlq: sqs.Queue | None = None
+        self.trigger_mapping: lambda_.EventSourceMapping | None = None
+        env = {environment.TABLE: table.table_name}
+        if self.config.needs_queue:
+            self.trigger_dlq = dead_letter_queue(
+                self, "TriggerDlq", fifo=True,
+                holds=f"trigger messages of {job.name} that never ran", for_queue=True)
+            self.trigger_queue = secure_queue(
+                self, "TriggerQueue", fifo=True, visibility_timeout=seconds(visibility),
+                dead_letter_queue=sqs.DeadLetterQueue(
+                    queue=self.trigger_dlq, max_receive_count=receive_budget(job)),
+            )
+            env[environment.TRIGGER_QUEUE_URL] = self.trigger_queue.queue_url
+
+        self.function = python_function(
+            self, "Function",
+            bundle=bundle, handler=job.handler, timeout=job.timeout, memory_mb=job.memory_mb,
+            environment={**job.environment, **env},
+            description=f"jobguard job {job.name} ({job.policy.value}, {job.schedule}). "
+                        f"{job.description}",
+            log_retention=log_retention,
+        )
+        table.grant_job_access(self.function)
+        if self.trigger_queue is not None:
+            self.function.add_to_role_policy(iam.PolicyStatement(
+                actions=[*QUEUE_ACTIONS, *MAPPING_ACTIONS],
+                resources=[self.trigger_queue.queue_arn]))
+            # One trigger per invocation; a deferred trigger is a reported item failure.
+            self.trigger_mapping = lambda_.EventSourceMapping(
+                self, "TriggerMapping", target=self.function,
+                event_source_arn=self.trigger_queue.queue_arn,
+                batch_size=1, report_batch_item_failures=True)
+            self.trigger_mapping.node.add_dependency(self.function.role or self.function)
+        # A tick retried by Lambda later than stale_after would only be recorded stale.
+        self.function.configure_async_invoke(
+            retry_attempts=2,
+            max_event_age=seconds(_clamp(self.config.stale_after, MIN_EVENT_AGE,
+                                         ASYNC_MAX_EVENT_AGE)))
+
+        self.schedule_dlq = dead_letter_queue(
+            self, "ScheduleDlq", fifo=False,
+            holds=f"ticks of {job.name} that EventBridge Scheduler could not deliver",
+            for_queue=False)
+        self.schedule = function_schedule(
+            self, "Schedule",
+            function=self.function, expression=job.schedule, payload=tick_input(job),
+            dead_letter_queue=self.schedule_dlq, retry_attempts=schedule_retry_attempts,
+            max_event_age=_clamp(self.config.stale_after, MIN_EVENT_AGE,
+                                 SCHEDULER_MAX_EVENT_AGE),
+            description=f"jobguard tick for {job.name}",
+        )
+        self.alarms = self._alarms(alarm_action)
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def _visibility(self, override: timedelta | None) -> timedelta:
+        minimum: timedelta = self.job.timeout * VISIBILITY_FACTOR
+        if override is None:
+            default: timedelta = self.job.queue_visibility_timeout  # the definition's 6x
+            return max(default, minimum)
+        if not isinstance(override, timedelta) or override < minimum:
+            raise ConfigError(
+                "queue_visibility_timeout",
+                f"{override!r} is shorter than {VISIBILITY_FACTOR}x the function timeout "
+                f"({human(minimum)}): a trigger would be delivered again while its run "
+                "is still working on it")
+        if override > MAX_VISIBILITY:
+            raise ConfigError("queue_visibility_timeout",
+                              f"{override!r} is longer than SQS allows (12 hours)")
+        return override
+
+    # -- alarms ----------------------------------------------------------------------------
+
+    def _alarms(self, action: cloudwatch.IAlarmAction | None) -> dict[str, cloudwatch.Alarm]:
+        job, name = self.job, self.job.name
+        alarms: dict[str, cloudwatch.Alarm] = {}
+        interval = job.interval
+        pace = (f"its {human(interval)} interval" if interval
+                else f"its {human(job.timeout)} timeout")
+        budget = (interval or job.timeout) * job.overlap_alarm_share
+        alarms["overlap"] = runbook_alarm(
+            self, "OverlapAheadAlarm",
+            metric=job_metric(name, "RunDuration", statistic="Maximum"),
+            threshold=budget.total_seconds() * 1000,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            action=action,
+            runbook=Runbook(
+                means=f"Overlap ahead: a run of {name} took more than "
+                      f"{job.overlap_alarm_share:.0%} of {pace}; the next tick will meet a "
+                      f"running run (policy {job.policy.value}).",
+                decide=f"shorten the batch (batch_size {job.batch_size}), lengthen the "
+                       "interval, or find the slow destination, before runs stop fitting.",
+            ),
+        )
+        busy = _BUSY_METRIC.get(job.policy)
+        if busy is not None:
+            alarms["busy"] = self._busy_alarm(*busy, action=action)
+        if job.policy is OverlapPolicy.QUEUE:
+            alarms["dropped"] = runbook_alarm(
+                self, "DroppedAlarm", metric=job_metric(name, "TriggersDropped"),
+                threshold=1, action=action,
+                runbook=Runbook(
+                    means=f"A trigger of {name} was dropped: {job.max_queued} were already "
+                          "pending (max_queued). That trigger will not run.",
+                    decide="raise max_queued only if the backlog can drain; otherwise slow "
+                           "the schedule. Start a manual run if the dropped window matters.",
+                ),
+            )
+        if job.policy is not OverlapPolicy.REPLACE:  # REPLACE ends old runs this way
+            alarms["lease_lost"] = runbook_alarm(
+                self, "LeaseLostAlarm", metric=job_metric(name, "LeaseLost"),
+                threshold=1, action=action,
+                runbook=Runbook(
+                    means=f"A run of {name} lost its lease (a renewal was refused or did "
+                          "not land in time) and stopped; it committed nothing after that.",
+                    decide=f"check DynamoDB throttling and the run's duration against the "
+                           f"{human(job.lease)} lease; the next trigger resumes the work.",
+                ),
+            )
+        alarms["uncertain"] = runbook_alarm(
+            self, "UncertainAlarm", metric=job_metric(name, "UncertainOutcomes"),
+            threshold=1, action=action,
+            runbook=Runbook(
+                means=f"A work item of {name} has an unknown outcome (its claim expired, or "
+                      "a destination call failed ambiguously). It is never redone blindly: "
+                      "the next run or the reconciler checks the destination first.",
+                decide="if it persists after the next reconciler sweep, check the "
+                       "destination, then run recovery for the item's cursor range "
+                       "(dry run first).",
+            ),
+        )
+        alarms["reconciled"] = runbook_alarm(
+            self, "ReconciliationFindingsAlarm",
+            metric=job_metric(name, "ReconciliationFindings"), threshold=1, action=action,
+            runbook=Runbook(
+                means=f"Reconciliation found the effect of an uncertain item of {name} "
+                      "already at the destination (the call landed, its response was "
+                      "lost) and recorded it as completed instead of redoing it.",
+                decide="nothing if rare; if it repeats, destination calls time out after "
+                       "landing: raise the client timeout or look at the destination's "
+                       "latency.",
+            ),
+        )
+        alarms["schedule_dlq"] = dlq_alarm(
+            self, "ScheduleDlqAlarm", self.schedule_dlq, action=action,
+            holds=f"EventBridge Scheduler could not deliver a tick of {name} within its "
+                  "retries; that tick never ran.",
+            decide="read the message's error attributes, fix the cause (throttling, a "
+                   "deleted function, permissions), start a manual run if the missed "
+                   "window matters, then purge the queue.",
+        )
+        if self.trigger_dlq is not None:
+            alarms["trigger_dlq"] = dlq_alarm(
+                self, "TriggerDlqAlarm", self.trigger_dlq, action=action,
+                holds=f"a queued trigger or follow-up of {name} was delivered "
+                      f"{receive_budget(job)} times without completing.",
+                decide="find its trigger_id in the job's run records; if the work is still "
+                       "needed start a manual run, then purge the queue.",
+            )
+        alarms["errors"] = errors_alarm(
+            self, "ErrorsAlarm", self.function, action=action, what=f"The function of {name}",
+            decide="read the failed run's error in its run record; Lambda retries the tick "
+                   "twice, and completed work items are skipped on retry.",
+        )
+        return alarms
+
+    def _busy_alarm(self, metric_name: str, verb: str, *,
+                    action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+        job = self.job
+        count, interval = job.skipped_alarm_count, job.interval
+        day = timedelta(days=1)
+        if interval is not None and interval * count <= day:
+            # One tick per period: every period of `count` in a row saw a busy trigger.
+            metric = job_metric(job.name, metric_name, period=seconds(interval))
+            periods, threshold = count, 1.0
+            window = f"for {count} intervals in a row"
+        else:  # cron, or a window CloudWatch cannot evaluate: count within a day
+            metric = job_metric(job.name, metric_name, period=seconds(day))
+            periods, threshold = 1, float(count)
+            window = f"{count} times within a day"
+        decide = ("raise max_queued only if the backlog can drain; otherwise slow the "
+                  "schedule." if job.policy is OverlapPolicy.QUEUE else
+                  "shorten the batch, lengthen the interval, or find the slow destination.")
+        return runbook_alarm(
+            self, "BusyAlarm", metric=metric, threshold=threshold,
+            evaluation_periods=periods, action=action,
+            runbook=Runbook(
+                means=f"Triggers of {job.name} were {verb} {window}: runs no longer fit "
+                      "the schedule.",
+                decide=decide,
+            ),
+        )
+
+    # -- dashboard -------------------------------------------------------------------------
+
+    def widgets(self) -> list[list[cloudwatch.IWidget]]:
+        """Rows of dashboard widgets for this job."""
+        job, name = self.job, self.job.name
+
+        def metrics(*names: str, statistic: str = "Sum") -> list[cloudwatch.IMetric]:
+            return [job_metric(name, n, statistic=statistic) for n in names]
+
+        interval = job.interval or job.timeout
+        header = cloudwatch.TextWidget(
+            width=24, height=2,
+            markdown=f"### {name}: {job.policy.value}, {job.schedule}, timeout "
+                     f"{human(job.timeout)}, lease {human(job.lease)}\n{job.description}")
+        duration = cloudwatch.GraphWidget(
+            title="Run duration (ms, max)", width=8,
+            left=metrics("RunDuration", statistic="Maximum"),
+            left_annotations=[
+                cloudwatch.HorizontalAnnotation(
+                    value=interval.total_seconds() * 1000, label="interval"),
+                cloudwatch.HorizontalAnnotation(
+                    value=interval.total_seconds() * 1000 * job.overlap_alarm_share,
+                    label="overlap alarm"),
+            ])
+        decisions = cloudwatch.GraphWidget(
+            title="Trigger decisions", width=8, stacked=True,
+            left=metrics("TriggersSkipped", "TriggersQueued", "TriggersCoalesced",
+                         "TriggersDropped", "TriggersStale", "TriggersDuplicate",
+                         "TriggersPaused"))
+        lease = cloudwatch.GraphWidget(
+            title="Lease", width=8,
+            left=metrics("LeaseAcquireAttempts", "LeaseTakeovers", "LeaseLost"))
+        items = cloudwatch.GraphWidget(
+            title="Work items", width=8,
+            left=metrics("ItemsCompleted", "ItemsFailed", "ItemsRetried",
+                         "UncertainOutcomes", "ReconciliationFindings",
+                         "CompletionsRejected"))
+        queues: list[cloudwatch.IMetric] = [
+            self.schedule_dlq.metric_approximate_number_of_messages_visible(
+                label="schedule DLQ", statistic="Maximum")]
+        if self.trigger_queue is not None and self.trigger_dlq is not None:
+            queues += [
+                self.trigger_queue.metric_approximate_number_of_messages_visible(
+                    label="trigger queue (visible)", statistic="Maximum"),
+                self.trigger_queue.metric_approximate_number_of_messages_not_visible(
+                    label="trigger queue (deferred or running)", statistic="Maximum"),
+                self.trigger_dlq.metric_approximate_number_of_messages_visible(
+                    label="trigger DLQ", statistic="Maximum"),
+            ]
+        queue_widget = cloudwatch.GraphWidget(title="Queues", width=8, left=queues)
+        function = _function_widget(self.function, f"{name} function")
+        return [[header], [duration, decisions, lease], [items, queue_widget, function]]
+
+
+def _function_widget(function: lambda_.IFunction, title: str) -> cloudwatch.GraphWidget:
+    return cloudwatch.GraphWidget(
+        title=title, width=8,
+        left=[function.metric_invocations(statistic="Sum"),
+              function.metric_errors(statistic="Sum"),
+              function.metric_throttles(statistic="Sum")],
+        right=[function.metric_duration(statistic="Maximum")])

@@ -1,0 +1,101 @@
+"""A scheduled reconciler for a job that asks for one (``reconciler_schedule``).
+
+It sweeps the job's unresolved items against the destination. It takes the job's lease
+like any run, so it never overlaps the job's own runs (a sweep is skipped while the job
+runs). The function reads ``JOBGUARD_TABLE``, ``JOBGUARD_RECOVERY_MODULES`` (the module
+of the job's handler, which registers the job) and ``JOBGUARD_JOB``.
+
+Example:
+    >>> Reconciler(self, "CrmSyncReconciler", job=CRM_SYNC, table=table, bundle=bundle)
+    ... # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from jobguard import environment
+from jobguard.definitions import JobDefinition
+from jobguard.errors import ConfigError
+
+from ._function import python_function
+from ._queues import dead_letter_queue as new_dead_letter_queue
+from ._schedule import function_schedule
+from ._text import module_of
+from .alarms import dlq_alarm, errors_alarm
+from .bundle import LambdaBundle
+from .table import JobTable
+
+__all__ = ["RECONCILER_HANDLER", "Reconciler"]
+
+RECONCILER_HANDLER = "handlers.reconciler.lambda_handler"
+SWEEP_MAX_EVENT_AGE = timedelta(hours=1)
+"""A sweep not delivered within an hour is dropped: the next sweep covers it."""
+
+
+class Reconciler(Construct):
+    """The job's reconciler function and its schedule.
+
+    Args:
+        dead_letter_queue: where undeliverable sweeps go (the job's schedule DLQ, say);
+            a new one, with its alarm, when not given.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        job: JobDefinition,
+        table: JobTable,
+        bundle: LambdaBundle,
+        dead_letter_queue: sqs.IQueue | None = None,
+        alarm_action: cloudwatch.IAlarmAction | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        handler: str = RECONCILER_HANDLER,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if job.reconciler_schedule is None:
+            raise ConfigError("reconciler_schedule",
+                              f"job {job.name!r} does not ask for a reconciler")
+        self.job = job
+        self.function = python_function(
+            self, "Function",
+            bundle=bundle, handler=handler, timeout=job.timeout, memory_mb=job.memory_mb,
+            environment={
+                environment.TABLE: table.table_name,
+                environment.RECOVERY_MODULES: module_of(job.handler),
+                environment.JOB_NAME: job.name,
+            },
+            description=f"jobguard reconciler for {job.name} ({job.reconciler_schedule})",
+            log_retention=log_retention,
+        )
+        table.grant_job_access(self.function)
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        if dead_letter_queue is None:
+            dead_letter_queue = new_dead_letter_queue(
+                self, "ScheduleDlq", fifo=False,
+                holds=f"reconciler sweeps of {job.name} Scheduler could not deliver",
+                for_queue=False)
+            self.alarms["schedule_dlq"] = dlq_alarm(
+                self, "ScheduleDlqAlarm", dead_letter_queue, action=alarm_action,
+                holds=f"a reconciler sweep of {job.name} was not delivered.",
+                decide="read the message's error attributes and fix the cause; the next "
+                       "sweep covers what this one missed. Then purge the queue.")
+        self.schedule = function_schedule(
+            self, "Schedule",
+            function=self.function, expression=job.reconciler_schedule,
+            payload={"job": job.name}, dead_letter_queue=dead_letter_queue,
+            retry_attempts=3, max_event_age=SWEEP_MAX_EVENT_AGE,
+            description=f"jobguard reconciler sweep for {job.name}",
+        )
+        self.alarms["errors"] = errors_alarm(
+            self, "ErrorsAlarm", self.function, action=alarm_action,
+            what=f"The reconciler of {job.name}",
+            decide="read its log; items it could not resolve stay uncertain and are "
+                   "swept again at the next run of the reconciler.")

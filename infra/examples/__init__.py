@@ -1,0 +1,1 @@
+"""Examples that the test suite runs (tests/infra/test_example.py)."""

@@ -1,0 +1,24 @@
+"""Add a guarded job to your own CDK stack: the README's example, run by tests/infra.
+
+From the repository root: ``npx cdk synth --app "python -m infra.examples.own_stack"``.
+"""
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from handlers.jobs import CRM_SYNC  # the JobDefinition your handler guards itself with
+from infra.constructs import GuardedJob, JobTable, LambdaBundle
+
+
+class ReportsStack(cdk.Stack):  # your existing stack
+    def __init__(self, scope, construct_id, **kwargs):
+        super().__init__(scope, construct_id, **kwargs)
+        table = JobTable(self, "Jobs")  # leases, run records, the item ledger
+        code = LambdaBundle(self, "Code", packages=["handlers"])  # jobguard + your handlers
+        GuardedJob(self, "CrmSync", job=CRM_SYNC, table=table, bundle=code)
+
+
+app = cdk.App()
+ReportsStack(app, "Reports")
+cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+app.synth()

@@ -1,0 +1,131 @@
+"""The stack's settings, read once from CDK context and validated when built.
+
+- ``jobguard:stackName`` (``JobGuard``): the CloudFormation stack name;
+- ``jobguard:local`` (``false``): deploying to the local emulator, so host-platform
+  dependencies;
+- ``jobguard:dependencies`` (``powertools-layer``): or ``wheels``, a pip-built arm64 layer;
+- ``jobguard:powertoolsLayerVersion`` (``bundle.POWERTOOLS_LAYER_VERSION``);
+- ``jobguard:recoveryInvokers`` (none): IAM role/user ARNs or 12-digit account ids that
+  may invoke the recovery function, comma-separated;
+- ``jobguard:alarmTopicArn`` (none): an SNS topic every alarm notifies.
+
+Example:
+    >>> StackSettings.from_context({"jobguard:local": "true"}).dependencies.value
+    'host'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_cdk import aws_iam as iam
+
+from jobguard.errors import ConfigError
+
+from .constructs.bundle import POWERTOOLS_LAYER_VERSION, Dependencies
+
+__all__ = ["CONTEXT", "StackSettings"]
+
+CONTEXT = {
+    "stack_name": "jobguard:stackName",
+    "local": "jobguard:local",
+    "dependencies": "jobguard:dependencies",
+    "powertools_layer_version": "jobguard:powertoolsLayerVersion",
+    "recovery_invokers": "jobguard:recoveryInvokers",
+    "alarm_topic_arn": "jobguard:alarmTopicArn",
+}
+
+_ACCOUNT = re.compile(r"^\d{12}$")
+_IAM_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(root|role/[\w+=,.@/-]+|user/[\w+=,.@/-]+)$")
+_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]+(\.fifo)?$")
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackSettings:
+    """What a deployment of :class:`infra.stack.JobGuardStack` may vary."""
+
+    stack_name: str = "JobGuard"
+    dependencies: Dependencies = Dependencies.POWERTOOLS_LAYER
+    """Where the functions' third-party packages come from (host wheels when local)."""
+    powertools_layer_version: int = POWERTOOLS_LAYER_VERSION
+    recovery_invokers: tuple[str, ...] = field(default_factory=tuple)
+    """Role/user ARNs or 12-digit account ids allowed to invoke the recovery function."""
+    alarm_topic_arn: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _STACK_NAME.fullmatch(self.stack_name):
+            raise ConfigError("stack_name", f"{self.stack_name!r} is not a stack name")
+        object.__setattr__(self, "dependencies", _enum(self.dependencies))
+        if (isinstance(self.powertools_layer_version, bool)
+                or not isinstance(self.powertools_layer_version, int)
+                or self.powertools_layer_version < 1):
+            raise ConfigError("powertools_layer_version",
+                              f"must be an integer >= 1, got {self.powertools_layer_version!r}")
+        for invoker in self.recovery_invokers:
+            if invoker == "*" or not (_ACCOUNT.fullmatch(invoker) or _IAM_ARN.fullmatch(invoker)):
+                raise ConfigError(
+                    "recovery_invokers",
+                    f"{invoker!r}: name an IAM role or user ARN, or a 12-digit account id; "
+                    "recovery is never public")
+        if self.alarm_topic_arn is not None and not _TOPIC_ARN.fullmatch(self.alarm_topic_arn):
+            raise ConfigError("alarm_topic_arn", f"{self.alarm_topic_arn!r} is not an SNS ARN")
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any] | Callable[[str], Any]) -> StackSettings:
+        """Read ``jobguard:*`` context (a mapping, or ``node.try_get_context``)."""
+        get = context if callable(context) else context.get
+        options: dict[str, Any] = {}
+        if (name := get(CONTEXT["stack_name"])) is not None:
+            options["stack_name"] = str(name)
+        dependencies = get(CONTEXT["dependencies"])
+        if _flag(get(CONTEXT["local"]), CONTEXT["local"]):
+            if dependencies not in (None, Dependencies.HOST.value):
+                raise ConfigError(CONTEXT["dependencies"], f"{dependencies!r} contradicts "
+                                  f"{CONTEXT['local']}=true (local uses host wheels)")
+            dependencies = Dependencies.HOST.value
+        if dependencies is not None:
+            options["dependencies"] = dependencies
+        if (version := get(CONTEXT["powertools_layer_version"])) is not None:
+            try:
+                options["powertools_layer_version"] = int(version)
+            except (TypeError, ValueError):
+                raise ConfigError(CONTEXT["powertools_layer_version"],
+                                  f"{version!r} is not a layer version") from None
+        options["recovery_invokers"] = _list(get(CONTEXT["recovery_invokers"]))
+        if topic := get(CONTEXT["alarm_topic_arn"]):
+            options["alarm_topic_arn"] = str(topic)
+        return cls(**options)
+
+    def invoker_principals(self) -> list[iam.IPrincipal]:
+        return [iam.AccountPrincipal(i) if _ACCOUNT.fullmatch(i) else iam.ArnPrincipal(i)
+                for i in self.recovery_invokers]
+
+
+def _enum(value: Any) -> Dependencies:
+    try:
+        return Dependencies(value)
+    except ValueError:
+        names = ", ".join(d.value for d in Dependencies)
+        raise ConfigError("dependencies", f"{value!r}: one of {names}") from None
+
+
+def _flag(value: Any, key: str) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise ConfigError(key, f"{value!r} is not true or false")
+
+
+def _list(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return tuple(str(item).strip() for item in items if str(item).strip())

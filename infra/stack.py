@@ -1,0 +1,116 @@
+"""The jobguard stack: composes the constructs for a deployment's jobs and wires grants.
+
+The jobs come from ``handlers.jobs.JOBS`` (the definitions the handlers, ``jobguard
+runbook`` and ``jobguard drill`` read too). Per job: a :class:`GuardedJob`, and a
+:class:`Reconciler` where the job asks for one. Per stack: the table, the code bundle,
+the recovery function and the dashboard. The example job crm-sync also gets its own
+data (:class:`infra.crm_sync.CrmSyncData`): the change feed it reads, the notes it writes.
+
+Example:
+    >>> JobGuardStack(app, "JobGuard", jobs=JOBS, settings=StackSettings())
+    ... # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from handlers.jobs import CRM_SYNC
+from jobguard.definitions import JobDefinition
+from jobguard.errors import ConfigError
+
+from .constructs import (
+    GuardedJob,
+    JobGuardDashboard,
+    JobTable,
+    LambdaBundle,
+    Reconciler,
+    RecoveryFunction,
+)
+from .constructs._text import pascal
+from .crm_sync import CrmSyncData
+from .settings import StackSettings
+
+__all__ = ["HANDLER_PACKAGES", "JobGuardStack"]
+
+ROOT = Path(__file__).resolve().parents[1]
+HANDLER_PACKAGES = (ROOT / "handlers",)
+"""This repository's handler packages (the jobs, recovery and the reconciler)."""
+
+
+class JobGuardStack(Stack):
+    """Guarded jobs, their queues, schedules and alarms, the recovery Lambda, a dashboard."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        jobs: Sequence[JobDefinition],
+        settings: StackSettings,
+        packages: Sequence[Path] = HANDLER_PACKAGES,
+        **kwargs: Any,
+    ) -> None:
+        names = [job.name for job in jobs]
+        if not jobs:
+            raise ConfigError("jobs", "the stack needs at least one job")
+        if len(set(names)) != len(names) or len({pascal(n) for n in names}) != len(names):
+            raise ConfigError("jobs", f"job names must be distinct (one lease per job): {names}")
+        kwargs.setdefault("description", f"jobguard: guarded scheduled jobs ({', '.join(names)}), "
+                          "their queues, schedules and alarms, and the recovery Lambda")
+        super().__init__(scope, construct_id, **kwargs)
+
+        self.table = JobTable(self, "Table")
+        self.bundle = LambdaBundle(
+            self, "Bundle", packages=packages, dependencies=settings.dependencies,
+            powertools_layer_version=settings.powertools_layer_version)
+        action = None
+        if settings.alarm_topic_arn:
+            action = cw_actions.SnsAction(
+                sns.Topic.from_topic_arn(self, "AlarmTopic", settings.alarm_topic_arn))
+
+        self.jobs = {
+            job.name: GuardedJob(self, pascal(job.name), job=job, table=self.table,
+                                 bundle=self.bundle, alarm_action=action)
+            for job in jobs
+        }
+        self.reconcilers = [
+            Reconciler(self, f"{pascal(job.name)}Reconciler", job=job, table=self.table,
+                       bundle=self.bundle, alarm_action=action,
+                       dead_letter_queue=self.jobs[job.name].schedule_dlq)
+            for job in jobs if job.reconciler_schedule
+        ]
+        self.recovery = RecoveryFunction(
+            self, "Recovery", jobs=jobs, table=self.table, bundle=self.bundle,
+            invokers=settings.invoker_principals(), alarm_action=action)
+        if CRM_SYNC.name in self.jobs:  # this deployment's example job and its own data
+            reconcilers = [r.function for r in self.reconcilers if r.job.name == CRM_SYNC.name]
+            self.crm_sync_data: CrmSyncData | None = CrmSyncData(self, "CrmSyncData")
+            self.crm_sync_data.wire(
+                runs=[self.jobs[CRM_SYNC.name].function, self.recovery.function],
+                reconciles=reconcilers)
+        else:
+            self.crm_sync_data = None
+        self.dashboard = JobGuardDashboard(
+            self, "Dashboard", jobs=list(self.jobs.values()), reconcilers=self.reconcilers,
+            recovery=self.recovery)
+
+        CfnOutput(self, "TableName", value=self.table.table_name)
+        CfnOutput(self, "RecoveryFunctionName", value=self.recovery.function.function_name)
+        CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name)
+        if self.crm_sync_data is not None:
+            CfnOutput(self, "CrmContactChangesTable", value=self.crm_sync_data.feed.table_name)
+            CfnOutput(self, "CrmNotesTable", value=self.crm_sync_data.notes.table_name)
+        for name, guarded in self.jobs.items():
+            CfnOutput(self, f"{pascal(name)}FunctionName",
+                      value=guarded.function.function_name)
+            if guarded.trigger_queue is not None:
+                CfnOutput(self, f"{pascal(name)}TriggerQueueUrl",
+                          value=guarded.trigger_queue.queue_url)

@@ -1,0 +1,103 @@
+"""Every environment variable jobguard reads is set by the stack, on the right function,
+to the right resource. Both sides are read: ``jobguard.environment`` (what each kind of
+function reads) and the synthesized template (what each function gets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import Stack
+from aws_cdk.assertions import Template
+
+from handlers.jobs import CRM_SYNC
+from infra.constructs import JobTable, LambdaBundle, RecoveryFunction
+from infra.constructs.recovery import OPTIONAL_ENVIRONMENT
+from infra.stack import HANDLER_PACKAGES
+from jobguard import environment
+
+from .conftest import EXPORT, NIGHTLY, PRICES, Synth
+
+
+def _variables(synth: Synth, function: Any) -> dict[str, Any]:
+    variables: dict[str, Any] = synth.properties(function)["Environment"]["Variables"]
+    return variables
+
+
+def test_every_variable_jobguard_defines_is_known_to_the_stack() -> None:
+    # a variable added to jobguard.environment is either read by a kind of function (the
+    # three lists) or optional with a construct argument that sets it; anything else
+    # would be set by nobody
+    defined = {getattr(environment, name) for name in environment.__all__
+               if isinstance(getattr(environment, name), str)}
+    listed = {*environment.JOB_FUNCTION, *environment.RECOVERY_FUNCTION,
+              *environment.RECONCILER_FUNCTION}
+    assert defined == listed | OPTIONAL_ENVIRONMENT.keys()
+    assert not listed & OPTIONAL_ENVIRONMENT.keys()
+
+
+def test_an_optional_recovery_variable_is_set_when_asked_for() -> None:
+    stack = Stack()
+    RecoveryFunction(stack, "Recovery", jobs=[CRM_SYNC], table=JobTable(stack, "Table"),
+                     bundle=LambdaBundle(stack, "Bundle", packages=HANDLER_PACKAGES),
+                     confirm_above=250)
+    [function] = Template.from_stack(stack).find_resources("AWS::Lambda::Function").values()
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables[environment.RECOVERY_CONFIRM_ABOVE] == "250"
+
+
+@pytest.mark.parametrize("name", ["crm-sync", NIGHTLY.name, EXPORT.name, PRICES.name])
+def test_a_job_function_gets_every_variable_a_job_function_reads(synth: Synth, name: str) -> None:
+    job = synth.stack.jobs[name]
+    variables = _variables(synth, job.function)
+    needed = set(environment.JOB_FUNCTION)
+    if not job.config.needs_queue:  # SKIP and REPLACE never touch a trigger queue
+        needed.discard(environment.TRIGGER_QUEUE_URL)
+        assert environment.TRIGGER_QUEUE_URL not in variables
+    assert needed <= variables.keys()
+    assert variables[environment.TABLE] == {"Ref": synth.logical_id(synth.stack.table.table)}
+    if job.trigger_queue is not None:
+        assert variables[environment.TRIGGER_QUEUE_URL] == {
+            "Ref": synth.logical_id(job.trigger_queue)}
+
+
+def test_a_jobs_own_environment_is_passed_through(synth: Synth) -> None:
+    variables = _variables(synth, synth.stack.jobs[EXPORT.name].function)
+    assert variables["EXPORT_BUCKET"] == "invoices"
+
+
+def test_crm_sync_functions_get_the_tables_the_job_reads(synth: Synth) -> None:
+    # the example job's own variables, named in its module
+    from handlers import crm_sync
+
+    data = synth.stack.crm_sync_data
+    assert data is not None
+    feed = {"Ref": synth.logical_id(data.feed)}
+    notes = {"Ref": synth.logical_id(data.notes)}
+    for function in (synth.stack.jobs["crm-sync"].function, synth.stack.recovery.function):
+        variables = _variables(synth, function)
+        assert variables[crm_sync.CONTACTS_TABLE] == feed
+        assert variables[crm_sync.NOTES_TABLE] == notes
+    [reconciler] = synth.stack.reconcilers
+    variables = _variables(synth, reconciler.function)
+    assert variables[crm_sync.NOTES_TABLE] == notes
+    assert crm_sync.CONTACTS_TABLE not in variables  # a sweep never reads the feed
+    for name in (NIGHTLY.name, EXPORT.name, PRICES.name):
+        assert crm_sync.NOTES_TABLE not in _variables(synth, synth.stack.jobs[name].function)
+
+
+def test_recovery_gets_every_variable_recovery_reads(synth: Synth) -> None:
+    variables = _variables(synth, synth.stack.recovery.function)
+    assert set(environment.RECOVERY_FUNCTION) <= variables.keys()
+    assert variables[environment.TABLE] == {"Ref": synth.logical_id(synth.stack.table.table)}
+    # each job's handler module registers its job; the four jobs share one module here
+    assert variables[environment.RECOVERY_MODULES] == "handlers.crm_sync"
+
+
+def test_the_reconciler_gets_every_variable_a_reconciler_reads(synth: Synth) -> None:
+    [reconciler] = synth.stack.reconcilers
+    variables = _variables(synth, reconciler.function)
+    assert set(environment.RECONCILER_FUNCTION) <= variables.keys()
+    assert variables[environment.JOB_NAME] == "crm-sync"
+    assert variables[environment.RECOVERY_MODULES] == "handlers.crm_sync"
+    assert variables[environment.TABLE] == {"Ref": synth.logical_id(synth.stack.table.table)}

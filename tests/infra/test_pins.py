@@ -1,0 +1,35 @@
+"""The toolchain is pinned: the CDK CLI in package.json, the libraries in the cdk extra,
+and ``cdk.json`` runs the app this suite tests, with the context this suite uses."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+from infra.app import cdk_json_context
+
+from .conftest import ROOT
+
+
+def test_the_cdk_cli_is_pinned_exactly() -> None:
+    package = json.loads((ROOT / "package.json").read_text())
+    version = package["devDependencies"]["aws-cdk"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version), version
+    lock = json.loads((ROOT / "package-lock.json").read_text())
+    assert lock["packages"]["node_modules/aws-cdk"]["version"] == version
+
+
+def test_the_cdk_libraries_are_pinned_exactly() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extra = {re.split(r"[=<>~!]", r, maxsplit=1)[0].strip(): r
+             for r in project["optional-dependencies"]["cdk"]}
+    for name in ("aws-cdk-lib", "constructs", "cdk-nag", "jsii"):
+        assert "==" in extra[name], extra.get(name)
+
+
+def test_cdk_json_runs_this_app_with_the_context_the_tests_use() -> None:
+    config = json.loads((ROOT / "cdk.json").read_text())
+    assert config["app"].endswith("-m infra.app")
+    assert config["context"] == cdk_json_context()
+    assert config["context"]["@aws-cdk/aws-iam:minimizePolicies"] is True
