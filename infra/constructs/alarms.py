@@ -85,25 +85,22 @@ def runbook_alarm(
 
 
 def errors_alarm(scope: Construct, construct_id: str, function: lambda_.IFunction, *,
-                 what: str, decide: str,
+                 runbook: Runbook,
                  action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
     """The function raised (Lambda's ``Errors``), in any 5-minute period."""
     return runbook_alarm(
         scope, construct_id,
         metric=function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
-        threshold=1, action=action,
-        runbook=Runbook(means=f"{what} raised an error (see the function's log).",
-                        decide=decide),
+        threshold=1, action=action, runbook=runbook,
     )
 
 
-def dlq_alarm(scope: Construct, construct_id: str, queue: sqs.IQueue, *, holds: str,
-              decide: str, action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+def dlq_alarm(scope: Construct, construct_id: str, queue: sqs.IQueue, *, runbook: Runbook,
+              action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
     """The dead-letter queue is not empty."""
     return runbook_alarm(
         scope, construct_id,
         metric=queue.metric_approximate_number_of_messages_visible(
             period=Duration.minutes(5), statistic="Maximum"),
-        threshold=1, action=action,
-        runbook=Runbook(means=f"The dead-letter queue is not empty: {holds}", decide=decide),
+        threshold=1, action=action, runbook=runbook,
     )

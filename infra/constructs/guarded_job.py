@@ -30,9 +30,10 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from jobguard import OverlapPolicy, environment
+from jobguard import environment
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
+from jobguard.runbook import busy_metric, busy_window, job_alarms
 
 from ._function import check_extra_environment, python_function, seconds
 from ._queues import dead_letter_queue, secure_queue
@@ -65,13 +66,6 @@ ASYNC_MAX_EVENT_AGE = timedelta(hours=6)
 MIN_EVENT_AGE = timedelta(minutes=1)
 RETRIES_AFTER_FAILURE = 3
 """Deliveries of a queued trigger whose run failed, before it is moved to the DLQ."""
-
-_BUSY_METRIC = {
-    OverlapPolicy.SKIP: ("TriggersSkipped", "skipped"),
-    OverlapPolicy.COALESCE: ("TriggersCoalesced", "coalesced into a follow-up run"),
-    OverlapPolicy.QUEUE: ("TriggersQueued", "queued behind the active run"),
-}
-
 
 def tick_input(job: JobDefinition) -> dict[str, str]:
     """The schedule's input: a tick whose identity is the job and its scheduled time."""
@@ -213,124 +207,64 @@ class GuardedJob(Construct):
     # -- alarms ----------------------------------------------------------------------------
 
     def _alarms(self, action: cloudwatch.IAlarmAction | None) -> dict[str, cloudwatch.Alarm]:
+        """The job's alarms. Their words come from jobguard.runbook, which
+        `jobguard runbook` prints too, so the pager and the runbook cannot disagree."""
         job, name = self.job, self.job.name
+        texts = job_alarms(job)
         alarms: dict[str, cloudwatch.Alarm] = {}
-        interval = job.interval
-        pace = (f"its {human(interval)} interval" if interval
-                else f"its {human(job.timeout)} timeout")
-        budget = (interval or job.timeout) * job.overlap_alarm_share
+
+        def runbook(key: str) -> Runbook:
+            return Runbook(means=texts[key].means, decide=texts[key].decide)
+
+        budget = (job.interval or job.timeout) * job.overlap_alarm_share
         alarms["overlap"] = runbook_alarm(
             self, "OverlapAheadAlarm",
             metric=job_metric(name, "RunDuration", statistic="Maximum"),
             threshold=budget.total_seconds() * 1000,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            action=action,
-            runbook=Runbook(
-                means=f"Overlap ahead: a run of {name} took more than "
-                      f"{job.overlap_alarm_share:.0%} of {pace}; the next tick will meet a "
-                      f"running run (policy {job.policy.value}).",
-                decide=f"shorten the batch (batch_size {job.batch_size}), lengthen the "
-                       "interval, or find the slow destination, before runs stop fitting.",
-            ),
+            action=action, runbook=runbook("overlap"),
         )
-        busy = _BUSY_METRIC.get(job.policy)
+        busy = busy_metric(job)
         if busy is not None:
-            alarms["busy"] = self._busy_alarm(*busy, action=action)
-        if job.policy is OverlapPolicy.QUEUE:
+            period, periods, _ = busy_window(job)
+            metric = job_metric(name, busy[0], period=seconds(period or timedelta(days=1)))
+            alarms["busy"] = runbook_alarm(
+                self, "BusyAlarm", metric=metric,
+                threshold=1.0 if period is not None else float(job.skipped_alarm_count),
+                evaluation_periods=periods, action=action, runbook=runbook("busy"),
+            )
+        if "dropped" in texts:
             alarms["dropped"] = runbook_alarm(
                 self, "DroppedAlarm", metric=job_metric(name, "TriggersDropped"),
-                threshold=1, action=action,
-                runbook=Runbook(
-                    means=f"A trigger of {name} was dropped: {job.max_queued} were already "
-                          "pending (max_queued). That trigger will not run.",
-                    decide="raise max_queued only if the backlog can drain; otherwise slow "
-                           "the schedule. Start a manual run if the dropped window matters.",
-                ),
+                threshold=1, action=action, runbook=runbook("dropped"),
             )
-        if job.policy is not OverlapPolicy.REPLACE:  # REPLACE ends old runs this way
+        if "lease_lost" in texts:
             alarms["lease_lost"] = runbook_alarm(
                 self, "LeaseLostAlarm", metric=job_metric(name, "LeaseLost"),
-                threshold=1, action=action,
-                runbook=Runbook(
-                    means=f"A run of {name} lost its lease (a renewal was refused or did "
-                          "not land in time) and stopped; it committed nothing after that.",
-                    decide=f"check DynamoDB throttling and the run's duration against the "
-                           f"{human(job.lease)} lease; the next trigger resumes the work.",
-                ),
+                threshold=1, action=action, runbook=runbook("lease_lost"),
             )
         alarms["uncertain"] = runbook_alarm(
             self, "UncertainAlarm", metric=job_metric(name, "UncertainOutcomes"),
-            threshold=1, action=action,
-            runbook=Runbook(
-                means=f"A work item of {name} has an unknown outcome (its claim expired, or "
-                      "a destination call failed ambiguously). It is never redone blindly: "
-                      "the next run or the reconciler checks the destination first.",
-                decide="if it persists after the next reconciler sweep, check the "
-                       "destination, then run recovery for the item's cursor range "
-                       "(dry run first).",
-            ),
+            threshold=1, action=action, runbook=runbook("uncertain"),
         )
         alarms["reconciled"] = runbook_alarm(
             self, "ReconciliationFindingsAlarm",
             metric=job_metric(name, "ReconciliationFindings"), threshold=1, action=action,
-            runbook=Runbook(
-                means=f"Reconciliation found the effect of an uncertain item of {name} "
-                      "already at the destination (the call landed, its response was "
-                      "lost) and recorded it as completed instead of redoing it.",
-                decide="nothing if rare; if it repeats, destination calls time out after "
-                       "landing: raise the client timeout or look at the destination's "
-                       "latency.",
-            ),
+            runbook=runbook("reconciled"),
         )
         alarms["schedule_dlq"] = dlq_alarm(
             self, "ScheduleDlqAlarm", self.schedule_dlq, action=action,
-            holds=f"EventBridge Scheduler could not deliver a tick of {name} within its "
-                  "retries; that tick never ran.",
-            decide="read the message's error attributes, fix the cause (throttling, a "
-                   "deleted function, permissions), start a manual run if the missed "
-                   "window matters, then purge the queue.",
+            runbook=runbook("schedule_dlq"),
         )
         if self.trigger_dlq is not None:
             alarms["trigger_dlq"] = dlq_alarm(
                 self, "TriggerDlqAlarm", self.trigger_dlq, action=action,
-                holds=f"a queued trigger or follow-up of {name} was delivered "
-                      f"{receive_budget(job)} times without completing.",
-                decide="find its trigger_id in the job's run records; if the work is still "
-                       "needed start a manual run, then purge the queue.",
+                runbook=runbook("trigger_dlq"),
             )
         alarms["errors"] = errors_alarm(
-            self, "ErrorsAlarm", self.function, action=action, what=f"The function of {name}",
-            decide="read the failed run's error in its run record; Lambda retries the tick "
-                   "twice, and completed work items are skipped on retry.",
+            self, "ErrorsAlarm", self.function, action=action, runbook=runbook("errors"),
         )
         return alarms
-
-    def _busy_alarm(self, metric_name: str, verb: str, *,
-                    action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
-        job = self.job
-        count, interval = job.skipped_alarm_count, job.interval
-        day = timedelta(days=1)
-        if interval is not None and interval * count <= day:
-            # One tick per period: every period of `count` in a row saw a busy trigger.
-            metric = job_metric(job.name, metric_name, period=seconds(interval))
-            periods, threshold = count, 1.0
-            window = f"for {count} intervals in a row"
-        else:  # cron, or a window CloudWatch cannot evaluate: count within a day
-            metric = job_metric(job.name, metric_name, period=seconds(day))
-            periods, threshold = 1, float(count)
-            window = f"{count} times within a day"
-        decide = ("raise max_queued only if the backlog can drain; otherwise slow the "
-                  "schedule." if job.policy is OverlapPolicy.QUEUE else
-                  "shorten the batch, lengthen the interval, or find the slow destination.")
-        return runbook_alarm(
-            self, "BusyAlarm", metric=metric, threshold=threshold,
-            evaluation_periods=periods, action=action,
-            runbook=Runbook(
-                means=f"Triggers of {job.name} were {verb} {window}: runs no longer fit "
-                      "the schedule.",
-                decide=decide,
-            ),
-        )
 
     # -- dashboard -------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from ._function import python_function
 from ._queues import dead_letter_queue as new_dead_letter_queue
 from ._schedule import function_schedule
 from ._text import module_of
-from .alarms import dlq_alarm, errors_alarm
+from .alarms import Runbook, dlq_alarm, errors_alarm
 from .bundle import LambdaBundle
 from .table import JobTable
 
@@ -84,9 +84,11 @@ class Reconciler(Construct):
                 for_queue=False)
             self.alarms["schedule_dlq"] = dlq_alarm(
                 self, "ScheduleDlqAlarm", dead_letter_queue, action=alarm_action,
-                holds=f"a reconciler sweep of {job.name} was not delivered.",
-                decide="read the message's error attributes and fix the cause; the next "
-                       "sweep covers what this one missed. Then purge the queue.")
+                runbook=Runbook(
+                    means=f"The dead-letter queue is not empty: a reconciler sweep of "
+                          f"{job.name} was not delivered.",
+                    decide="read the message's error attributes and fix the cause; the next "
+                           "sweep covers what this one missed. Then purge the queue."))
         self.schedule = function_schedule(
             self, "Schedule",
             function=self.function, expression=job.reconciler_schedule,
@@ -96,6 +98,7 @@ class Reconciler(Construct):
         )
         self.alarms["errors"] = errors_alarm(
             self, "ErrorsAlarm", self.function, action=alarm_action,
-            what=f"The reconciler of {job.name}",
-            decide="read its log; items it could not resolve stay uncertain and are "
-                   "swept again at the next run of the reconciler.")
+            runbook=Runbook(
+                means=f"The reconciler of {job.name} raised an error (see its log).",
+                decide="read its log; items it could not resolve stay uncertain and are "
+                       "swept again at the next run of the reconciler."))

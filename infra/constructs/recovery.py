@@ -30,7 +30,7 @@ from jobguard.errors import ConfigError
 
 from ._function import python_function
 from ._text import module_of
-from .alarms import errors_alarm
+from .alarms import Runbook, errors_alarm
 from .bundle import LambdaBundle
 from .table import JobTable
 
@@ -98,9 +98,10 @@ class RecoveryFunction(Construct):
             self.function.grant_invoke(principal)
         self.alarms = {"errors": errors_alarm(
             self, "ErrorsAlarm", self.function, action=alarm_action,
-            what="The recovery function",
-            decide="read the returned summary and the log; a recovery that failed midway "
-                   "holds nothing (its lease expires) and can be planned again.")}
+            runbook=Runbook(
+                means="The recovery function raised an error (see its log).",
+                decide="read the returned summary and the log; a recovery that failed "
+                       "midway holds nothing (its lease expires) and can be planned again."))}
 
 
 def _refuse_public(stack: Stack, principal: iam.IPrincipal) -> None:

@@ -1,81 +1,133 @@
 """A job's runbook, generated from its definition (the same one the stack deploys).
 
-The alarm texts here are the descriptions the CDK stack puts on the alarms, so what
-the pager says and what ``jobguard runbook`` says cannot drift apart.
+The alarm texts here (:func:`job_alarms`) are the descriptions the CDK stack puts on
+the alarms, so what the pager says and what ``jobguard runbook`` says cannot drift.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from .config import OverlapPolicy
 from .definitions import JobDefinition
 
-__all__ = ["ALARMS", "Alarm", "render"]
+__all__ = ["AlarmText", "busy_metric", "busy_window", "job_alarms", "render"]
 
 
 @dataclass(frozen=True)
-class Alarm:
-    """One alarm of a guarded job: what fires it, and the decision it asks for."""
+class AlarmText:
+    """What an alarm means, and the decision it asks of the operator."""
 
     key: str
     title: str
-    fires_when: str
-    decision: str
-
-    def description(self, job: JobDefinition) -> str:
-        """The alarm description (CloudWatch allows 1024 characters)."""
-        text = (f"[{job.name}] {self.title}: {self.fires_when.format(job=job, **_facts(job))} "
-                f"Decide: {self.decision.format(job=job, **_facts(job))} "
-                f"Runbook: jobguard runbook {job.name}")
-        return text[:1024]
+    means: str
+    decide: str
 
 
-def _facts(job: JobDefinition) -> dict[str, str]:
-    interval = job.interval
-    return {
-        "interval": str(interval) if interval else job.schedule,
-        "share": f"{job.overlap_alarm_share:.0%}",
-        "threshold_s": str(int(interval.total_seconds() * job.overlap_alarm_share))
-        if interval else "n/a",
-        "policy": job.policy.value,
-    }
+_BUSY = {
+    OverlapPolicy.SKIP: ("TriggersSkipped", "skipped"),
+    OverlapPolicy.COALESCE: ("TriggersCoalesced", "coalesced into a follow-up run"),
+    OverlapPolicy.QUEUE: ("TriggersQueued", "queued behind the active run"),
+}
 
 
-ALARMS: tuple[Alarm, ...] = (
-    Alarm("overlap-ahead", "run duration nearing the schedule interval",
-          "the longest run took more than {share} of the {interval} interval ({threshold_s} s).",
-          "the next runs will overlap and be handled by the {policy} policy; shrink the batch, "
-          "speed up the destination, or lengthen the schedule before triggers pile up."),
-    Alarm("skipped-in-a-row", "triggers skipped repeatedly",
-          "{job.skipped_alarm_count} or more triggers were skipped, queued past the bound or "
-          "found stale in a row.",
-          "a run is stuck or too slow: check `jobguard status {job.name}`; if the holder is "
-          "dead and its lease will not expire soon, `jobguard release {job.name} --force`."),
-    Alarm("lease-lost", "a run lost its lease",
-          "a run stopped because it could not renew its lease, or was replaced.",
-          "check DynamoDB throttling and the run's duration against the lease; its items "
-          "are reconciled by the next run; confirm with `jobguard items {job.name} --status "
-          "uncertain`."),
-    Alarm("uncertain-items", "work items with an unknown outcome",
-          "an item's outcome could not be known (a timeout, a lost response, a dead worker).",
-          "nothing is redone blindly: the next run or the reconciler looks each one up at "
-          "the destination; if they persist, run `jobguard recover {job.name} --mode "
-          "uncertain` for the affected range."),
-    Alarm("reconciliation-findings", "uncertain items found at the destination",
-          "reconciliation found results at the destination that the ledger did not know.",
-          "expected after crashes and timeouts; a steady stream means the destination "
-          "answers too slowly for the client's timeout."),
-    Alarm("dlq-not-empty", "a trigger or a scheduled delivery was dead-lettered",
-          "a message sits in the job's dead-letter queue (a trigger the function could not "
-          "take, or a delivery the Scheduler could not make).",
-          "inspect the message; once the cause is fixed, redrive it or run the job by hand "
-          "(`aws lambda invoke` with a manual trigger)."),
-    Alarm("errors", "the function failed",
-          "the job's function returned errors.",
-          "read the run records (`jobguard runs {job.name} --status failed`) and the "
-          "function's logs by run id."),
-)
+def busy_metric(job: JobDefinition) -> tuple[str, str] | None:
+    """The metric (and its verb) that counts triggers meeting an active run."""
+    return _BUSY.get(job.policy)
+
+
+def busy_window(job: JobDefinition) -> tuple[timedelta | None, int, str]:
+    """How the repeated-busy alarm counts: (period or None for a day, periods, words)."""
+    count, interval = job.skipped_alarm_count, job.interval
+    if interval is not None and interval * count <= timedelta(days=1):
+        return interval, count, f"for {count} intervals in a row"
+    return None, 1, f"{count} times within a day"
+
+
+def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
+    """The alarms a job gets (they depend on its policy), with their runbook text.
+
+    The CDK stack puts these words on the alarms and ``jobguard runbook`` prints them.
+    """
+    name, interval = job.name, job.interval
+    pace = f"its {_human(interval)} interval" if interval else f"its {_human(job.timeout)} timeout"
+    texts = [AlarmText(
+        "overlap", "overlap ahead",
+        f"Overlap ahead: a run of {name} took more than {job.overlap_alarm_share:.0%} of "
+        f"{pace}; the next tick will meet a running run (policy {job.policy.value}).",
+        f"shorten the batch (batch_size {job.batch_size}), lengthen the interval, or find "
+        "the slow destination, before runs stop fitting.")]
+    busy = busy_metric(job)
+    if busy is not None:
+        texts.append(AlarmText(
+            "busy", f"triggers {busy[1]} repeatedly",
+            f"Triggers of {name} were {busy[1]} {busy_window(job)[2]}: runs no longer fit "
+            "the schedule.",
+            "raise max_queued only if the backlog can drain; otherwise slow the schedule."
+            if job.policy is OverlapPolicy.QUEUE else
+            "shorten the batch, lengthen the interval, or find the slow destination."))
+    if job.policy is OverlapPolicy.QUEUE:
+        texts.append(AlarmText(
+            "dropped", "trigger dropped",
+            f"A trigger of {name} was dropped: {job.max_queued} were already pending "
+            "(max_queued). That trigger will not run.",
+            "raise max_queued only if the backlog can drain; otherwise slow the schedule. "
+            "Start a manual run if the dropped window matters."))
+    if job.policy is not OverlapPolicy.REPLACE:  # REPLACE ends old runs this way
+        texts.append(AlarmText(
+            "lease_lost", "lease lost",
+            f"A run of {name} lost its lease (a renewal was refused or did not land in "
+            "time) and stopped; it committed nothing after that.",
+            f"check DynamoDB throttling and the run's duration against the "
+            f"{_human(job.lease)} lease; the next trigger resumes the work."))
+    texts += [
+        AlarmText(
+            "uncertain", "uncertain work items",
+            f"A work item of {name} has an unknown outcome (its claim expired, or a "
+            "destination call failed ambiguously). It is never redone blindly: the next "
+            "run or the reconciler checks the destination first.",
+            "if it persists after the next reconciler sweep, check the destination, then "
+            f"run recovery for the item's cursor range (`jobguard recover {name} ...`, dry "
+            "run first)."),
+        AlarmText(
+            "reconciled", "reconciliation findings",
+            f"Reconciliation found the effect of an uncertain item of {name} already at "
+            "the destination (the call landed, its response was lost) and recorded it as "
+            "completed instead of redoing it.",
+            "nothing if rare; if it repeats, destination calls time out after landing: "
+            "raise the client timeout or look at the destination's latency."),
+        AlarmText(
+            "schedule_dlq", "a tick was dead-lettered",
+            f"The dead-letter queue is not empty: EventBridge Scheduler could not deliver a "
+            f"tick of {name} within its retries; that tick never ran.",
+            "read the message's error attributes, fix the cause (throttling, a deleted "
+            "function, permissions), start a manual run if the missed window matters, then "
+            "purge the queue."),
+    ]
+    if job.policy in (OverlapPolicy.QUEUE, OverlapPolicy.COALESCE):
+        texts.append(AlarmText(
+            "trigger_dlq", "a queued trigger was dead-lettered",
+            f"The dead-letter queue is not empty: a queued trigger or follow-up of {name} "
+            "was delivered its maximum number of times without completing.",
+            "find its trigger_id in the job's run records; if the work is still needed "
+            "start a manual run, then purge the queue."))
+    texts.append(AlarmText(
+        "errors", "function errors",
+        f"The function of {name} raised an error (see the function's log).",
+        "read the failed run's error in its run record; Lambda retries the tick twice, and "
+        "completed work items are skipped on retry."))
+    return {t.key: t for t in texts}
+
+
+def _human(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds % size == 0 and seconds >= size:
+            n = seconds // size
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds} s"
+
 
 _POLICY_MEANING = {
     OverlapPolicy.SKIP: (
@@ -124,11 +176,8 @@ def render(job: JobDefinition) -> str:
         "## Alarms",
         "",
     ]
-    for alarm in ALARMS:
-        facts = _facts(job)
-        lines.append(f"- **{job.name}-{alarm.key}** ({alarm.title}): "
-                     f"{alarm.fires_when.format(job=job, **facts)} "
-                     f"Decide: {alarm.decision.format(job=job, **facts)}")
+    for alarm in job_alarms(job).values():
+        lines.append(f"- **{alarm.title}**: {alarm.means} Decide: {alarm.decide}")
     lines += [
         "",
         "## Recovery",

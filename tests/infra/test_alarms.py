@@ -129,3 +129,17 @@ def test_one_dashboard_shows_every_alarm_and_every_job(synth: Synth) -> None:
     assert NAMESPACE in body
     for logical_id in synth.of_type("AWS::CloudWatch::Alarm"):
         assert logical_id in body, f"alarm {logical_id} is not on the dashboard"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_KINDS))
+def test_the_pager_and_the_runbook_say_the_same_words(synth: Synth, name: str) -> None:
+    from jobguard.runbook import job_alarms, render
+
+    job = synth.stack.jobs[name].job
+    texts = job_alarms(job)
+    assert set(texts) == EXPECTED_KINDS[name]  # one list decides which alarms exist
+    runbook = render(job)
+    for kind, text in texts.items():
+        description = _alarm(synth, name, kind)["AlarmDescription"]
+        assert text.means in description and text.decide in description
+        assert text.means in runbook and text.decide in runbook
