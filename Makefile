@@ -32,7 +32,7 @@ test: $(STAMP) lint typecheck
 	$(PY) -m pytest tests
 
 lint: $(STAMP)
-	$(PY) -m ruff check lib tests handlers bench
+	$(PY) -m ruff check lib tests handlers bench infra
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
