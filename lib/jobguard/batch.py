@@ -102,6 +102,7 @@ class ClaimedItem:
         self.attempt = attempt
         self._deadline = claimed_mono + claims.claim_s - claims.skew_s
         self.outcome: str | None = None
+        self.handed_out = False
 
     @property
     def key(self) -> str:
@@ -128,6 +129,10 @@ class ClaimedItem:
     def uncertain(self, error: BaseException | str) -> None:
         """The outcome is unknown: reconcile before anything is redone."""
         self._record("uncertain", error=_describe(error))
+
+    def release(self) -> None:
+        """Give the claim back: the destination was never called for this item."""
+        self._record("release")
 
     def _record(self, kind: str, **details: Any) -> None:
         if self.outcome is not None:
@@ -307,6 +312,8 @@ class WorkClaims:
             self.report.completed += 1
         elif outcome.kind == "fail":
             self.report.failed += 1
+        elif outcome.kind == "release":
+            self.report.remaining += 1
         else:
             self.report.uncertain += 1
             self.telemetry.count("UncertainOutcomes")
@@ -359,10 +366,15 @@ class WorkClaims:
         items = self.claim_page(page, work_id, payload)
         try:
             for item in items:
+                item.handed_out = True
                 yield item
                 if item.outcome is None:
                     item.uncertain("no outcome was recorded for this item")
         finally:
+            # The caller stopped early: claims it never received are given back.
+            for item in items:
+                if item.outcome is None and not item.handed_out:
+                    item.release()
             self.flush()
 
 
@@ -490,7 +502,8 @@ class BatchJob(Generic[R]):
             fire("after_claim", job=run.job, run_id=run.run_id, work_ids=[i.key for i in items])
             for index, item in enumerate(items):
                 if _remaining_ms(context) < margin_ms:
-                    report.remaining += len(items) - index
+                    for unstarted in items[index:]:
+                        unstarted.release()  # never started: no claim left behind
                     report.stopped = "time"
                     break
                 self.process_one(run, item)

@@ -187,6 +187,10 @@ class DynamoJobStore:
             f"{e.n('heartbeat_at_ms')} = {e.v(now_ms)}",
             f"{expires} = {e.v(now_ms + lease_ms)}",
             f"{t} = {e.v(TriggerMark(Mark.RUNNING, now_ms).encode())}",
+            # Who held it before us (evaluated on the row before this write): what a
+            # retry of this write, after a lost response, needs to record the run it
+            # displaced.
+            f"{e.n('prev_run_id')} = if_not_exists({run_id_a}, {e.v('-')})",
         ]
         removes = [e.n("wake_receipt")]
         if trigger.kind is TriggerKind.FOLLOW_UP or absorb_follow_up:
@@ -211,8 +215,12 @@ class DynamoJobStore:
             state = lease_state(trigger.job, _old_item(exc))
             if state.run_id == run_id:
                 # Our own earlier attempt succeeded and its response was lost; the SDK
-                # retried and the retry failed against our own write.
-                return Acquired(fence=state.fence, previous=state)
+                # retried and the retry failed against our own write. The row we
+                # displaced is gone; what we know of it is its run id.
+                prev = _plain(_old_item(exc)).get("prev_run_id")
+                previous = LeaseState(job=trigger.job, fence=state.fence - 1,
+                                      run_id=None if prev in (None, "-") else str(prev))
+                return Acquired(fence=state.fence, previous=previous)
             return Busy(state)
         previous = lease_state(trigger.job, response.get("Attributes"))
         return Acquired(fence=previous.fence + 1, previous=previous)

@@ -164,7 +164,8 @@ class DynamoItemStore:
         transaction of the page's last outcomes, so it never passes an unfinished item
         of that page.
         """
-        actions = [(o.work_id, self._settle_action(lease, o, now_ms, ttl_s)) for o in outcomes]
+        actions = [(o.work_id, self._release_action(lease, o) if o.kind == "release"
+                    else self._settle_action(lease, o, now_ms, ttl_s)) for o in outcomes]
         if checkpoint is not None:
             expected_seq, cursor = checkpoint
             actions.append((_CHECKPOINT, self._checkpoint_action(lease, expected_seq, cursor,
@@ -312,6 +313,21 @@ class DynamoItemStore:
             raise ValueError(f"unknown outcome kind {o.kind!r}")
         return self._update(lease.job, o.work_id, update, condition, e)
 
+    def _release_action(self, lease: Fence, o: Settle) -> dict[str, Any]:
+        """Give back a claim whose destination call never started: the item is absent
+        again (never attempted), for the next run to claim."""
+        e = Expr()
+        condition = (f"{e.n('state')} = {e.v(ItemState.CLAIMED.value)} AND "
+                     f"{e.n('run_id')} = {e.v(lease.run_id)} AND "
+                     f"{e.n('fence')} = {e.v(lease.fence)}")
+        return {"Delete": {
+            "TableName": self.table_name,
+            "Key": self._key(lease.job, o.work_id),
+            "ConditionExpression": condition,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **e.params(condition),
+        }}
+
     def _checkpoint_action(self, lease: Fence, expected_seq: int, cursor: str | None,
                            now_ms: int) -> dict[str, Any]:
         e = Expr()
@@ -374,7 +390,12 @@ class DynamoItemStore:
                             continue
                         raise StoreError("transact", lease.job, str(exc)) from exc
                     why = reasons(exc)
-                    if why and why[0].get("Code") == "ConditionalCheckFailed":
+                    if len(why) != len(pending) + 1:
+                        # Without a reason per action nothing can be split safely.
+                        raise StoreError("transact", lease.job,
+                                         f"cancelled with {len(why)} reasons for "
+                                         f"{len(pending) + 1} actions: {exc}") from exc
+                    if why[0].get("Code") == "ConditionalCheckFailed":
                         raise LeaseLostError(lease.job, lease.run_id, lease.fence,
                                              "the lease row no longer carries this fence") from None
                     retry: list[tuple[str, dict[str, Any]]] = []
@@ -415,6 +436,8 @@ def _already_settled(row: ItemRecord, wanted: Settle, lease: Fence) -> bool:
     """A refused settle whose effect is already there: our own write, response lost."""
     if wanted.kind in ("complete", "found"):
         return row.state is ItemState.COMPLETED and row.destination_id == wanted.destination_id
+    if wanted.kind == "release":
+        return False
     if wanted.kind in ("fail", "not_found"):
         return row.state is ItemState.FAILED and row.run_id == lease.run_id
     return row.state is ItemState.UNCERTAIN and (

@@ -447,11 +447,15 @@ class GuardedJob:
     def _record_displaced(self, previous: LeaseState, now_ms: int) -> None:
         """The row we took still named a holder: record that run, so operators see it."""
         rt = self.runtime()
-        expired = previous.expires_at_ms is not None and previous.expires_at_ms < now_ms
-        status = RunStatus.ABANDONED if expired else RunStatus.LEASE_LOST
+        replaced = self.config.policy is OverlapPolicy.REPLACE and (
+            previous.expires_at_ms is None or previous.expires_at_ms >= now_ms)
+        status = RunStatus.LEASE_LOST if replaced else RunStatus.ABANDONED
         detail = (
+            "replaced by a newer trigger (REPLACE)" if replaced else
             f"lease expired at {previous.expires_at_ms} without release; taken over"
-            if expired else "replaced by a newer trigger (REPLACE)"
+            if previous.expires_at_ms is not None else
+            "lease expired without release; taken over (its details were lost with a "
+            "lost response to the takeover)"
         )
         record = RunRecord(
             job=previous.job, run_id=previous.run_id or "", trigger_id=previous.trigger_id or "",

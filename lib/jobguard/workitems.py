@@ -231,7 +231,8 @@ class Settle:
     ``kind``: ``complete`` / ``fail`` / ``uncertain`` (the run holds the claim);
     ``expire`` (mark a claim whose holder vanished uncertain: ``observed_run_id`` is the
     claim seen); ``found`` (reconciliation found it at the destination: uncertain to
-    completed); ``not_found`` (reconciliation did not: uncertain to retryable failed).
+    completed); ``not_found`` (reconciliation did not: uncertain to retryable failed);
+    ``release`` (the run never started this item: the claim is given back).
     """
 
     work_id: str
