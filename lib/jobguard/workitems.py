@@ -155,48 +155,36 @@ class OutcomeUnknown(JobGuardError):
     """Raise this from a destination call whose outcome you cannot know.
 
     The item becomes ``uncertain`` and is reconciled before it is ever redone. These
-    are treated the same way without wrapping (:func:`is_outcome_unknown`):
-    ``TimeoutError`` (incl. ``socket.timeout``), ``ConnectionResetError``,
-    ``ConnectionAbortedError``, ``BrokenPipeError``, botocore's ``ReadTimeoutError``,
-    ``ConnectionClosedError`` and ``ResponseStreamingError``, urllib3's
-    ``ProtocolError`` and ``ReadTimeoutError``, and ``requests``' ``ReadTimeout`` and
+    are treated the same way without wrapping (:func:`is_outcome_unknown`): every
+    ``TimeoutError`` (incl. ``socket.timeout``) and ``ConnectionError`` (resets, aborts,
+    broken pipes, refused connections), botocore's ``HTTPClientError`` family
+    (``ReadTimeoutError``, ``ConnectTimeoutError``, ``EndpointConnectionError``,
+    ``ConnectionClosedError``, ...) and ``ResponseStreamingError``, urllib3's
+    ``HTTPError`` family, and ``requests``' ``ConnectionError`` / ``Timeout`` /
     ``ChunkedEncodingError``.
 
-    Errors raised *before* the request could have been sent (DNS failure, connection
-    refused, a connect timeout) are not ambiguous: they fail the item as retryable.
+    Even a connect error is uncertain: clients retry, and the call that finally failed
+    to connect may follow an attempt that was delivered and timed out. Reconciling
+    first costs one lookup; redoing blindly could apply the action twice.
     """
 
 
 _UNKNOWN_BY_NAME = {
-    ("botocore.exceptions", "ReadTimeoutError"),
-    ("botocore.exceptions", "ConnectionClosedError"),
+    ("botocore.exceptions", "HTTPClientError"),
+    ("botocore.exceptions", "ConnectionError"),
     ("botocore.exceptions", "ResponseStreamingError"),
-    ("urllib3.exceptions", "ProtocolError"),
-    ("urllib3.exceptions", "ReadTimeoutError"),
-    ("requests.exceptions", "ReadTimeout"),
+    ("urllib3.exceptions", "HTTPError"),
+    ("requests.exceptions", "ConnectionError"),
+    ("requests.exceptions", "Timeout"),
     ("requests.exceptions", "ChunkedEncodingError"),
-}
-_KNOWN_BEFORE_SEND = {
-    ("botocore.exceptions", "ConnectTimeoutError"),
-    ("botocore.exceptions", "EndpointConnectionError"),
-    ("requests.exceptions", "ConnectTimeout"),
-    ("urllib3.exceptions", "ConnectTimeoutError"),
-    ("urllib3.exceptions", "NewConnectionError"),
 }
 
 
 def is_outcome_unknown(exc: BaseException) -> bool:
     """Whether ``exc`` leaves a destination call's outcome unknown (see OutcomeUnknown)."""
-    for cls in type(exc).__mro__:
-        key = (cls.__module__, cls.__name__)
-        if key in _KNOWN_BEFORE_SEND or cls is ConnectionRefusedError:
-            return False
-        if key in _UNKNOWN_BY_NAME:
-            return True
-    return isinstance(
-        exc, OutcomeUnknown | TimeoutError | ConnectionResetError | ConnectionAbortedError
-        | BrokenPipeError
-    )
+    if isinstance(exc, OutcomeUnknown | TimeoutError | ConnectionError):
+        return True
+    return any((cls.__module__, cls.__name__) in _UNKNOWN_BY_NAME for cls in type(exc).__mro__)
 
 
 # -- the requests a run makes of the ledger (storage-independent) ----------------------
