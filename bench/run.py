@@ -52,6 +52,28 @@ Figures (written to ``bench/results.json``):
     inside the child. Median of ``--repeats`` children per side, interleaved.
     Target: ``cold_start_ms <= powertools_cold_start_ms``.
 
+Work items (``bench/items.py``; the alternative is Powertools' ``idempotent_function``
+around each destination call, ``event_key_jmespath='id'``, Lambda context registered):
+
+``requests_per_item_b1`` / ``requests_per_item_b100`` / ``powertools_requests_per_item``
+    DynamoDB requests per item of one ``BatchJob`` run over ``--items`` (1,000) items:
+    batch 1 flushed per item, and batch 100 flushed per page; per-run fixed costs (lease
+    acquire, checkpoint read, release + run record) included, amortised. The
+    destination writes to its own table through a client the counter does not see.
+    ``claim_requests_per_item_b1``: the same with ``Run.claim()`` in a plain handler.
+    Targets: <= 2 and <= 0.05.
+``overhead_ratio`` / ``powertools_overhead_ratio`` (and ``*_net``)
+    Wall time of the same ``--items`` destination calls (a no-op sleeping 20 ms) guarded
+    (batch 100, page flush) or through Powertools, over the bare loop, with 5 ms injected
+    before every DynamoDB request (a ``before-send`` hook). One repetition per side.
+    ``*_net`` subtracts the side's HTTP round trips to the emulator (``*_wire_s``), so
+    each request costs the injected 5 ms plus the client's own work.
+    Target: <= 1.10.
+``items_per_s``, ``peak_rss_mb_<size>``, ``peak_rss_ratio`` (``--scale``)
+    A fresh child process per size processes that many items (batch 100, runs of
+    ``--scale-per-run``) against an emulator in another process; throughput at the
+    larger size and the child's own peak RSS (``VmHWM``). Target: ratio <= 1.25.
+
 Both libraries run with their default settings: their log lines and EMF metrics are
 formatted and written as in Lambda, but to ``/dev/null`` while a stage runs (the
 cold start children's output is captured and discarded), so the table stays readable.
@@ -80,12 +102,16 @@ from bench.counting import COUNTER  # noqa: E402
 
 COUNTER.install()  # before jobguard or Powertools can create a botocore session
 
-import jobguard  # noqa: E402  (imported before the contention workers fork)
-from aws_lambda_powertools.utilities import idempotency  # noqa: E402, F401
-from jobguard.local.emulator import LocalAWS  # noqa: E402
+from bench.items import LATENCY  # noqa: E402  (imports jobguard: its sessions are lazy)
 
-from bench import coldstart, contention, request_counts  # noqa: E402
+LATENCY.install()  # idle until the overhead figure turns it on
+
+from aws_lambda_powertools.utilities import idempotency  # noqa: E402, F401
+
+import jobguard  # noqa: E402  (imported before the contention workers fork)
+from bench import coldstart, contention, items, request_counts  # noqa: E402
 from bench.common import Ticks, create_idempotency_table, create_jobguard_table  # noqa: E402
+from jobguard.local.emulator import LocalAWS  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 OUT: TextIO = sys.stdout
@@ -118,6 +144,11 @@ TARGETS: dict[str, Target] = {
     "cold_start_ms": Target(
         "<= alternative", lambda f: f["cold_start_ms"] <= f["powertools_cold_start_ms"]
     ),
+    "requests_per_item_b1": Target("<= 2", lambda f: f["requests_per_item_b1"] <= 2),
+    "requests_per_item_b100": Target("<= 0.05", lambda f: f["requests_per_item_b100"] <= 0.05),
+    "overhead_ratio": Target("<= 1.10", lambda f: f["overhead_ratio"] <= 1.10),
+    "overhead_ratio_net": Target("<= 1.10", lambda f: f["overhead_ratio_net"] <= 1.10),
+    "peak_rss_ratio": Target("<= 1.25", lambda f: f["peak_rss_ratio"] <= 1.25),
 }
 
 
@@ -209,6 +240,30 @@ def measure_cold_start(aws: LocalAWS, ticks: Ticks, repeats: int,
     }
 
 
+def measure_item_requests(aws: LocalAWS, n: int, meta: dict[str, Any]) -> Figures:
+    ddb = aws.client("dynamodb")
+    say(f"work items: requests per item ({n} items per side)")
+    return items.measure_requests(aws, lambda: create_jobguard_table(ddb),
+                                  lambda: create_idempotency_table(ddb), n, meta)
+
+
+def measure_overhead(aws: LocalAWS, n: int, meta: dict[str, Any]) -> Figures:
+    ddb = aws.client("dynamodb")
+    say(f"work items: wall time of {n} destination calls ({items.DESTINATION_S * 1000:.0f} ms "
+        f"each; {items.REQUEST_LATENCY_S * 1000:.0f} ms injected per DynamoDB request): bare, "
+        f"guarded, powertools, once each (~{3 * n * items.DESTINATION_S:.0f} s and more)")
+    return items.measure_overhead(aws, create_jobguard_table(ddb),
+                                  create_idempotency_table(ddb), n, meta)
+
+
+def measure_scale(sizes: tuple[int, int], per_run: int, meta: dict[str, Any]) -> Figures:
+    if per_run % 100:
+        raise SystemExit("--scale-per-run must be a multiple of the batch size (100)")
+    say(f"scale: {sizes[0]} then {sizes[1]} items (batch 100, runs of {per_run}), each in a "
+        "fresh child process against an emulator in another process")
+    return items.measure_scale(sizes, per_run, meta, say)
+
+
 def say(text: str) -> None:
     print(text, file=OUT, flush=True)
 
@@ -244,7 +299,38 @@ def rows(f: Figures) -> list[Row]:
         row("cold_start_emulator_ms", "powertools_cold_start_emulator_ms"),
         row("import_ms", "powertools_import_ms"),
         row("first_invoke_ms", "powertools_first_invoke_ms"),
-    ]
+    ] + item_rows(f, row)
+
+
+def item_rows(f: Figures, row: Callable[..., Row]) -> list[Row]:
+    """The work-item figures that were measured (scale only with ``--scale``)."""
+    lines: list[Row] = []
+    if "requests_per_item_b1" in f:
+        lines += [
+            row("requests_per_item_b1", "powertools_requests_per_item"),
+            row("claim_requests_per_item_b1", "powertools_requests_per_item"),
+            row("requests_per_item_b100", "powertools_requests_per_item"),
+        ]
+    if "overhead_ratio" in f:
+        lines += [
+            row("overhead_ratio", "powertools_overhead_ratio"),
+            row("overhead_ratio_net", "powertools_overhead_ratio_net"),
+            row("overhead_wire_s", "powertools_overhead_wire_s"),
+            row("guarded_loop_s", "powertools_loop_s"),
+            row("bare_loop_s"),
+        ]
+    if "peak_rss_ratio" in f:
+        small = items.size_label(int(f["scale_items_small"]))
+        large = items.size_label(int(f["scale_items_large"]))
+        lines += [
+            row("items_per_s"),
+            row(f"items_per_s_{small}"),
+            row(f"peak_rss_mb_{small}"),
+            row(f"peak_rss_mb_{large}"),
+            row("peak_rss_ratio"),
+            row("rss_bytes_per_item"),
+        ]
+    return lines
 
 
 def _num(value: float | None) -> str:
@@ -287,10 +373,15 @@ def base_meta(args: argparse.Namespace) -> dict[str, Any]:
             "boto3": _version("boto3"),
             "moto": _version("moto"),
         },
-        "parameters": {"runs": args.runs, "workers": args.workers, "repeats": args.repeats},
+        "parameters": {"runs": args.runs, "workers": args.workers, "repeats": args.repeats,
+                       "items": args.items, "quick": args.quick,
+                       "scale_items": list(args.scale_items) if args.scale else None,
+                       "scale_items_per_run": args.scale_per_run},
         "targets": {name: t.text for name, t in TARGETS.items()},
         "alternative": "aws-lambda-powertools @idempotent(DynamoDBPersistenceLayer, "
-                       "event_key_jmespath='scheduled_at')",
+                       "event_key_jmespath='scheduled_at'); per work item: "
+                       "@idempotent_function(data_keyword_argument='record', "
+                       "event_key_jmespath='id')",
     }
 
 
@@ -308,8 +399,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "side (default: %(default)s)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results file "
                         "(default: bench/results.json)")
+    parser.add_argument("--items", type=int, default=None, help="work items per side for the "
+                        "requests-per-item and overhead figures (default: 1000; 200 with "
+                        "--quick)")
+    parser.add_argument("--quick", action="store_true", help="development run: 200 items "
+                        "(and scale sizes 500,5000 unless --scale-items is given)")
+    parser.add_argument("--scale", action="store_true", help="also run the scale figure "
+                        "(minutes: see bench/README.md)")
+    parser.add_argument("--scale-items", type=_sizes, default=None, metavar="SMALL,LARGE",
+                        help=f"item counts of the scale figure (default: "
+                        f"{_DEFAULT_SCALE[0]},{_DEFAULT_SCALE[1]})")
+    parser.add_argument("--scale-per-run", type=int, default=5_000, help="items per run "
+                        "in the scale figure (default: %(default)s)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.items is None:
+        args.items = 200 if args.quick else 1000
+    if args.scale_items is None:
+        args.scale_items = (500, 5_000) if args.quick else _DEFAULT_SCALE
+    return args
+
+
+_DEFAULT_SCALE = (1_000, 10_000)
+"""~85 items/s on the emulator: about 2 minutes. 10,000,100,000 takes about 22."""
+
+
+def _sizes(text: str) -> tuple[int, int]:
+    try:
+        small, large = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SMALL,LARGE item counts, got {text!r}") \
+            from None
+    if not 0 < small < large:
+        raise argparse.ArgumentTypeError("expected 0 < SMALL < LARGE")
+    return small, large
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,16 +440,29 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     meta = base_meta(args)
     ticks = Ticks()
+    figures: Figures = {}
+    stage_s: dict[str, float] = meta.setdefault("stage_s", {})
+
+    def stage(name: str, measure: Callable[[], Figures]) -> None:
+        stage_started = time.perf_counter()
+        figures.update(measure())
+        stage_s[name] = round(time.perf_counter() - stage_started, 1)
+
     with LocalAWS() as aws, discard_stdout():
         os.environ.update(aws.env())
         for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
             os.environ.pop(name, None)
         say(f"emulator at {aws.endpoint_url}; request counts ({args.runs} runs each)")
-        figures = measure_requests(aws, ticks, args.runs, meta)
+        stage("requests", lambda: measure_requests(aws, ticks, args.runs, meta))
         say(f"contention: {args.workers} processes per side")
-        figures.update(measure_contention(aws, ticks, args.workers, meta))
+        stage("contention", lambda: measure_contention(aws, ticks, args.workers, meta))
         say(f"cold start: {args.repeats} fresh interpreters per side")
-        figures.update(measure_cold_start(aws, ticks, args.repeats, meta))
+        stage("cold_start", lambda: measure_cold_start(aws, ticks, args.repeats, meta))
+        stage("item_requests", lambda: measure_item_requests(aws, args.items, meta))
+        stage("overhead", lambda: measure_overhead(aws, args.items, meta))
+    if args.scale:
+        with discard_stdout():
+            stage("scale", lambda: measure_scale(args.scale_items, args.scale_per_run, meta))
     lines = rows(figures)
     meta["targets_met"] = {r.figure: r.ok for r in lines if r.ok is not None}
     meta["runtime_s"] = round(time.perf_counter() - started, 1)
@@ -334,7 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     say("")
     say(table(lines))
     say(f"\ncold start: jobguard / powertools = {figures['cold_start_ratio']:.2f}; "
-          f"total {meta['runtime_s']} s; results in {args.output}")
+          f"total {meta['runtime_s']} s ("
+          + ", ".join(f"{k} {v:.0f} s" for k, v in stage_s.items())
+          + f"); results in {args.output}")
     if not meta["contention"]["verified_1_run_and_rest_skipped"]:
         return 1
     return 1 if args.strict and not all(meta["targets_met"].values()) else 0

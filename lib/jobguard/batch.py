@@ -195,6 +195,9 @@ class WorkClaims:
         self.skew_s = config.skew_margin.total_seconds()
         self.report = BatchReport(batch_size=config.batch_size)
         self._buffer: list[Settle] = []
+        self.hold_next = False
+        """Per-item flush: keep the next outcome for the flush that carries the
+        checkpoint (the page's last item), saving a request per page."""
         self._clock = run.clock
 
     # -- claiming ------------------------------------------------------------------------
@@ -318,8 +321,9 @@ class WorkClaims:
             self.report.uncertain += 1
             self.telemetry.count("UncertainOutcomes")
         self._buffer.append(outcome)
-        if self.config.flush == "item":
+        if self.config.flush == "item" and not self.hold_next:
             self.flush()
+        self.hold_next = False
 
     def flush(self, checkpoint: tuple[int, str | None] | None = None) -> None:
         """Write buffered outcomes (and the checkpoint) under the fence."""
@@ -506,6 +510,7 @@ class BatchJob(Generic[R]):
                         unstarted.release()  # never started: no claim left behind
                     report.stopped = "time"
                     break
+                claims.hold_next = index == len(items) - 1
                 self.process_one(run, item)
             page_done = (report.stopped is None
                          and report.held + report.uncertain == unfinished_before)
