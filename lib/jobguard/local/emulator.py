@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import io
 import ipaddress
 import logging
 import os
@@ -210,6 +211,11 @@ class _SerializeRequests:
         locks = _locks_for(environ, dynamodb=self._dynamodb)
         if not locks:
             return self._app(environ, start_response)
+        # Read the whole request before taking a lock: a client stopped halfway through
+        # sending (SIGSTOP in a chaos test) must not freeze every other client.
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        stream = environ["wsgi.input"]
+        environ["wsgi.input"] = io.BytesIO(stream.read(length) if length else b"")
         with ExitStack() as held:
             for lock in locks:
                 held.enter_context(lock)
