@@ -13,9 +13,10 @@ once per record, with ``DynamoDBPersistenceLayer`` keyed on the contact id.
 - :func:`measure_overhead`: wall time of 1,000 destination calls (a no-op that sleeps
   20 ms) bare, guarded, and through Powertools, with :data:`LATENCY` adding 5 ms to every
   DynamoDB request the libraries send.
-- :func:`measure_scale`: fresh child processes (``bench/items_child.py``) process 10k
-  and 100k items against an emulator running in yet another process; throughput and
-  the child's peak RSS.
+- :func:`measure_scale`: a fresh child process (``bench/items_child.py``) per size
+  (``--scale-items``: 1k and 10k by default, 10k and 100k for the full figure) works
+  through that many items against an emulator running in yet another process;
+  throughput and the child's own peak RSS (``VmHWM``).
 """
 
 from __future__ import annotations
