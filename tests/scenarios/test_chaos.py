@@ -26,6 +26,7 @@ import multiprocessing as mp
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -55,8 +56,9 @@ from jobguard import (
     hooks,
 )
 from jobguard.clock import to_ms
-from jobguard.dynamodb import DynamoJobStore, run_record
+from jobguard.dynamodb import DynamoJobStore, create_table, run_record
 from jobguard.dynamodb_items import DynamoItemStore
+from jobguard.local.emulator import ENDPOINT_LINE_PREFIX
 from jobguard.workitems import is_outcome_unknown
 
 from ._items import contacts
@@ -352,6 +354,8 @@ def scan(ddb: Any, table: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
 
 
 def stream_records(ddb: Any, table: str) -> Iterator[dict[str, Any]]:
+    """The table's stream, oldest first: each write's new image (a deletion: its key,
+    with ``"removed": True``)."""
     from boto3.dynamodb.types import TypeDeserializer
 
     plain = TypeDeserializer()
@@ -365,9 +369,13 @@ def stream_records(ddb: Any, table: str) -> Iterator[dict[str, Any]]:
         if not response["Records"]:
             return
         for record in response["Records"]:
-            image = record["dynamodb"].get("NewImage")
+            change = record["dynamodb"]
+            image = change.get("NewImage")
             if image is not None:
                 yield {k: plain.deserialize(v) for k, v in image.items()}
+            elif record["eventName"] == "REMOVE":
+                yield {**{k: plain.deserialize(v) for k, v in change["Keys"].items()},
+                       "removed": True}
         iterator = response["NextShardIterator"]
 
 
@@ -381,12 +389,14 @@ class StreamAudit:
     checkpoints: list[tuple[int, int]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     history: dict[str, list[str]] = field(default_factory=dict)  # work id -> its writes
+    releases: int = 0  # claims given back unstarted (deleted rows)
 
     @classmethod
     def of(cls, images: Iterator[dict[str, Any]], items: int) -> StreamAudit:
         audit = cls()
         holder: tuple[str | None, int] = (None, 0)
         state: dict[int, str] = {}
+        writers: dict[str, tuple[Any, ...]] = {}  # work id -> (state, run id, fence)
         frontier = 0  # every item below it is finished
         seq, cursor = 0, 0
         for row in images:
@@ -401,6 +411,18 @@ class StreamAudit:
                     audit.acquisitions[fence] = row["run_id"]
                 holder = (row.get("run_id"), fence)
                 continue
+            if row.get("removed") and key[0].startswith(f"ITEM#{JOB}#"):
+                # A run gave back a claim it never started (it ran out of time): only its
+                # own claim, and only while it holds the lease.
+                work = key[0].split("#", 2)[2]
+                claim = writers.pop(work, None)
+                audit.writes_by[str(holder[0])] += 1
+                audit.releases += 1
+                if claim != ("claimed", *holder):
+                    audit.violations.append(f"{work} released under {holder}, row was {claim}")
+                state.pop(index_of(work), None)
+                audit.history.setdefault(work, []).append(f"released (lease {holder})")
+                continue
             is_item = key[0].startswith(f"ITEM#{JOB}#") and "state" in row
             is_checkpoint = key == (f"JOB#{JOB}", "CHECKPOINT") and "seq" in row
             if not (is_item or is_checkpoint):
@@ -413,6 +435,7 @@ class StreamAudit:
                     f"{row.get('work_id', 'checkpoint')} written by {writer} while the lease "
                     f"was {holder}: {row}")
             if is_item:
+                writers[row["work_id"]] = (row["state"], *writer)
                 audit.history.setdefault(row["work_id"], []).append(
                     f"{row['state']} by {writer} (lease {holder})")
                 index = index_of(row["work_id"])
@@ -524,12 +547,6 @@ def apply_faults(pool: Pool, store: DynamoJobStore, items: DynamoItemStore,
     next_fault = time.monotonic() + rng.uniform(1.0, 2.0)
     while time.monotonic() < deadline:
         pool.resume_due()
-        if pool.stopped:
-            # A worker stopped in the middle of a request holds the emulator's DynamoDB
-            # lock until it resumes (test_the_emulator_serves_others_while_a_client_
-            # stalls_mid_request): no request from here until then, or no resume ever.
-            time.sleep(0.05)
-            continue
         checkpoint = items.read_checkpoint(JOB)
         samples.append((checkpoint.seq, checkpoint.cursor))
         if checkpoint.cursor == str(ITEMS):
@@ -539,15 +556,17 @@ def apply_faults(pool: Pool, store: DynamoJobStore, items: DynamoItemStore,
             lease = store.read_lease(JOB)
             holder = pool.slot_of(lease.owner) if lease.run_id else None
             workers = sorted(pool.procs)
+            running = [w for w in workers if w not in pool.stopped]
             roll = rng.random()
-            if roll < 0.3:  # SIGKILL, often the holder; a replacement starts
+            if roll < 0.3:  # SIGKILL (paused or not), often the holder; a replacement starts
                 target = holder if holder and rng.random() < 0.6 else rng.choice(workers)
                 faults.kills += 1
                 faults.kills_of_holder += target == holder
                 pool.kill(target)
                 pool.start()
-            elif roll < 0.65:  # SIGSTOP past the longest lease, often the holder
-                target = holder if holder and rng.random() < 0.75 else rng.choice(workers)
+            elif roll < 0.65 and len(running) > 2:  # SIGSTOP past the longest lease
+                target = holder if holder in running and rng.random() < 0.75 else rng.choice(
+                    running)
                 if target == holder:
                     faults.paused_holders.append(str(lease.run_id))
                 faults.pauses += 1
@@ -594,10 +613,40 @@ def run_log(ddb: Any, table: str) -> list[Any]:
     return [run_record(item) for page in pages for item in page["Items"]]
 
 
-def test_chaos_kills_pauses_and_lost_responses_keep_once_end_fence_ckpt(table, tmp_path,
+@pytest.fixture
+def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An emulator server process of this test's own: the test grows it by thousands of
+    items and a stream, more than the session's shared server should carry on for the
+    other tests (or could shut down in the time its fixture allows)."""
+    proc = subprocess.Popen([sys.executable, "-m", "jobguard.local.emulator", "--port", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"{ENDPOINT_LINE_PREFIX} endpoint="), line
+        endpoint = line.strip().split("=", 1)[1]
+        for name, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+                            "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+            monkeypatch.setenv(name, value)
+        yield endpoint
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
+            proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_chaos_kills_pauses_and_lost_responses_keep_once_end_fence_ckpt(emulator, tmp_path,
                                                                         capsys):
     began = time.monotonic()
     ddb = client()
+    table = f"chaos-{uuid.uuid4().hex[:8]}"
+    create_table(ddb, table)
     ddb.update_table(TableName=table, StreamSpecification={
         "StreamEnabled": True, "StreamViewType": "NEW_IMAGE"})
     notes = Notes.create(ddb)
@@ -666,8 +715,6 @@ def test_chaos_kills_pauses_and_lost_responses_keep_once_end_fence_ckpt(table, t
 
     with capsys.disabled():
         print("\n" + summary(faults, audit, runs, unrecorded, calls, drained, tmp_path))
-    for name in (notes.notes, notes.lookups, table):  # the emulator lives on: free it
-        ddb.delete_table(TableName=name)
 
 
 def destination_calls(written: dict[str, Any], lookups: dict[str, Any],
@@ -717,6 +764,7 @@ def summary(faults: Faults, audit: StreamAudit, runs: dict[str, Any], unrecorded
         f"unrecorded={len(unrecorded)} writes refused by the fence={refused} "
         f"decisions {dict(sorted(decisions.items()))} | work {dict(work)} destination "
         f"{dict(calls)} | writes={sum(audit.writes_by.values())} "
+        f"(unstarted claims given back {audit.releases}) "
         f"checkpoints={len(audit.checkpoints)} drain runs={len(drained)} | "
         f"faults {faults.seconds:.0f}s, drain {faults.drain_seconds:.0f}s, "
         f"stream {faults.audit_seconds:.0f}s"

@@ -619,7 +619,7 @@ ItemLedgerModel.TestCase.settings = settings(
 test_item_ledger_model = ItemLedgerModel.TestCase
 
 
-# -- bugs found on the way: minimal reproductions ------------------------------------------
+# -- regressions: bugs these tests found (now fixed in lib/), each in its minimal form -------
 
 
 class LoseResponse:
