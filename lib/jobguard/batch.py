@@ -339,11 +339,13 @@ class WorkClaims:
             # destination id stays whatever the ledger says.
             self.report.rejected += len(result.refused)
             self.telemetry.count("CompletionsRejected", len(result.refused))
-        for outcome in outcomes:
-            if outcome.kind == "complete":
-                self.telemetry.count("ItemsCompleted")
-            elif outcome.kind == "fail":
-                self.telemetry.count("ItemsFailed")
+        # One value per flush, not per item: a page of outcomes is one data point each.
+        completed = sum(o.kind == "complete" for o in outcomes)
+        failed = sum(o.kind == "fail" for o in outcomes)
+        if completed:
+            self.telemetry.count("ItemsCompleted", completed)
+        if failed:
+            self.telemetry.count("ItemsFailed", failed)
 
     def iterate(
         self,

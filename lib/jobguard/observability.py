@@ -36,19 +36,25 @@ class JobTelemetry:
     def count(self, name: str, value: float = 1) -> None:
         from aws_lambda_powertools.metrics import MetricUnit
 
+        self._start()
         self._metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-        self._has_metrics = True
 
     def milliseconds(self, name: str, value: float) -> None:
         from aws_lambda_powertools.metrics import MetricUnit
 
+        self._start()
         self._metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
-        self._has_metrics = True
+
+    def _start(self) -> None:
+        # The job dimension goes on with the first value, so that every EMF blob carries
+        # it (Powertools may flush on its own before ours).
+        if not self._has_metrics:
+            self._metrics.add_dimension(name="job", value=self.job)
+            self._has_metrics = True
 
     def flush(self) -> None:
         """Emit the EMF blob for this invocation (stdout, read by CloudWatch)."""
         if self._has_metrics:
-            self._metrics.add_dimension(name="job", value=self.job)
             self._metrics.flush_metrics()
             self._has_metrics = False
 
