@@ -336,7 +336,12 @@ def item_rows(f: Figures, row: Callable[..., Row]) -> list[Row]:
 def _num(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    text = f"{value:.3g}"
+    if float(text) != value and "." not in text and "e" not in text:
+        text = f"{value:.4g}"  # 2.003 must not print as a round 2
+    return text
 
 
 def table(lines: list[Row]) -> str:
