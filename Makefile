@@ -6,7 +6,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench synth soak clean
+MS_VENV  := .venv-ministack
+MS_STAMP := $(MS_VENV)/.installed
+# The local AWS (its own environment: it pins botocore exactly). Keep in step with
+# jobguard.local.ministack.VERSION (a test checks).
+MINISTACK_VERSION := 1.5.33
+
+.PHONY: demo demo-embedded test lint typecheck unit bench synth soak clean
 
 # CDK (jsii runs the construct library on Node): keep its package cache between runs,
 # silence Node 20's end-of-life banner, and never call AWS or the CLI's telemetry.
@@ -23,12 +29,23 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,cdk]'
 	@touch $(STAMP)
 
-## demo: a guarded job meets its next trigger under each policy, on the embedded emulator
-demo: $(STAMP)
-	$(PY) -m jobguard.local.demo
+$(MS_STAMP):
+	@test -x $(MS_VENV)/bin/python || $(PYTHON) -m venv $(MS_VENV)
+	$(MS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MS_VENV)/bin/python -m pip install --quiet ministack==$(MINISTACK_VERSION)
+	@touch $(MS_STAMP)
+
+## demo: the real CDK stack deployed into a local AWS (MiniStack), then every failure
+## drill against it (DEMO_ARGS="--only lease-expiry --keep" for one drill, kept running)
+demo: $(STAMP) $(MS_STAMP) $(CDK)
+	$(PY) -m jobguard.local.demo $(DEMO_ARGS)
+
+## demo-embedded: each run policy meets a second trigger, on the in-process emulator (~10 s)
+demo-embedded: $(STAMP)
+	$(PY) -m jobguard.local.policy_demo
 
 ## test: lint, type-check, then every test suite (unit, contract, scenarios, handlers, infra)
-test: $(STAMP) lint typecheck
+test: $(STAMP) $(MS_STAMP) $(CDK) lint typecheck
 	$(PY) -m pytest tests
 
 lint: $(STAMP)
@@ -60,4 +77,4 @@ soak: $(STAMP)
 		$(PY) -m pytest tests/scenarios/test_chaos.py -p no:cacheprovider -q
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -19,6 +19,9 @@ Points fired by jobguard:
 - ``after_lease_read`` (job, trigger_id): a trigger lost the race and holds ALL_OLD,
   before it records its decision.
 
+Jobs may fire points of their own; the example jobs fire ``before_destination`` (job,
+run_id, work_id) right before their destination call, so a drill can fail it.
+
 Example:
     >>> import threading
     >>> from jobguard import hooks
@@ -34,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["fire", "on"]
+__all__ = ["add", "fire", "on"]
 
 Hook = Callable[..., Any]
 _hooks: dict[str, list[Hook]] = {}
@@ -48,6 +51,12 @@ def fire(point: str, **context: Any) -> None:
         return
     for callback in list(callbacks):
         callback(**context)
+
+
+def add(point: str, callback: Hook) -> None:
+    """Register ``callback`` for ``point`` for the life of the process (drill switches)."""
+    with _lock:
+        _hooks.setdefault(point, []).append(callback)
 
 
 @contextmanager

@@ -32,14 +32,22 @@ def server() -> Iterator[dict[str, str]]:
     proc.wait(10)
 
 
-@pytest.fixture
-def table(server: dict[str, str]) -> Iterator[str]:
+@pytest.fixture(scope="session")
+def ministack() -> Iterator[dict[str, str]]:
+    """MiniStack, the local AWS the stack is deployed into (DynamoDB atomic per request)."""
+    from jobguard.local.ministack import LocalStack
+
+    with LocalStack.start() as aws:
+        yield aws.env
+
+
+def _table_on(env: dict[str, str]) -> Iterator[str]:
     import boto3
 
     from jobguard.dynamodb import create_table
 
-    saved = {k: os.environ.get(k) for k in server}
-    os.environ.update(server)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     name = f"proc-{uuid.uuid4().hex[:8]}"
     create_table(boto3.client("dynamodb"), name)
     try:
@@ -52,3 +60,13 @@ def table(server: dict[str, str]) -> Iterator[str]:
                 os.environ[k] = v
 
 
+@pytest.fixture
+def table(server: dict[str, str]) -> Iterator[str]:
+    yield from _table_on(server)
+
+
+@pytest.fixture(params=["emulator", "ministack"])
+def any_table(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh table on the embedded emulator, then on MiniStack."""
+    yield from _table_on(request.getfixturevalue(
+        "server" if request.param == "emulator" else "ministack"))

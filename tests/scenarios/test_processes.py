@@ -1,8 +1,10 @@
-"""Real processes against the emulator server: 50 triggers at once, and SIGKILL.
+"""Real processes against a local AWS server: 50 triggers at once, and SIGKILL.
 
-The emulator runs in its own process (``python -m jobguard.local.emulator``), so the
-workers forked here share nothing with it but the HTTP endpoint, as Lambda workers
-share nothing but DynamoDB.
+Each test runs twice: against the embedded emulator (``python -m
+jobguard.local.emulator``, DynamoDB serialized by a lock) and against MiniStack, the
+local AWS the stack is deployed into (DynamoDB atomic per request, like AWS). Both run
+in their own process, so the workers forked here share nothing with them but the HTTP
+endpoint, as Lambda workers share nothing but DynamoDB.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def _contender(table: str, n: int, barrier: Any, hold: Any, out: Any) -> None:
         out.put(("decided", n, result))
 
 
-def test_fifty_triggers_from_separate_processes_give_exactly_one_run(table):
+def test_fifty_triggers_from_separate_processes_give_exactly_one_run(any_table):
+    table = any_table
     # GIVEN 50 worker processes lined up on a barrier
     ctx = mp.get_context("fork")
     barrier, hold, out = ctx.Barrier(50), ctx.Event(), ctx.Queue()
@@ -88,7 +91,8 @@ def _doomed(table: str, acquired: Any) -> None:
     _job(table, handler, lease_s=2)({"job": JOB, "manual": True, "trigger_id": "doomed"}, None)
 
 
-def test_a_sigkilled_holder_is_taken_over_after_expiry_and_recorded_as_abandoned(table):
+def test_a_sigkilled_holder_is_taken_over_after_expiry_and_recorded_as_abandoned(any_table):
+    table = any_table
     import boto3
 
     from jobguard.dynamodb import DynamoJobStore

@@ -1,0 +1,1 @@
+"""``jobguard drill``: the seed's failure cases, run on purpose against a deployed stack."""

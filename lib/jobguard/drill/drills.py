@@ -1,0 +1,489 @@
+"""The seed's failure cases, each a named drill against a deployed stack.
+
+Every drill injects its fault with a switch (:mod:`jobguard.drill.switches`) or by
+delivering triggers the way AWS may (twice, late, concurrently), waits on what the stack
+records (never on a fixed sleep), then checks all three sides: the run records and the
+lease row, the item ledger and the checkpoint, and the destination.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..records import Decision, RunRecord, RunStatus
+from ..workitems import ItemState
+from . import switches
+from .report import DrillResult, tally
+from .stack import DeployedStack, now_utc
+
+__all__ = ["CRM", "DRILLS", "REPORT", "Drill", "DrillContext"]
+
+CRM = "crm-sync"
+REPORT = "report-export"
+SKEW_MS = 5000
+"""The jobs' skew margin (JobConfig's default): a lease is free this long after it ends."""
+
+
+@dataclass
+class Seeded:
+    """Contact changes a drill put on crm-sync's change feed."""
+
+    changes: list[dict[str, str]]
+
+    @property
+    def work_ids(self) -> list[str]:
+        return [f"{c['contact_id']}@{c['seq']}:create-note" for c in self.changes]
+
+    @property
+    def last_seq(self) -> str:
+        return self.changes[-1]["seq"]
+
+
+@dataclass
+class DrillContext:
+    stack: DeployedStack
+    say: Callable[[str], None] = print
+    _ticks: Counter[str] = field(default_factory=Counter)
+
+    # -- crm-sync's data ---------------------------------------------------------------
+
+    def seed(self, drill: str, n: int) -> Seeded:
+        """``n`` new changes after everything on the feed (sequence numbers only grow)."""
+        base = time.time_ns() // 1000
+        changes = [{"seq": f"{base + i:020d}", "contact_id": f"{drill}-{i:03d}",
+                    "change": f"{drill}: contact {i} changed"} for i in range(n)]
+        table = self.stack.outputs["CrmContactChangesTable"]
+        for change in changes:
+            self.stack.ddb.put_item(TableName=table, Item={
+                "pk": {"S": "changes"}, **{k: {"S": v} for k, v in change.items()}})
+        return Seeded(changes)
+
+    def notes(self, seeded: Seeded) -> Counter[str]:
+        """How many notes the destination holds for each seeded change."""
+        table = self.stack.outputs["CrmNotesTable"]
+        wanted = set(seeded.work_ids)
+        counts: Counter[str] = Counter()
+        kwargs: dict[str, Any] = {"TableName": table}
+        while True:
+            page = self.stack.ddb.scan(**kwargs)
+            for item in page.get("Items", []):
+                work_id = item["work_id"]["S"]
+                if work_id in wanted:
+                    counts[work_id] += 1
+            if "LastEvaluatedKey" not in page:
+                return counts
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # -- report-export's data ----------------------------------------------------------
+
+    def exports(self, periods: list[str]) -> Counter[str]:
+        """Object versions per exported period: a second accepted write would show as a
+        second version of the same key (the bucket is versioned)."""
+        bucket = self.stack.outputs["ReportBucketName"]
+        counts: Counter[str] = Counter()
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": "reports/"}
+        while True:
+            page = self.stack.s3.list_object_versions(**kwargs)
+            for version in page.get("Versions", []):
+                for period in periods:
+                    if period in version["Key"]:
+                        counts[period] += 1
+            if not page.get("IsTruncated"):
+                return counts
+            kwargs["KeyMarker"] = page.get("NextKeyMarker")
+            kwargs["VersionIdMarker"] = page.get("NextVersionIdMarker")
+
+    # -- triggers ------------------------------------------------------------------------
+
+    def tick_time(self, job: str) -> datetime:
+        """A scheduled time no earlier tick of this job used (ticks are deduplicated by
+        job + scheduled time, as they must be)."""
+        at = now_utc().replace(microsecond=0) - timedelta(seconds=60)
+        while at.isoformat() in self._used:
+            at += timedelta(seconds=1)
+        self._used.add(at.isoformat())
+        return at
+
+    def __post_init__(self) -> None:
+        self._used: set[str] = set()
+
+    # -- switches ---------------------------------------------------------------------------
+
+    def arm(self, job: str, name: str, **spec: Any) -> str:
+        switches.arm(self.stack.ddb, self.stack.table, job, name, **spec)
+        return name
+
+    def held(self, job: str, name: str) -> dict[str, Any]:
+        return switches.wait_held(self.stack.ddb, self.stack.table, job, name, timeout_s=60)
+
+    def release(self, job: str, name: str) -> None:
+        switches.release(self.stack.ddb, self.stack.table, job, name)
+
+    def disarm(self, job: str, name: str) -> None:
+        switches.disarm(self.stack.ddb, self.stack.table, job, name)
+
+
+def _ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _crm_checks(ctx: DrillContext, result: DrillResult, seeded: Seeded, since_ms: int,
+                *, reconciled_extra: int = 0) -> None:
+    """The three sides for crm-sync after a drill: every change one note, every item
+    completed, the checkpoint at the last change; and the job's row in the table."""
+    stack = ctx.stack
+    notes = ctx.notes(seeded)
+    ledger = stack.ledger(CRM, seeded.work_ids)
+    dups = sum(n - 1 for n in notes.values() if n > 1)
+    missing = [w for w in seeded.work_ids if notes[w] == 0]
+    result.check("destination", f"{len(seeded.work_ids)} changes -> "
+                 f"{sum(notes.values())} notes, {dups} duplicates, {len(missing)} missing",
+                 dups == 0 and not missing)
+    states = Counter(r.state.value for r in ledger.values())
+    result.check("ledger", f"every item completed ({dict(states)})",
+                 len(ledger) == len(seeded.work_ids)
+                 and all(r.state is ItemState.COMPLETED for r in ledger.values()))
+    checkpoint = stack.checkpoint(CRM)
+    result.check("ledger", f"checkpoint at the last change ({checkpoint.cursor}, "
+                 f"seq {checkpoint.seq})", (checkpoint.cursor or "") >= seeded.last_seq)
+    records = stack.runs(CRM, since_ms)
+    result.tallies.append(tally(CRM, records, ledger.values(), duplicates=dups,
+                                reconciled_extra=reconciled_extra))
+
+
+def _decisions(records: list[RunRecord]) -> Counter[str]:
+    return Counter(r.decision.value for r in records)
+
+
+# --------------------------------------------------------------------------- the drills
+
+
+def second_worker(ctx: DrillContext, result: DrillResult) -> None:
+    """A second worker while the first processes the same batch."""
+    stack, since = ctx.stack, _ms()
+    seeded = ctx.seed("second-worker", 12)
+    ctx.arm(CRM, "second-worker", point="after_claim", action="pause")
+    result.injected.append("crm-sync run 1 paused right after claiming its page (12 items)")
+    stack.tick(CRM, ctx.tick_time(CRM))
+    held = ctx.held(CRM, "second-worker")
+    late = ctx.seed("second-worker-late", 3)
+    second = stack.tick(CRM, ctx.tick_time(CRM))
+    result.injected.append("second tick delivered while run 1 holds the batch; 3 more "
+                           "changes arrive meanwhile")
+    record = stack.wait_run(CRM, since, lambda r: r.decision is not Decision.RAN,
+                            "the second tick's decision")
+    ledger = stack.ledger(CRM, seeded.work_ids)
+    result.check("runs", f"second tick: {record.decision.value} behind run "
+                 f"{record.holder_run_id} (not a second worker)",
+                 record.decision is Decision.COALESCED
+                 and record.holder_run_id == held["held_by"])
+    result.check("ledger", "while paused, the batch is claimed by run 1 alone",
+                 all(r.run_id == held["held_by"] and r.state is ItemState.CLAIMED
+                     for r in ledger.values()) and len(ledger) == 12)
+    ctx.release(CRM, "second-worker")
+    stack.wait_settled(CRM, since)
+    ctx.disarm(CRM, "second-worker")
+    records = stack.runs(CRM, since)
+    follow_ups = [r for r in records if r.trigger_kind == "follow_up"
+                  and r.decision is Decision.RAN]
+    result.check("runs", f"one follow-up run picked up the late changes "
+                 f"({len(follow_ups)} follow-up)", len(follow_ups) == 1)
+    del second
+    _crm_checks(ctx, result, Seeded(seeded.changes + late.changes), since)
+
+
+def paused_after_lock(ctx: DrillContext, result: DrillResult) -> None:
+    """The first worker paused after acquiring the lock, before writing a result."""
+    stack, since = ctx.stack, _ms()
+    seeded = ctx.seed("paused-after-lock", 6)
+    ctx.arm(CRM, "paused-crm", point="after_acquire", action="pause")
+    ctx.arm(REPORT, "paused-report", point="after_acquire", action="pause")
+    result.injected.append("crm-sync and report-export runs paused right after acquiring "
+                           "the lease, heartbeat alive")
+    stack.tick(CRM, ctx.tick_time(CRM))
+    periods = [now_utc().replace(minute=0, second=0, microsecond=0) - timedelta(hours=h)
+               for h in (3, 2, 1)]
+    stack.tick(REPORT, periods[0] + timedelta(minutes=5))
+    crm_held = ctx.held(CRM, "paused-crm")
+    report_held = ctx.held(REPORT, "paused-report")
+    before = stack.lease(CRM).expires_at_ms or 0
+    stack.tick(CRM, ctx.tick_time(CRM))
+    stack.tick(CRM, ctx.tick_time(CRM))
+    for period in periods[1:]:
+        stack.tick(REPORT, period + timedelta(minutes=5))
+    result.injected.append("2 crm-sync ticks and 2 report-export ticks (the next periods) "
+                           "during the pause")
+    stack.wait("4 decisions behind the paused runs", lambda: (
+        len([r for r in stack.runs(CRM, since) if r.decision is not Decision.RAN]) >= 2
+        and len([r for r in stack.runs(REPORT, since)
+                 if r.decision is not Decision.RAN]) >= 2))
+    stack.wait("a heartbeat during the pause",
+               lambda: (stack.lease(CRM).expires_at_ms or 0) > before, timeout_s=30)
+    lease = stack.lease(CRM)
+    result.check("runs", "the paused run kept its lease by heartbeat "
+                 f"(holder {lease.run_id}, fence {lease.fence})",
+                 lease.run_id == crm_held["held_by"])
+    ledger = stack.ledger(CRM, seeded.work_ids)
+    result.check("ledger", "nothing claimed or written while paused before the batch",
+                 not ledger)
+    ctx.release(CRM, "paused-crm")
+    ctx.release(REPORT, "paused-report")
+    stack.wait_settled(CRM, since)
+    stack.wait_settled(REPORT, since)
+    ctx.disarm(CRM, "paused-crm")
+    ctx.disarm(REPORT, "paused-report")
+    crm_runs = stack.runs(CRM, since)
+    result.check("runs", f"crm-sync: {dict(_decisions(crm_runs))}: the two ticks coalesced "
+                 "into one follow-up", _decisions(crm_runs)["coalesced"] == 2
+                 and sum(1 for r in crm_runs if r.trigger_kind == "follow_up") == 1)
+    report_runs = stack.runs(REPORT, since)
+    ran = [r for r in report_runs if r.decision is Decision.RAN
+           and r.status is RunStatus.SUCCEEDED]
+    result.check("runs", f"report-export: {dict(_decisions(report_runs))}: every period "
+                 "queued and then run once", len(ran) == 3
+                 and _decisions(report_runs)["queued"] == 2
+                 and any(r.run_id == report_held["held_by"] for r in ran))
+    _crm_checks(ctx, result, seeded, since)
+    _report_checks(ctx, result, [_period(p) for p in periods], since)
+
+
+def _period(at: datetime) -> str:
+    """report-export's name for the period starting at ``at`` (its work id's source)."""
+    return at.strftime("%Y-%m-%dT%H:00Z")
+
+
+def _report_checks(ctx: DrillContext, result: DrillResult, periods: list[str],
+                   since_ms: int) -> None:
+    exports = ctx.exports(periods)
+    dups = sum(n - 1 for n in exports.values() if n > 1)
+    missing = [p for p in periods if exports[p] == 0]
+    result.check("destination", f"{len(periods)} periods -> {sum(exports.values())} export "
+                 f"versions, {dups} duplicates, {len(missing)} missing",
+                 dups == 0 and not missing)
+    records = ctx.stack.runs(REPORT, since_ms)
+    work_ids = [f"report@{p}:export" for p in periods]
+    ledger = {k: v for k, v in ctx.stack.items.get_many(REPORT, work_ids).items()}
+    if ledger:
+        result.check("ledger", "every period's item completed",
+                     all(r.state is ItemState.COMPLETED for r in ledger.values()))
+    result.tallies.append(tally(REPORT, records, ledger.values(), duplicates=dups))
+
+
+def lease_expiry(ctx: DrillContext, result: DrillResult) -> None:
+    """Lease expiry and recovery without duplicates."""
+    stack, since = ctx.stack, _ms()
+    seeded = ctx.seed("lease-expiry", 10)
+    ctx.arm(CRM, "frozen", point="after_claim", action="pause", freeze=True, hold_s=90)
+    result.injected.append("crm-sync run 1 frozen after claiming its page: no heartbeat, "
+                           "no progress (a stopped process)")
+    stack.tick(CRM, ctx.tick_time(CRM))
+    held = ctx.held(CRM, "frozen")
+    expired = stack.wait_lease_free(CRM, SKEW_MS)
+    result.check("runs", f"run 1's lease expired unrenewed (fence {expired.fence})",
+                 expired.run_id == held["held_by"])
+    stack.tick(CRM, ctx.tick_time(CRM))
+    result.injected.append("next tick after the lease expired")
+    taker = stack.wait_run(CRM, since, lambda r: r.decision is Decision.RAN
+                           and r.run_id != held["held_by"] and r.status is not
+                           RunStatus.RUNNING, "the taking-over run")
+    result.check("runs", f"run 2 took over with fence {taker.fence} > {expired.fence} "
+                 f"and ended {taker.status.value}",
+                 (taker.fence or 0) > expired.fence and taker.status is RunStatus.SUCCEEDED)
+    ctx.release(CRM, "frozen")
+    result.injected.append("run 1 thawed after run 2 finished")
+    first = stack.wait_run(CRM, since, lambda r: r.run_id == held["held_by"]
+                           and r.status is RunStatus.LEASE_LOST,
+                           "run 1 to record that it lost its lease")
+    result.check("runs", f"run 1 ended {first.status.value}: it wrote nothing after "
+                 "waking (its fence is stale)", first.status is RunStatus.LEASE_LOST)
+    stack.wait_settled(CRM, since)
+    ctx.disarm(CRM, "frozen")
+    ledger = stack.ledger(CRM, seeded.work_ids)
+    result.check("ledger", "every item completed by run 2 (FENCE: run 1's claims were "
+                 "superseded)", all(r.run_id == taker.run_id for r in ledger.values()))
+    _crm_checks(ctx, result, seeded, since)
+
+
+def restart_mid_call(ctx: DrillContext, result: DrillResult) -> None:
+    """A restart during a destination call, then reconciliation."""
+    stack, since = ctx.stack, _ms()
+    seeded = ctx.seed("restart-mid-call", 8)
+    ctx.arm(CRM, "crash", point="after_process", action="crash", skip=3)
+    result.injected.append("crm-sync's process exits right after the destination accepted "
+                           "the 4th note, before the outcome is recorded")
+    stack.tick(CRM, ctx.tick_time(CRM))
+    held = ctx.held(CRM, "crash")
+    notes = ctx.notes(seeded)
+    result.check("destination", f"at the crash: {sum(notes.values())} notes written, "
+                 "0 recorded in the ledger", sum(notes.values()) == 4 and not any(
+                     r.state is ItemState.COMPLETED
+                     for r in stack.ledger(CRM, seeded.work_ids).values()))
+    stack.wait_lease_free(CRM, SKEW_MS)
+    result.injected.append("Lambda retried the crashed invoke (same trigger); next tick "
+                           "after the lease expired")
+    stack.tick(CRM, ctx.tick_time(CRM))
+    taker = stack.wait_run(CRM, since, lambda r: r.decision is Decision.RAN
+                           and r.run_id != held["held_by"], "the run after the restart")
+    stack.wait_settled(CRM, since)
+    ctx.disarm(CRM, "crash")
+    reconciled = int(taker.extra.get("reconciled", 0) or 0)
+    result.check("ledger", f"run 2 reconciled {reconciled} notes found at the destination "
+                 "instead of writing them again", reconciled == 4)
+    records = stack.runs(CRM, since)
+    abandoned = [r for r in records if r.status is RunStatus.ABANDONED]
+    result.check("runs", "the crashed run is recorded abandoned, taken over once",
+                 [r.run_id for r in abandoned] == [held["held_by"]])
+    sweep = stack.invoke(stack.reconciler(CRM), {})
+    result.check("ledger", f"the reconciler's sweep finds nothing left unresolved ({sweep})",
+                 not sweep.get("function_error"))
+    _crm_checks(ctx, result, seeded, since)
+
+
+def duplicate_deliveries(ctx: DrillContext, result: DrillResult) -> None:
+    """Two scheduler registrations for one tick, and one tick delivered three times."""
+    stack, since = ctx.stack, _ms()
+    period = now_utc().replace(minute=0, second=0, microsecond=0) - timedelta(hours=5)
+    at = period + timedelta(minutes=5)
+    execution = str(uuid.uuid4())
+    threads = [threading.Thread(target=stack.tick, args=(REPORT, at),
+                                kwargs={"execution_id": e})
+               for e in (execution, execution, execution, str(uuid.uuid4()),
+                         str(uuid.uuid4()))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    result.injected.append("report-export's tick for one period: delivered 3 times, plus "
+                           "2 more registrations of the same schedule, all at once")
+    crm_at = ctx.tick_time(CRM)
+    seeded = ctx.seed("duplicate-deliveries", 4)
+    for _ in range(3):
+        stack.tick(CRM, crm_at)
+    result.injected.append("crm-sync's tick delivered 3 times")
+    stack.wait("5 report-export decisions", lambda: len(stack.runs(REPORT, since)) >= 5)
+    stack.wait("3 crm-sync decisions", lambda: len(stack.runs(CRM, since)) >= 3)
+    stack.wait_settled(REPORT, since)
+    stack.wait_settled(CRM, since)
+    report = _decisions(stack.runs(REPORT, since))
+    result.check("runs", f"report-export: {dict(report)}: one run, four duplicates",
+                 report["ran"] == 1 and report["duplicate"] == 4)
+    crm = _decisions(stack.runs(CRM, since))
+    result.check("runs", f"crm-sync: {dict(crm)}: one run, two duplicates",
+                 crm["ran"] == 1 and crm["duplicate"] == 2)
+    _report_checks(ctx, result, [_period(period)], since)
+    _crm_checks(ctx, result, seeded, since)
+
+
+def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
+    """A manual recovery while the normal schedule is active."""
+    stack, since = ctx.stack, _ms()
+    before = stack.checkpoint(CRM).cursor
+    seeded = ctx.seed("recovery", 6)
+    ctx.arm(CRM, "crash-before-recovery", point="after_process", action="crash", skip=2)
+    stack.tick(CRM, ctx.tick_time(CRM))
+    crashed = ctx.held(CRM, "crash-before-recovery")
+    result.injected.append("crm-sync run 1 died after the destination accepted 3 of 6 "
+                           "notes (its lease still runs)")
+    request = {"job": CRM, "cursor_from": before or "0", "cursor_to": seeded.last_seq,
+               "requested_by": "jobguard-drill", "wait_seconds": 45}
+    recovery_fn = stack.outputs["RecoveryFunctionName"]
+    plan = stack.invoke(recovery_fn, request)
+    counts = plan.get("plan", {})
+    result.check("ledger", f"dry run planned {counts.get('to_replay')} to replay of "
+                 f"{counts.get('selected')} selected (wrote nothing)",
+                 plan.get("result") == "planned" and counts.get("selected") == 6)
+    answer: dict[str, Any] = {}
+
+    def execute() -> None:
+        answer.update(stack.invoke(recovery_fn, {**request, "dry_run": False,
+                                                 "confirm": counts.get("token")}))
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    result.injected.append("recovery executed with the plan's token while the dead run's "
+                           "lease was still held; a scheduled tick arrives meanwhile")
+    stack.tick(CRM, ctx.tick_time(CRM))
+    worker.join(120)
+    stack.wait_settled(CRM, since)
+    ctx.disarm(CRM, "crash-before-recovery")
+    summary = answer.get("summary", {})
+    result.check("runs", f"recovery {answer.get('result')}: reconciled "
+                 f"{summary.get('reconciled')}, replayed {summary.get('replayed')} "
+                 "(only the safe remainder)",
+                 answer.get("result") == "executed"
+                 and summary.get("reconciled", 0) + summary.get("replayed", 0)
+                 + summary.get("already_completed", 0) == 6)
+    records = stack.runs(CRM, since)
+    recovery_runs = [r for r in records if r.trigger_kind == "recovery"]
+    fences = sorted(r.fence or 0 for r in records if r.decision is Decision.RAN)
+    result.check("runs", f"recovery ran under the job's lease, never beside a run "
+                 f"(fences {fences})", len(recovery_runs) == 1 and len(set(fences)) ==
+                 len(fences))
+    del crashed
+    _crm_checks(ctx, result, seeded, since,
+                reconciled_extra=int(summary.get("reconciled", 0) or 0))
+
+
+def partial_failure(ctx: DrillContext, result: DrillResult) -> None:
+    """A partial batch failure resumed from a clear checkpoint."""
+    stack, since = ctx.stack, _ms()
+    seeded = ctx.seed("partial-failure", 10)
+    failing = seeded.work_ids[3]
+    ctx.arm(CRM, "refuse", point="before_destination", action="fail", match=failing)
+    result.injected.append(f"the destination refuses change 4 of 10 ({failing}) once")
+    stack.tick(CRM, ctx.tick_time(CRM))
+    stack.wait_settled(CRM, since)
+    checkpoint = stack.checkpoint(CRM)
+    ledger = stack.ledger(CRM, seeded.work_ids)
+    result.check("ledger", f"after run 1: change 4 failed, checkpoint stopped before it "
+                 f"({checkpoint.cursor})",
+                 ledger[failing].state is ItemState.FAILED
+                 and (checkpoint.cursor or "") < seeded.changes[3]["seq"]
+                 and (checkpoint.cursor or "") >= seeded.changes[2]["seq"])
+    seq_before = checkpoint.seq
+    stack.tick(CRM, ctx.tick_time(CRM))
+    result.injected.append("next tick, destination healthy again")
+    stack.wait_run(CRM, since, lambda r: r.decision is Decision.RAN
+                   and r.started_at_ms > (checkpoint.updated_at_ms or 0), "run 2")
+    stack.wait_settled(CRM, since)
+    ctx.disarm(CRM, "refuse")
+    after = stack.checkpoint(CRM)
+    item = stack.items.get(CRM, failing)
+    result.check("ledger", f"run 2 resumed from the checkpoint: change 4 retried "
+                 f"(attempt {item.attempts if item else '?'}), checkpoint moved forward "
+                 f"(seq {seq_before} -> {after.seq})",
+                 item is not None and item.state is ItemState.COMPLETED
+                 and after.seq > seq_before)
+    _crm_checks(ctx, result, seeded, since)
+
+
+@dataclass(frozen=True)
+class Drill:
+    name: str
+    title: str
+    run: Callable[[DrillContext, DrillResult], None]
+
+
+DRILLS = (
+    Drill("second-worker", "a second worker while the first processes the same batch",
+          second_worker),
+    Drill("paused-after-lock", "the first worker paused after acquiring the lock",
+          paused_after_lock),
+    Drill("lease-expiry", "lease expiry and recovery without duplicates", lease_expiry),
+    Drill("restart-mid-call", "a restart during a destination call, then reconciliation",
+          restart_mid_call),
+    Drill("duplicate-deliveries",
+          "two scheduler registrations for one tick; one tick delivered three times",
+          duplicate_deliveries),
+    Drill("recovery-during-schedule", "a manual recovery while the schedule is active",
+          recovery_during_schedule),
+    Drill("partial-failure", "a partial batch failure resumed from a clear checkpoint",
+          partial_failure),
+)

@@ -1,0 +1,116 @@
+"""What a drill saw: the checks it made on each side, and one row per job it touched."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records import Decision, RunRecord, RunStatus
+from ..workitems import ItemRecord, ItemState
+
+__all__ = ["COLUMNS", "Check", "DrillResult", "JobTally", "render_table", "tally"]
+
+
+@dataclass
+class Check:
+    side: str
+    """``runs`` (run records, lease row), ``ledger`` (work items, checkpoint) or
+    ``destination``."""
+    what: str
+    ok: bool
+
+
+@dataclass
+class JobTally:
+    job: str
+    triggers: int = 0
+    runs: int = 0
+    skipped: int = 0
+    queued: int = 0
+    coalesced: int = 0
+    duplicate: int = 0
+    takeovers: int = 0
+    completed: int = 0
+    failed: int = 0
+    uncertain: int = 0
+    reconciled: int = 0
+    duplicates_at_destination: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+COLUMNS = (("triggers", "triggers"), ("runs", "runs"), ("skipped", "skip"),
+           ("queued", "queue"), ("coalesced", "coal"), ("duplicate", "dup"),
+           ("takeovers", "takeover"), ("completed", "done"), ("failed", "failed"),
+           ("uncertain", "uncert"), ("reconciled", "reconc"),
+           ("duplicates_at_destination", "dest_dups"))
+
+
+@dataclass
+class DrillResult:
+    name: str
+    title: str
+    injected: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    tallies: list[JobTally] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    def check(self, side: str, what: str, ok: bool) -> bool:
+        self.checks.append(Check(side, what, bool(ok)))
+        return bool(ok)
+
+    @property
+    def held(self) -> bool:
+        return (self.error is None and bool(self.checks) and all(c.ok for c in self.checks)
+                and all(t.duplicates_at_destination == 0 for t in self.tallies))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "title": self.title, "verdict": "held" if self.held else "FAILED",
+            "seconds": round(self.seconds, 1), "injected": self.injected,
+            "checks": [c.__dict__ for c in self.checks], "error": self.error,
+            "jobs": [t.as_dict() for t in self.tallies],
+        }
+
+
+def tally(job: str, records: Iterable[RunRecord], ledger: Iterable[ItemRecord],
+          *, reconciled_extra: int = 0, duplicates: int = 0) -> JobTally:
+    """Count one job's run records (one per trigger decision) and final item states."""
+    records = list(records)
+    by_run: dict[str, RunRecord] = {}
+    for record in records:
+        by_run[record.run_id] = record  # a displaced run's own record wins if it wrote one
+    decisions = Counter(r.decision for r in by_run.values())
+    row = JobTally(job=job, triggers=len(by_run), runs=decisions[Decision.RAN],
+                   skipped=decisions[Decision.SKIPPED], queued=decisions[Decision.QUEUED],
+                   coalesced=decisions[Decision.COALESCED],
+                   duplicate=decisions[Decision.DUPLICATE],
+                   duplicates_at_destination=duplicates)
+    row.takeovers = len({r.run_id for r in records if r.status in (RunStatus.ABANDONED,
+                                                                   RunStatus.LEASE_LOST)})
+    states = Counter(i.state for i in ledger)
+    row.completed = states[ItemState.COMPLETED]
+    row.failed = states[ItemState.FAILED]
+    row.uncertain = states[ItemState.UNCERTAIN] + states[ItemState.CLAIMED]
+    row.reconciled = reconciled_extra + sum(
+        int(r.extra.get("reconciled", 0) or 0) for r in by_run.values())
+    return row
+
+
+def render_table(results: Sequence[DrillResult]) -> str:
+    header = f"{'drill':<26}{'job':<15}" + "".join(f"{short:>9}" for _, short in COLUMNS) \
+        + "  verdict"
+    lines = [header, "-" * len(header)]
+    for result in results:
+        verdict = "held" if result.held else "FAILED"
+        rows = result.tallies or [JobTally(job="-")]
+        for i, row in enumerate(rows):
+            values = row.as_dict()
+            lines.append(f"{result.name if i == 0 else '':<26}{row.job:<15}"
+                         + "".join(f"{values[key]:>9}" for key, _ in COLUMNS)
+                         + f"  {verdict if i == 0 else ''}")
+    return "\n".join(lines)

@@ -1,0 +1,189 @@
+"""A deployed jobguard stack, driven exactly as AWS would drive it.
+
+Ticks are asynchronous invokes with EventBridge Scheduler's payload (the scheduled time
+and execution id filled in); queued triggers travel through the stack's SQS queues and
+event source mappings; recovery is an invoke of the recovery Lambda. Everything a drill
+checks is read back through the AWS APIs: run records, lease rows and the item ledger
+from the jobguard table, notes from the notes table, exports from the bucket.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..dynamodb import DynamoJobStore
+from ..dynamodb_items import DynamoItemStore
+from ..lease import LeaseState
+from ..records import RunRecord, RunStatus
+from ..triggers import format_instant
+from ..workitems import Checkpoint, ItemRecord
+
+__all__ = ["DeployedStack", "JobHandle", "tick_payload"]
+
+
+def tick_payload(job: str, policy: str, at: datetime, execution_id: str) -> dict[str, str]:
+    """What the stack's schedule sends (``infra.constructs.guarded_job.tick_input``), with
+    the placeholders filled as Scheduler fills them on AWS."""
+    return {"job": job, "scheduled_at": format_instant(at), "execution_id": execution_id,
+            "policy": policy}
+
+
+@dataclass(frozen=True)
+class JobHandle:
+    name: str
+    policy: str
+    function: str
+    queue_url: str | None
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
+
+
+class DeployedStack:
+    """Clients and read-backs for one deployed stack."""
+
+    def __init__(self, session: Any, outputs: dict[str, str], *, endpoint: str | None = None,
+                 jobs: Sequence[tuple[str, str]] = ()) -> None:
+        from botocore.config import Config
+
+        config = Config(retries={"max_attempts": 5, "mode": "standard"},
+                        read_timeout=120, connect_timeout=5)
+
+        def make(service: str) -> Any:
+            return session.client(service, endpoint_url=endpoint, config=config)
+
+        self.outputs = outputs
+        self.ddb = make("dynamodb")
+        self.lambda_ = make("lambda")
+        self.sqs = make("sqs")
+        self.s3 = make("s3")
+        self.table = outputs["TableName"]
+        self.store = DynamoJobStore(self.table, client=self.ddb)
+        self.items = DynamoItemStore(self.table, client=self.ddb)
+        self.jobs = {
+            name: JobHandle(name, policy, outputs[f"{_pascal(name)}FunctionName"],
+                            outputs.get(f"{_pascal(name)}TriggerQueueUrl"))
+            for name, policy in jobs if f"{_pascal(name)}FunctionName" in outputs
+        }
+
+    # -- driving -------------------------------------------------------------------------
+
+    def tick(self, job: str, at: datetime, *, execution_id: str | None = None) -> str:
+        """One Scheduler delivery of ``job``'s tick at ``at`` (an async invoke)."""
+        handle = self.jobs[job]
+        execution_id = execution_id or str(uuid.uuid4())
+        payload = tick_payload(job, handle.policy, at, execution_id)
+        self.lambda_.invoke(FunctionName=handle.function, InvocationType="Event",
+                            Payload=json.dumps(payload).encode())
+        return execution_id
+
+    def invoke(self, function: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """A synchronous invoke; the function's answer (or its error) as a dict."""
+        response = self.lambda_.invoke(FunctionName=function, InvocationType="RequestResponse",
+                                       Payload=json.dumps(payload).encode())
+        body = response["Payload"].read()
+        answer: dict[str, Any] = json.loads(body) if body else {}
+        if response.get("FunctionError"):
+            answer = {"function_error": response["FunctionError"], **answer}
+        return answer
+
+    def reconciler(self, job: str) -> str:
+        """The job's reconciler function (its output, else found by its logical name)."""
+        key = f"{_pascal(job)}ReconcilerFunctionName"
+        if key in self.outputs:
+            return self.outputs[key]
+        for page in self.lambda_.get_paginator("list_functions").paginate():
+            for function in page["Functions"]:
+                if f"{_pascal(job)}ReconcilerFunction" in function["FunctionName"]:
+                    return str(function["FunctionName"])
+        raise LookupError(f"no reconciler function for {job}")
+
+    # -- reading back ----------------------------------------------------------------------
+
+    def lease(self, job: str) -> LeaseState:
+        return self.store.read_lease(job)
+
+    def runs(self, job: str, since_ms: int = 0) -> list[RunRecord]:
+        records = self.store.list_runs(job, limit=500)
+        return sorted((r for r in records if r.started_at_ms >= since_ms),
+                      key=lambda r: r.started_at_ms)
+
+    def checkpoint(self, job: str) -> Checkpoint:
+        return self.items.read_checkpoint(job)
+
+    def ledger(self, job: str, work_ids: Sequence[str]) -> dict[str, ItemRecord]:
+        return self.items.get_many(job, list(work_ids))
+
+    def queue_depth(self, job: str) -> int:
+        url = self.jobs[job].queue_url
+        if not url:
+            return 0
+        attrs = self.sqs.get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages",
+                                          "ApproximateNumberOfMessagesNotVisible",
+                                          "ApproximateNumberOfMessagesDelayed"])["Attributes"]
+        return sum(int(v) for v in attrs.values())
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def wait(self, what: str, condition: Callable[[], Any], *, timeout_s: float = 90,
+             every_s: float = 0.25) -> Any:
+        """Poll ``condition`` until it is truthy; a TimeoutError names ``what``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = condition()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waited {timeout_s:.0f} s for {what}")
+            time.sleep(every_s)
+
+    def settled(self, job: str, since_ms: int) -> bool:
+        """No run in progress, nothing waiting in the queue, the lease released."""
+        if self.lease(job).run_id is not None:
+            return False
+        if self.queue_depth(job):
+            return False
+        return not any(r.status is RunStatus.RUNNING for r in self.runs(job, since_ms))
+
+    def wait_settled(self, job: str, since_ms: int, *, timeout_s: float = 120) -> None:
+        # Twice in a row, a moment apart: a follow-up may be in flight between the two.
+        def twice() -> bool:
+            if not self.settled(job, since_ms):
+                return False
+            time.sleep(1.0)
+            return self.settled(job, since_ms)
+
+        self.wait(f"{job} to settle", twice, timeout_s=timeout_s)
+
+    def wait_lease_free(self, job: str, skew_ms: int) -> LeaseState:
+        """Until the holder's lease has been expired for longer than the skew margin."""
+        def free() -> LeaseState | None:
+            lease = self.lease(job)
+            now = int(time.time() * 1000)
+            if lease.expires_at_ms is None or lease.expires_at_ms < now - skew_ms - 250:
+                return lease
+            return None
+
+        lease: LeaseState = self.wait(f"{job}'s lease to expire", free, timeout_s=120,
+                                      every_s=0.5)
+        return lease
+
+    def wait_run(self, job: str, since_ms: int, predicate: Callable[[RunRecord], bool],
+                 what: str, *, timeout_s: float = 90) -> RunRecord:
+        def found() -> RunRecord | None:
+            return next((r for r in self.runs(job, since_ms) if predicate(r)), None)
+
+        record: RunRecord = self.wait(what, found, timeout_s=timeout_s)
+        return record
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
