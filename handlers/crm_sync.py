@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from handlers.jobs import CRM_SYNC
-from jobguard import BatchJob, ClaimedItem, ItemRecord, Page, WorkId
+from handlers.jobs import CRM_SYNC, deployed
+from jobguard import BatchJob, ClaimedItem, ItemRecord, Page, WorkId, current_run, hooks
+from jobguard.drill import switches
 from jobguard.registry import register
 
 CONTACTS_TABLE = "CRM_CONTACTS_TABLE"
 NOTES_TABLE = "CRM_NOTES_TABLE"
 FEED = "changes"
+
+switches.install(CRM_SYNC.name)  # drill fault switches: a no-op unless JOBGUARD_DRILLS=1
 
 
 class CrmSync(BatchJob[dict[str, Any]]):
@@ -24,7 +27,7 @@ class CrmSync(BatchJob[dict[str, Any]]):
     to notes (a DynamoDB table keyed by work id)."""
 
     def __init__(self, **guard_options: Any) -> None:
-        super().__init__(CRM_SYNC.config(), **guard_options)
+        super().__init__(deployed(CRM_SYNC).config(), **guard_options)
         self._clients: dict[str, Any] = {}
 
     def select(self, cursor: str | None, limit: int) -> Page[dict[str, Any]]:
@@ -48,6 +51,8 @@ class CrmSync(BatchJob[dict[str, Any]]):
         return str(record["seq"])
 
     def process(self, record: dict[str, Any], item: ClaimedItem) -> str:
+        hooks.fire("before_destination", job=self.config.name, run_id=current_run().run_id,
+                   work_id=item.key)
         return self._notes().put(item.key, {"contact_id": record["contact_id"],
                                             "text": record["change"]})
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from jobguard import OverlapPolicy
 from jobguard.definitions import JobDefinition
+from jobguard.drill import switches
 
 CRM_SYNC = JobDefinition(
     name="crm-sync",
@@ -24,5 +25,34 @@ CRM_SYNC = JobDefinition(
     ),
 )
 
-JOBS: tuple[JobDefinition, ...] = (CRM_SYNC,)
+REPORT_EXPORT = JobDefinition(
+    name="report-export",
+    handler="handlers.report_export.lambda_handler",
+    schedule="rate(1 hour)",
+    policy=OverlapPolicy.QUEUE,
+    timeout=timedelta(minutes=2),
+    lease=timedelta(minutes=1),
+    batch_size=1,
+    # A period's tick still runs up to 6 hours late (a long outage, a backlog in the
+    # queue): an export is worth making late, unlike a sync that the next tick covers.
+    stale_after=timedelta(hours=6),
+    description=(
+        "Writes one CSV object per hourly reporting period to S3. Every tick is a "
+        "distinct period, so a tick during a run waits in the queue and runs after it: "
+        "each period is exported exactly once, in order."
+    ),
+)
+
+JOBS: tuple[JobDefinition, ...] = (CRM_SYNC, REPORT_EXPORT)
 JOBS_BY_NAME = {job.name: job for job in JOBS}
+
+
+def deployed(job: JobDefinition) -> JobDefinition:
+    """``job`` as this function was deployed: the drill timings
+    (:meth:`JobDefinition.for_drills`) when its environment enables drills, else as is.
+
+    Example:
+        >>> deployed(CRM_SYNC).config().lease  # JOBGUARD_DRILLS unset
+        datetime.timedelta(seconds=120)
+    """
+    return job.for_drills() if switches.drills_enabled() else job

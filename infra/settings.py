@@ -2,7 +2,10 @@
 
 - ``jobguard:stackName`` (``JobGuard``): the CloudFormation stack name;
 - ``jobguard:local`` (``false``): deploying to the local emulator, so host-platform
-  dependencies;
+  dependencies, and schedules created disabled (see :attr:`StackSettings.local`);
+- ``jobguard:drills`` (``false``): a deployment for ``jobguard drill``: every job with
+  its drill timings (:meth:`jobguard.definitions.JobDefinition.for_drills`) and
+  ``JOBGUARD_DRILLS=1`` on every function, so the jobs honour drill fault switches;
 - ``jobguard:dependencies`` (``powertools-layer``): or ``wheels``, a pip-built arm64 layer;
 - ``jobguard:powertoolsLayerVersion`` (``bundle.POWERTOOLS_LAYER_VERSION``);
 - ``jobguard:recoveryInvokers`` (none): IAM role/user ARNs or 12-digit account ids that
@@ -32,6 +35,7 @@ __all__ = ["CONTEXT", "StackSettings"]
 CONTEXT = {
     "stack_name": "jobguard:stackName",
     "local": "jobguard:local",
+    "drills": "jobguard:drills",
     "dependencies": "jobguard:dependencies",
     "powertools_layer_version": "jobguard:powertoolsLayerVersion",
     "recovery_invokers": "jobguard:recoveryInvokers",
@@ -55,11 +59,22 @@ class StackSettings:
     recovery_invokers: tuple[str, ...] = field(default_factory=tuple)
     """Role/user ARNs or 12-digit account ids allowed to invoke the recovery function."""
     alarm_topic_arn: str | None = None
+    local: bool = False
+    """Deploying to the local emulator: host-platform dependencies, and every
+    EventBridge Scheduler schedule created DISABLED. MiniStack fires schedules but leaves
+    ``<aws.scheduler.scheduled-time>`` literal, which jobguard rightly refuses as a tick;
+    locally ``jobguard drill`` delivers the ticks itself, with the time filled in."""
+    drills: bool = False
+    """Deploy for ``jobguard drill``: drill timings and ``JOBGUARD_DRILLS=1`` everywhere.
+    Never for a production deployment: the fault switches then become live."""
 
     def __post_init__(self) -> None:
         if not _STACK_NAME.fullmatch(self.stack_name):
             raise ConfigError("stack_name", f"{self.stack_name!r} is not a stack name")
         object.__setattr__(self, "dependencies", _enum(self.dependencies))
+        if self.local and self.dependencies is not Dependencies.HOST:
+            raise ConfigError("dependencies", f"{self.dependencies.value!r} contradicts "
+                              "local=True (the local emulator runs host wheels)")
         if (isinstance(self.powertools_layer_version, bool)
                 or not isinstance(self.powertools_layer_version, int)
                 or self.powertools_layer_version < 1):
@@ -87,6 +102,8 @@ class StackSettings:
                 raise ConfigError(CONTEXT["dependencies"], f"{dependencies!r} contradicts "
                                   f"{CONTEXT['local']}=true (local uses host wheels)")
             dependencies = Dependencies.HOST.value
+            options["local"] = True
+        options["drills"] = _flag(get(CONTEXT["drills"]), CONTEXT["drills"])
         if dependencies is not None:
             options["dependencies"] = dependencies
         if (version := get(CONTEXT["powertools_layer_version"])) is not None:

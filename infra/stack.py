@@ -3,8 +3,15 @@
 The jobs come from ``handlers.jobs.JOBS`` (the definitions the handlers, ``jobguard
 runbook`` and ``jobguard drill`` read too). Per job: a :class:`GuardedJob`, and a
 :class:`Reconciler` where the job asks for one. Per stack: the table, the code bundle,
-the recovery function and the dashboard. The example job crm-sync also gets its own
-data (:class:`infra.crm_sync.CrmSyncData`): the change feed it reads, the notes it writes.
+the recovery function and the dashboard. The example jobs also get their own data:
+crm-sync the change feed it reads and the notes it writes
+(:class:`infra.crm_sync.CrmSyncData`), report-export the bucket it writes
+(:class:`infra.report_export.ReportExportData`).
+
+A drill deployment (``settings.drills``) deploys every job with its drill timings and
+sets ``JOBGUARD_DRILLS=1`` on every function; a local one (``settings.local``) creates
+every schedule disabled (see :class:`infra.settings.StackSettings`). The outputs name
+everything ``jobguard drill`` drives and inspects.
 
 Example:
     >>> JobGuardStack(app, "JobGuard", jobs=JOBS, settings=StackSettings())
@@ -19,11 +26,13 @@ from typing import Any
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from handlers.jobs import CRM_SYNC
+from handlers.jobs import CRM_SYNC, REPORT_EXPORT
 from jobguard.definitions import JobDefinition
+from jobguard.drill.switches import DRILLS
 from jobguard.errors import ConfigError
 
 from .constructs import (
@@ -36,6 +45,7 @@ from .constructs import (
 )
 from .constructs._text import pascal
 from .crm_sync import CrmSyncData
+from .report_export import ReportExportData
 from .settings import StackSettings
 
 __all__ = ["HANDLER_PACKAGES", "JobGuardStack"]
@@ -66,6 +76,9 @@ class JobGuardStack(Stack):
         kwargs.setdefault("description", f"jobguard: guarded scheduled jobs ({', '.join(names)}), "
                           "their queues, schedules and alarms, and the recovery Lambda")
         super().__init__(scope, construct_id, **kwargs)
+        if settings.drills:  # seconds, not minutes: a drill waits out leases
+            jobs = [job.for_drills() for job in jobs]
+        enabled = not settings.local
 
         self.table = JobTable(self, "Table")
         self.bundle = LambdaBundle(
@@ -78,13 +91,15 @@ class JobGuardStack(Stack):
 
         self.jobs = {
             job.name: GuardedJob(self, pascal(job.name), job=job, table=self.table,
-                                 bundle=self.bundle, alarm_action=action)
+                                 bundle=self.bundle, alarm_action=action,
+                                 schedule_enabled=enabled)
             for job in jobs
         }
         self.reconcilers = [
             Reconciler(self, f"{pascal(job.name)}Reconciler", job=job, table=self.table,
                        bundle=self.bundle, alarm_action=action,
-                       dead_letter_queue=self.jobs[job.name].schedule_dlq)
+                       dead_letter_queue=self.jobs[job.name].schedule_dlq,
+                       schedule_enabled=enabled)
             for job in jobs if job.reconciler_schedule
         ]
         self.recovery = RecoveryFunction(
@@ -98,6 +113,13 @@ class JobGuardStack(Stack):
                 reconciles=reconcilers)
         else:
             self.crm_sync_data = None
+        self.report_export_data: ReportExportData | None = None
+        if REPORT_EXPORT.name in self.jobs:
+            self.report_export_data = ReportExportData(self, "ReportExportData")
+            self.report_export_data.wire(runs=[self.jobs[REPORT_EXPORT.name].function])
+        if settings.drills:
+            for function in self.functions:
+                function.add_environment(DRILLS, "1")
         self.dashboard = JobGuardDashboard(
             self, "Dashboard", jobs=list(self.jobs.values()), reconcilers=self.reconcilers,
             recovery=self.recovery)
@@ -108,9 +130,20 @@ class JobGuardStack(Stack):
         if self.crm_sync_data is not None:
             CfnOutput(self, "CrmContactChangesTable", value=self.crm_sync_data.feed.table_name)
             CfnOutput(self, "CrmNotesTable", value=self.crm_sync_data.notes.table_name)
+        if self.report_export_data is not None:
+            CfnOutput(self, "ReportBucketName", value=self.report_export_data.bucket.bucket_name)
         for name, guarded in self.jobs.items():
             CfnOutput(self, f"{pascal(name)}FunctionName",
                       value=guarded.function.function_name)
             if guarded.trigger_queue is not None:
                 CfnOutput(self, f"{pascal(name)}TriggerQueueUrl",
                           value=guarded.trigger_queue.queue_url)
+        for reconciler in self.reconcilers:
+            CfnOutput(self, f"{pascal(reconciler.job.name)}ReconcilerFunctionName",
+                      value=reconciler.function.function_name)
+
+    @property
+    def functions(self) -> list[lambda_.Function]:
+        """Every function this stack creates: the jobs', the reconcilers', recovery's."""
+        return [*(j.function for j in self.jobs.values()),
+                *(r.function for r in self.reconcilers), self.recovery.function]

@@ -42,8 +42,11 @@ def function_schedule(
     retry_attempts: int,
     max_event_age: timedelta,
     description: str,
+    enabled: bool = True,
 ) -> scheduler.Schedule:
-    """A schedule (default group, UTC, no flexible window) invoking ``function``."""
+    """A schedule (default group, UTC, no flexible window) invoking ``function``;
+    created DISABLED when not ``enabled`` (a local deployment: see
+    :attr:`infra.settings.StackSettings.local`)."""
     role = iam.Role(
         scope, f"{construct_id}Role",
         assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com", conditions={
@@ -73,6 +76,7 @@ def function_schedule(
         schedule=scheduler.ScheduleExpression.expression(expression),
         description=description[:512],
         target=target,
+        enabled=enabled,
     )
     # The schedule must not be created before its role may invoke the function.
     schedule.node.add_dependency(role)

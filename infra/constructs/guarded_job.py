@@ -31,12 +31,12 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from jobguard import environment
-from jobguard.definitions import JobDefinition
+from jobguard.definitions import VISIBILITY_FACTOR, JobDefinition
 from jobguard.errors import ConfigError
 from jobguard.runbook import busy_metric, busy_window, job_alarms
 
 from ._function import check_extra_environment, python_function, seconds
-from ._queues import dead_letter_queue, secure_queue
+from ._queues import RETENTION, dead_letter_queue, secure_queue
 from ._schedule import function_schedule
 from ._text import human
 from .alarms import Runbook, dlq_alarm, errors_alarm, job_metric, runbook_alarm
@@ -58,8 +58,6 @@ MAPPING_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage")
 """What the event source mapping does with the function's role (it also reads the
 queue's attributes, already in :data:`QUEUE_ACTIONS`)."""
 
-VISIBILITY_FACTOR = 6
-"""AWS's advice for SQS event sources: visibility timeout >= 6x the function timeout."""
 MAX_VISIBILITY = timedelta(hours=12)
 SCHEDULER_MAX_EVENT_AGE = timedelta(hours=24)
 ASYNC_MAX_EVENT_AGE = timedelta(hours=6)
@@ -108,6 +106,8 @@ class GuardedJob(Construct):
             function timeout (the default), at most 12 h.
         schedule_retry_attempts: Scheduler's retries of a tick it could not deliver
             (0-185); retries stop once the tick is older than the job's ``stale_after``.
+        schedule_enabled: False creates the schedule DISABLED (a local emulator that
+            cannot fill in the scheduled time; ticks are then delivered by hand).
     """
 
     def __init__(
@@ -122,11 +122,16 @@ class GuardedJob(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         queue_visibility_timeout: timedelta | None = None,
         schedule_retry_attempts: int = 3,
+        schedule_enabled: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         self.job = job
-        self.config = job.config()
         visibility = self._visibility(queue_visibility_timeout)
+        # Every safety rule again, against what is deployed here: this function's
+        # timeout, this queue's visibility timeout and retention.
+        self.config = job.check_deployment(
+            function_timeout=job.timeout, queue_visibility_timeout=visibility,
+            queue_retention=timedelta(seconds=RETENTION.to_seconds()))
         if not isinstance(schedule_retry_attempts, int) or not 0 <= schedule_retry_attempts <= 185:
             raise ConfigError("schedule_retry_attempts",
                               f"must be 0-185 (Scheduler's range), got {schedule_retry_attempts!r}")
@@ -183,6 +188,7 @@ class GuardedJob(Construct):
             max_event_age=_clamp(self.config.stale_after, MIN_EVENT_AGE,
                                  SCHEDULER_MAX_EVENT_AGE),
             description=f"jobguard tick for {job.name}",
+            enabled=schedule_enabled,
         )
         self.alarms = self._alarms(alarm_action)
 
@@ -193,12 +199,10 @@ class GuardedJob(Construct):
         if override is None:
             default: timedelta = self.job.queue_visibility_timeout  # the definition's 6x
             return max(default, minimum)
-        if not isinstance(override, timedelta) or override < minimum:
-            raise ConfigError(
-                "queue_visibility_timeout",
-                f"{override!r} is shorter than {VISIBILITY_FACTOR}x the function timeout "
-                f"({human(minimum)}): a trigger would be delivered again while its run "
-                "is still working on it")
+        if not isinstance(override, timedelta):
+            raise ConfigError("queue_visibility_timeout",
+                              f"must be a datetime.timedelta, got {override!r}")
+        # shorter than 6x the function timeout: refused by JobDefinition.check_deployment
         if override > MAX_VISIBILITY:
             raise ConfigError("queue_visibility_timeout",
                               f"{override!r} is longer than SQS allows (12 hours)")

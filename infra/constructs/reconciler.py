@@ -44,6 +44,8 @@ class Reconciler(Construct):
     Args:
         dead_letter_queue: where undeliverable sweeps go (the job's schedule DLQ, say);
             a new one, with its alarm, when not given.
+        schedule_enabled: False creates the sweep's schedule DISABLED (a local
+            deployment, where only what a drill delivers runs).
     """
 
     def __init__(
@@ -58,12 +60,14 @@ class Reconciler(Construct):
         alarm_action: cloudwatch.IAlarmAction | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         handler: str = RECONCILER_HANDLER,
+        schedule_enabled: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         if job.reconciler_schedule is None:
             raise ConfigError("reconciler_schedule",
                               f"job {job.name!r} does not ask for a reconciler")
         self.job = job
+        job.check_deployment(function_timeout=job.timeout)  # its sweeps run as the job
         self.function = python_function(
             self, "Function",
             bundle=bundle, handler=handler, timeout=job.timeout, memory_mb=job.memory_mb,
@@ -95,6 +99,7 @@ class Reconciler(Construct):
             payload={"job": job.name}, dead_letter_queue=dead_letter_queue,
             retry_attempts=3, max_event_age=SWEEP_MAX_EVENT_AGE,
             description=f"jobguard reconciler sweep for {job.name}",
+            enabled=schedule_enabled,
         )
         self.alarms["errors"] = errors_alarm(
             self, "ErrorsAlarm", self.function, action=alarm_action,

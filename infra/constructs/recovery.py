@@ -72,6 +72,9 @@ class RecoveryFunction(Construct):
         if not jobs:
             raise ConfigError("jobs", "recovery needs at least one job")
         modules = sorted({module_of(job.handler) for job in jobs})
+        timeout = max(job.timeout for job in jobs)
+        for job in jobs:  # a recovery's claims (the job's claim_for) must fit its timeout
+            job.check_deployment(function_timeout=timeout)
         variables = {
             environment.TABLE: table.table_name,
             environment.RECOVERY_MODULES: ",".join(modules),
@@ -85,7 +88,7 @@ class RecoveryFunction(Construct):
         self.function = python_function(
             self, "Function",
             bundle=bundle, handler=handler,
-            timeout=max(job.timeout for job in jobs),
+            timeout=timeout,
             memory_mb=max(job.memory_mb for job in jobs),
             environment=variables,
             description="jobguard recovery: plan (dry run by default) or execute a bounded "

@@ -17,6 +17,7 @@ ALL_KINDS = {"overlap", "busy", "lease_lost", "uncertain", "reconciled", "schedu
              "errors"}
 EXPECTED_KINDS = {
     "crm-sync": ALL_KINDS | {"trigger_dlq"},                  # COALESCE
+    "report-export": ALL_KINDS | {"trigger_dlq", "dropped"},    # QUEUE
     NIGHTLY.name: ALL_KINDS,                                    # SKIP
     EXPORT.name: ALL_KINDS | {"trigger_dlq", "dropped"},        # QUEUE
     PRICES.name: ALL_KINDS - {"busy", "lease_lost"},            # REPLACE: lease_lost is the policy

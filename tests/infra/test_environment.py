@@ -46,7 +46,8 @@ def test_an_optional_recovery_variable_is_set_when_asked_for() -> None:
     assert variables[environment.RECOVERY_CONFIRM_ABOVE] == "250"
 
 
-@pytest.mark.parametrize("name", ["crm-sync", NIGHTLY.name, EXPORT.name, PRICES.name])
+@pytest.mark.parametrize(
+    "name", ["crm-sync", "report-export", NIGHTLY.name, EXPORT.name, PRICES.name])
 def test_a_job_function_gets_every_variable_a_job_function_reads(synth: Synth, name: str) -> None:
     job = synth.stack.jobs[name]
     variables = _variables(synth, job.function)
@@ -90,8 +91,9 @@ def test_recovery_gets_every_variable_recovery_reads(synth: Synth) -> None:
     variables = _variables(synth, synth.stack.recovery.function)
     assert set(environment.RECOVERY_FUNCTION) <= variables.keys()
     assert variables[environment.TABLE] == {"Ref": synth.logical_id(synth.stack.table.table)}
-    # each job's handler module registers its job; the four jobs share one module here
-    assert variables[environment.RECOVERY_MODULES] == "handlers.crm_sync"
+    # each job's handler module (a BatchJob's registers it); the extra jobs of this
+    # suite share crm-sync's module
+    assert variables[environment.RECOVERY_MODULES] == "handlers.crm_sync,handlers.report_export"
 
 
 def test_the_reconciler_gets_every_variable_a_reconciler_reads(synth: Synth) -> None:

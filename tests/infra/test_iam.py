@@ -12,6 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from infra.constructs.guarded_job import MAPPING_ACTIONS, QUEUE_ACTIONS
 from infra.constructs.table import INDEX_ACTIONS, TABLE_ACTIONS
 from infra.crm_sync import FEED_ACTIONS, NOTES_RECONCILE_ACTIONS, NOTES_WRITE_ACTIONS
+from infra.report_export import BUCKET_ACTIONS, OBJECT_ACTIONS
 
 from .conftest import EXPORT, INVOKER, NIGHTLY, PRICES, Synth
 
@@ -81,7 +82,17 @@ def test_table_actions_are_exactly_the_ones_the_stores_call() -> None:
     assert INDEX_ACTIONS == ("dynamodb:Query",)
 
 
-@pytest.mark.parametrize("name", ["crm-sync", EXPORT.name])
+def _report_data(synth: Synth) -> Grant:
+    """report-export's own bucket: put and look up objects under its prefix, and list
+    the bucket (a lookup of a missing object is then a 404, not a 403)."""
+    data = synth.stack.report_export_data
+    assert data is not None
+    bucket = _arn(synth, data.bucket)
+    return (_pairs(OBJECT_ACTIONS, {"Fn::Join": ["", [bucket, "/reports/*"]]})
+            | _pairs(BUCKET_ACTIONS, bucket))
+
+
+@pytest.mark.parametrize("name", ["crm-sync", "report-export", EXPORT.name])
 def test_a_queue_jobs_function_may_use_the_table_and_its_own_trigger_queue(
         synth: Synth, name: str) -> None:
     job = synth.stack.jobs[name]
@@ -90,6 +101,8 @@ def test_a_queue_jobs_function_may_use_the_table_and_its_own_trigger_queue(
         (*QUEUE_ACTIONS, *MAPPING_ACTIONS), queue)
     if name == "crm-sync":
         expected |= _crm_data(synth, runs=True)
+    if name == "report-export":
+        expected |= _report_data(synth)
     assert _grants(synth, job.function.role) == expected  # type: ignore[arg-type]
     assert {a for a, _ in expected if a.startswith("sqs:")} == {
         "sqs:SendMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes",
@@ -103,7 +116,8 @@ def test_a_skip_or_replace_jobs_function_may_use_the_table_only(synth: Synth, na
         synth, job.function)
 
 
-@pytest.mark.parametrize("name", ["crm-sync", NIGHTLY.name, EXPORT.name, PRICES.name])
+@pytest.mark.parametrize(
+    "name", ["crm-sync", "report-export", NIGHTLY.name, EXPORT.name, PRICES.name])
 def test_a_schedule_may_invoke_its_function_and_dead_letter_a_tick_only(
         synth: Synth, name: str) -> None:
     job = synth.stack.jobs[name]
@@ -131,11 +145,23 @@ def test_the_reconciler_may_use_the_table_and_look_notes_up(synth: Synth) -> Non
         _function_base(synth, reconciler.function) | _crm_data(synth, runs=False))
 
 
-def test_no_statement_anywhere_has_a_wildcard(synth: Synth) -> None:
+def test_no_statement_anywhere_has_a_wildcard_but_the_report_prefix(synth: Synth) -> None:
+    # report-export writes one object per period: its grant covers its own key prefix
+    data = synth.stack.report_export_data
+    assert data is not None
+    prefix = {"Fn::Join": ["", [_arn(synth, data.bucket), "/reports/*"]]}
+    wildcards = []
     for logical_id, policy in synth.of_type("AWS::IAM::Policy").items():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Resource"] == prefix:
+                wildcards.append(logical_id)
+                assert sorted(statement["Action"]) == ["s3:GetObject", "s3:PutObject"]
+                continue
             text = json.dumps([statement["Action"], statement["Resource"]])
             assert "*" not in text, f"{logical_id}: {text}"
+    report = synth.stack.jobs["report-export"].function.role
+    assert report is not None
+    assert wildcards == [synth.logical_id(report.node.find_child("DefaultPolicy"))]
 
 
 def test_only_the_named_principal_may_invoke_recovery_and_nothing_is_public(

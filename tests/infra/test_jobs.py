@@ -16,7 +16,7 @@ from jobguard.triggers import TriggerKind, parse_event
 
 from .conftest import EXPORT, NIGHTLY, PRICES, Synth
 
-JOB_NAMES = ["crm-sync", NIGHTLY.name, EXPORT.name, PRICES.name]
+JOB_NAMES = ["crm-sync", "report-export", NIGHTLY.name, EXPORT.name, PRICES.name]
 
 
 def _job(synth: Synth, name: str) -> GuardedJob:

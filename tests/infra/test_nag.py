@@ -51,10 +51,19 @@ def test_each_acknowledgment_is_a_known_one_with_a_reason(synth: Synth) -> None:
         (path, rule.removeprefix("Annotation::")): reason
         for path, entries in metadata.items() for entry in entries
         if entry["type"] == ACKNOWLEDGED for rule, reason in entry["data"].items()}
-    # only the schedules' dead-letter queues: cdk-nag's SQS3 recognizes a queue as a DLQ
-    # only when another queue redrives to it
+    # the schedules' dead-letter queues: cdk-nag's SQS3 recognizes a queue as a DLQ only
+    # when another queue redrives to it; and report-export's bucket (no access logs) and
+    # its one wildcard, the job's key prefix in that bucket
+    data = synth.stack.report_export_data
+    assert data is not None
+    bucket = synth.logical_id(data.bucket)
     kinds = {(path.rsplit("/", 1)[-1], rule) for path, rule in acknowledged}
-    assert kinds == {("ScheduleDlq", "AwsSolutions-SQS3")}
-    assert len(acknowledged) == len(synth.stack.jobs)
+    assert kinds == {("ScheduleDlq", "AwsSolutions-SQS3"), ("Bucket", "AwsSolutions-S1"),
+                     ("FunctionRole", f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/reports/*]")}
+    assert len(acknowledged) == len(synth.stack.jobs) + 2
+    assert {path for path, rule in acknowledged if rule.startswith("AwsSolutions-IAM5")} == {
+        "/JobGuard/ReportExport/FunctionRole"}
     for (path, rule), reason in acknowledged.items():
-        assert len(reason) >= 80 and "dead-letter queue" in reason, (path, rule, reason)
+        assert len(reason) >= 80, (path, rule, reason)
+        if rule == "AwsSolutions-SQS3":
+            assert "dead-letter queue" in reason, (path, rule, reason)

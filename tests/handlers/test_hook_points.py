@@ -1,0 +1,56 @@
+"""The example jobs fire ``before_destination`` right before each destination call (a
+drill's fault switch can pause, crash or fail it there), and honour drill switches only
+when their function's environment enables drills."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jobguard import hooks
+from jobguard.drill import switches
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+
+
+def test_crm_sync_fires_before_destination_before_each_note(aws, crm_sync):
+    seen: list[dict[str, Any]] = []
+
+    def before(**ctx: Any) -> None:
+        # the note for this work id is not there yet: the call has not been made
+        notes = aws.ddb.scan(TableName="crm-notes")["Items"]
+        assert ctx["work_id"] not in {n["work_id"]["S"] for n in notes}
+        seen.append(ctx)
+
+    with hooks.on("before_destination", before):
+        result = crm_sync(json.loads((EVENTS / "scheduler-tick.json").read_text()), None)
+    (run,) = aws.runs("crm-sync")
+    assert result["completed"] == 3
+    assert [c["work_id"] for c in seen] == [
+        f"contact-{n}@{n:06d}:create-note" for n in range(1, 4)]
+    assert {(c["job"], c["run_id"]) for c in seen} == {("crm-sync", run.run_id)}
+
+
+def test_a_failure_at_the_hook_point_is_a_failed_item_not_a_note(aws, crm_sync):
+    def refuse(**ctx: Any) -> None:
+        if ctx["work_id"].startswith("contact-2@"):
+            raise switches.DrillFault("drill switch refuse: refused")
+
+    with hooks.on("before_destination", refuse):
+        result = crm_sync(json.loads((EVENTS / "scheduler-tick.json").read_text()), None)
+    assert (result["completed"], result["failed"]) == (2, 1)
+    notes = aws.ddb.scan(TableName="crm-notes")["Items"]
+    assert sorted(n["work_id"]["S"] for n in notes) == [
+        "contact-1@000001:create-note", "contact-3@000003:create-note"]
+
+
+def test_switches_are_not_installed_without_the_drill_environment(monkeypatch):
+    import handlers.crm_sync  # noqa: F401 - each job module opts in when imported
+    import handlers.report_export  # noqa: F401
+
+    monkeypatch.delenv(switches.DRILLS, raising=False)
+    assert not switches.drills_enabled()
+    assert switches.install("crm-sync") is False
+    assert switches.install("report-export") is False
+    assert not switches._installed  # noqa: SLF001 - nothing registered by the imports

@@ -1,0 +1,129 @@
+"""Deployments for ``jobguard drill`` (``-c jobguard:drills=true``) and for the local
+emulator (``-c jobguard:local=true``), against the default one.
+
+A drill deployment compresses every job's clock (:meth:`JobDefinition.for_drills`) and
+sets ``JOBGUARD_DRILLS=1`` on every function, so the example jobs honour drill fault
+switches; a default deployment does neither. A local deployment creates every schedule
+disabled: the emulator would fire ticks with ``<aws.scheduler.scheduled-time>`` left
+literal, which jobguard refuses, so ``jobguard drill`` delivers ticks itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import infra.stack
+from handlers.jobs import CRM_SYNC, JOBS, REPORT_EXPORT, deployed
+from infra.app import build_app
+from infra.constructs.bundle import LambdaBundle
+from infra.constructs.guarded_job import VISIBILITY_FACTOR, receive_budget
+from infra.settings import StackSettings
+from infra.stack import JobGuardStack
+from jobguard.definitions import DRILL_HEARTBEAT, DRILL_LEASE, DRILL_TIMEOUT
+from jobguard.drill.switches import DRILLS
+from jobguard.errors import ConfigError
+
+from .conftest import INVOKER, Synth
+
+
+@pytest.fixture(scope="module")
+def drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JobGuardStack, Any, Path]]:
+    """The app as ``-c jobguard:local=true -c jobguard:drills=true`` synthesizes it
+    (cdk-nag included); pip is replaced, the host layer's contents are not the point."""
+    build_dir = tmp_path_factory.mktemp("cdk-build")
+    outdir = tmp_path_factory.mktemp("cdk.out.drills")
+
+    def fake_pip(command: list[str]) -> None:
+        Path(command[command.index("--target") + 1]).mkdir(parents=True)
+
+    def bundle(*args: Any, **kwargs: Any) -> LambdaBundle:
+        return LambdaBundle(*args, build_dir=build_dir, run=fake_pip, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(infra.stack, "LambdaBundle", bundle)
+        app = build_app({"jobguard:local": "true", "jobguard:drills": "true",
+                         "jobguard:recoveryInvokers": INVOKER}, outdir=str(outdir))
+        stack = next(c for c in app.node.children if isinstance(c, JobGuardStack))
+        app.synth()  # an unacknowledged cdk-nag finding fails here
+    template = json.loads((outdir / f"{stack.artifact_id}.template.json").read_text())
+    yield stack, template, outdir
+
+
+def _of_type(template: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def test_drills_and_local_are_read_from_context() -> None:
+    settings = StackSettings.from_context({"jobguard:drills": "true", "jobguard:local": "1"})
+    assert (settings.drills, settings.local, settings.dependencies.value) == (True, True, "host")
+    default = StackSettings.from_context({})
+    assert (default.drills, default.local) == (False, False)
+    with pytest.raises(ConfigError) as refused:
+        StackSettings.from_context({"jobguard:drills": "maybe"})
+    assert refused.value.field == "jobguard:drills"
+    with pytest.raises(ConfigError) as contradicted:
+        StackSettings(local=True)  # the local emulator cannot import the Lambda layer
+    assert contradicted.value.field == "dependencies"
+
+
+def test_a_drill_deployment_sets_the_drill_switch_on_every_function(drill) -> None:
+    stack, template, _ = drill
+    functions = _of_type(template, "AWS::Lambda::Function")
+    assert len(functions) == len(stack.functions) == len(JOBS) + 2  # + reconciler, recovery
+    for logical_id, function in functions.items():
+        assert function["Properties"]["Environment"]["Variables"][DRILLS] == "1", logical_id
+
+
+def test_a_default_deployment_sets_it_nowhere(synth: Synth) -> None:
+    for logical_id, function in synth.of_type("AWS::Lambda::Function").items():
+        assert DRILLS not in function["Properties"]["Environment"]["Variables"], logical_id
+
+
+def test_a_drill_deployment_runs_every_job_on_the_drill_clock(drill) -> None:
+    stack, template, _ = drill
+    resources = template["Resources"]
+    for function in stack.functions:  # jobs, the reconciler, recovery
+        properties = resources[stack.resolve(stack.get_logical_id(
+            function.node.default_child))]["Properties"]
+        assert properties["Timeout"] == DRILL_TIMEOUT.total_seconds() == 60
+    for name, job in stack.jobs.items():
+        assert (job.job.lease, job.job.heartbeat_every) == (DRILL_LEASE, DRILL_HEARTBEAT)
+        queue = resources[stack.resolve(stack.get_logical_id(
+            job.trigger_queue.node.default_child))]["Properties"]
+        assert queue["VisibilityTimeout"] == 60 * VISIBILITY_FACTOR
+        assert queue["RedrivePolicy"]["maxReceiveCount"] == receive_budget(job.job), name
+
+
+def test_the_handlers_guard_themselves_with_the_clock_they_are_deployed_with(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for job in (CRM_SYNC, REPORT_EXPORT):
+        assert deployed(job) is job
+    monkeypatch.setenv(DRILLS, "1")
+    for job in (CRM_SYNC, REPORT_EXPORT):
+        config = deployed(job).config()
+        assert (config.lease, config.heartbeat, config.function_timeout) == (
+            DRILL_LEASE, DRILL_HEARTBEAT, DRILL_TIMEOUT)
+        assert config.policy is job.policy
+
+
+def test_a_local_deployment_creates_every_schedule_disabled(drill) -> None:
+    _, template, _ = drill
+    schedules = _of_type(template, "AWS::Scheduler::Schedule")
+    assert len(schedules) == len(JOBS) + 1  # the job ticks and the reconciler's sweep
+    assert {s["Properties"]["State"] for s in schedules.values()} == {"DISABLED"}
+
+
+def test_a_default_deployment_creates_them_enabled(synth: Synth) -> None:
+    schedules = synth.of_type("AWS::Scheduler::Schedule")
+    assert {s["Properties"].get("State", "ENABLED") for s in schedules.values()} == {"ENABLED"}
+
+
+def test_the_drill_deployment_passes_cdk_nag(drill) -> None:
+    _, _, outdir = drill
+    report = json.loads((outdir / "validation-report.json").read_text())
+    assert [v for plugin in report["pluginReports"] for v in plugin["violations"]] == []
