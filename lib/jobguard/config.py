@@ -13,11 +13,23 @@ from enum import StrEnum
 
 from .errors import ConfigError
 
-__all__ = ["JOB_NAME_PATTERN", "JobConfig", "OverlapPolicy", "validate_job_name"]
+__all__ = ["JOB_NAME_PATTERN", "MAX_FUNCTION_TIMEOUT", "SCHEDULER_REDELIVERY_WINDOW",
+           "TRIGGER_QUEUE_RETENTION", "JobConfig", "OverlapPolicy", "validate_job_name"]
 
 #: Job names become part of DynamoDB keys (``JOB#<name>``) and SQS group ids, so the
 #: key delimiter ``#`` and anything outside this set is refused.
 JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+SCHEDULER_REDELIVERY_WINDOW = timedelta(hours=24)
+"""EventBridge Scheduler retries a tick it could not deliver for up to 24 hours."""
+
+MAX_FUNCTION_TIMEOUT = timedelta(minutes=15)
+"""Lambda's longest timeout: no claim may outlive it."""
+
+TRIGGER_QUEUE_RETENTION = timedelta(days=14)
+"""How long a queued trigger or follow-up may wait in the job's SQS FIFO queue (the
+stack sets SQS's maximum retention). Its receive count does not bound its age: a FIFO
+message can wait unreceived behind the message ahead of it in its group."""
 
 
 class OverlapPolicy(StrEnum):
@@ -130,9 +142,9 @@ class JobConfig:
     ``uncertain``: its worker vanished. At most ``function_timeout`` when that is set."""
 
     item_ttl: timedelta = timedelta(days=15)
-    """How long completed work items are remembered (DynamoDB TTL). Longer than every
-    redelivery window: EventBridge Scheduler retries for up to 24 h, SQS keeps a message
-    up to 14 days. Unresolved items never expire."""
+    """How long completed work items are remembered (DynamoDB TTL). At least
+    :attr:`redelivery_window`: a trigger delivered again after its items were forgotten
+    would redo them. Unresolved items never expire."""
 
     time_margin: timedelta = timedelta(seconds=10)
     """Stop taking new items when the Lambda has less than this left, and checkpoint."""
@@ -202,28 +214,71 @@ class JobConfig:
                 raise ConfigError(
                     "claim_for",
                     f"({claim}) must fit in the function timeout ({timeout}): a claim that "
-                    "outlives its worker is held by nobody",
+                    "outlives its worker is held by nobody, and its item waits that long "
+                    "before it is reconciled",
                 )
+        elif claim > MAX_FUNCTION_TIMEOUT:
+            raise ConfigError(
+                "claim_for",
+                f"({claim}) must fit in a Lambda function's longest timeout "
+                f"({MAX_FUNCTION_TIMEOUT}): a claim that outlives its worker is held by nobody",
+            )
         item_ttl = _positive("item_ttl", self.item_ttl)
-        if item_ttl < timedelta(hours=24) or item_ttl < window:
+        if item_ttl < self.redelivery_window:
             raise ConfigError(
                 "item_ttl",
-                f"({item_ttl}) must be at least 24 h (EventBridge Scheduler's redelivery "
-                f"window) and at least dedup_window ({window})",
+                f"({item_ttl}) must be at least the redelivery window "
+                f"({self.redelivery_window}: {self._redelivery_reason()}): a trigger "
+                "delivered again after its completed items expired would redo them",
             )
         margin = self.time_margin
         if not isinstance(margin, timedelta) or margin < timedelta(0):
             raise ConfigError("time_margin", "must be a non-negative datetime.timedelta")
-        for name in ("table_name", "trigger_queue_url"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ConfigError(name, "must be a non-empty string when given")
+        if self.function_timeout is not None and margin >= self.function_timeout:
+            raise ConfigError(
+                "time_margin",
+                f"({margin}) must be shorter than the function timeout "
+                f"({self.function_timeout}): a run would stop before taking its first item",
+            )
+        from .environment import check_table_name, check_trigger_queue_url
+
+        if self.table_name is not None:
+            check_table_name(self.table_name, field="table_name")
+        if self.trigger_queue_url is not None:
+            check_trigger_queue_url(self.trigger_queue_url, field="trigger_queue_url")
+        if not isinstance(self.tracing, bool):
+            raise ConfigError("tracing", f"must be True or False, got {self.tracing!r}")
         object.__setattr__(self, "_heartbeat", heartbeat)
 
     @property
     def heartbeat(self) -> timedelta:
         """The effective heartbeat interval."""
         return self._heartbeat
+
+    @property
+    def redelivery_window(self) -> timedelta:
+        """The longest time after which a trigger of this job can still arrive and run.
+
+        The longest of: EventBridge Scheduler's 24 h of retries
+        (:data:`SCHEDULER_REDELIVERY_WINDOW`); ``dedup_window`` (a duplicate is
+        recognised that long, and it is at least ``stale_after``, past which a tick is
+        recorded stale and not run); and, for ``QUEUE``/``COALESCE`` jobs, the trigger
+        queue's retention (:data:`TRIGGER_QUEUE_RETENTION`, 14 days), because a queued
+        trigger is not subject to ``stale_after`` and a FIFO message can wait unreceived
+        behind its group for as long as SQS keeps it (so visibility x receive count does
+        not bound it). ``item_ttl`` must be at least this.
+        """
+        window = max(SCHEDULER_REDELIVERY_WINDOW, self.dedup_window)
+        if self.needs_queue:
+            window = max(window, TRIGGER_QUEUE_RETENTION)
+        return window
+
+    def _redelivery_reason(self) -> str:
+        if self.needs_queue and self.redelivery_window == TRIGGER_QUEUE_RETENTION:
+            return f"a {self.policy.value} trigger may wait that long in its SQS queue"
+        if self.redelivery_window == SCHEDULER_REDELIVERY_WINDOW:
+            return "EventBridge Scheduler retries a tick that long"
+        return "dedup_window"
 
     @property
     def needs_queue(self) -> bool:

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,13 +27,19 @@ from typing import Any
 from .config import JobConfig, OverlapPolicy, validate_job_name
 from .errors import ConfigError
 
-__all__ = ["JobDefinition", "MAX_LAMBDA_TIMEOUT"]
+__all__ = ["DRILL_HEARTBEAT", "DRILL_LEASE", "DRILL_TIMEOUT", "JobDefinition", "MAX_LAMBDA_TIMEOUT"]
 
 MAX_LAMBDA_TIMEOUT = timedelta(minutes=15)
+VISIBILITY_FACTOR = 6
+"""AWS's advice for SQS event sources: visibility timeout >= 6x the function timeout."""
+DRILL_LEASE = timedelta(seconds=12)
+DRILL_HEARTBEAT = timedelta(seconds=3)
+DRILL_TIMEOUT = timedelta(seconds=60)
 _RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 _CRON = re.compile(r"^cron\(\S+ \S+ \S+ \S+ \S+ \S+\)$")
 _HANDLER = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$")
 _UNITS = {"minute": 60, "hour": 3600, "day": 86400}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +59,14 @@ class JobDefinition:
     timeout is six times it."""
     lease: timedelta = timedelta(minutes=5)
     heartbeat_every: timedelta | None = None
+    skew_margin: timedelta = timedelta(seconds=5)
+    """Clock skew tolerated between workers (:attr:`jobguard.JobConfig.skew_margin`)."""
+    claim_for: timedelta | None = None
+    """How long a work item's claim lasts; the function timeout when not given (a claim
+    must fit in it)."""
+    item_ttl: timedelta = timedelta(days=15)
+    """How long completed work items are remembered: at least the job's redelivery
+    window (:attr:`jobguard.JobConfig.redelivery_window`)."""
     batch_size: int = 25
     memory_mb: int = 256
     max_queued: int = 10
@@ -82,12 +97,23 @@ class JobDefinition:
         if not isinstance(self.timeout, timedelta) or not (
                 timedelta(seconds=1) <= self.timeout <= MAX_LAMBDA_TIMEOUT):
             raise ConfigError("timeout", f"must be between 1 s and 15 min, got {self.timeout!r}")
-        if not isinstance(self.memory_mb, int) or not 128 <= self.memory_mb <= 10240:
+        if isinstance(self.memory_mb, bool) or not isinstance(self.memory_mb, int) \
+                or not 128 <= self.memory_mb <= 10240:
             raise ConfigError("memory_mb", f"must be 128-10240, got {self.memory_mb!r}")
-        if not 0 < self.overlap_alarm_share <= 1:
-            raise ConfigError("overlap_alarm_share", "must be in (0, 1]")
-        if not isinstance(self.skipped_alarm_count, int) or self.skipped_alarm_count < 1:
-            raise ConfigError("skipped_alarm_count", "must be an integer >= 1")
+        share = self.overlap_alarm_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+            raise ConfigError("overlap_alarm_share", f"must be a number in (0, 1], got {share!r}")
+        if (isinstance(self.skipped_alarm_count, bool)
+                or not isinstance(self.skipped_alarm_count, int) or self.skipped_alarm_count < 1):
+            raise ConfigError("skipped_alarm_count",
+                              f"must be an integer >= 1, got {self.skipped_alarm_count!r}")
+        if not isinstance(self.description, str):
+            raise ConfigError("description", f"must be a string, got {self.description!r}")
+        if not isinstance(self.environment, dict) or not all(
+                isinstance(k, str) and _ENV_NAME.fullmatch(k) and isinstance(v, str)
+                for k, v in self.environment.items()):
+            raise ConfigError("environment", "must map variable names (letters, digits, '_') "
+                              f"to strings, got {self.environment!r}")
         self.config()  # every JobConfig rule applies here too, naming the field
 
     @property
@@ -111,12 +137,75 @@ class JobDefinition:
             "stale_after": self.stale_after,
             "dedup_window": max(timedelta(hours=2), self.stale_after),
             "function_timeout": self.timeout,
-            "claim_for": min(self.timeout, timedelta(minutes=15)),
+            "claim_for": (self.claim_for if self.claim_for is not None
+                          else min(self.timeout, MAX_LAMBDA_TIMEOUT)),
+            "skew_margin": self.skew_margin,
+            "item_ttl": self.item_ttl,
         }
         options.update(overrides)
         return JobConfig(**options)
 
+    def for_drills(self) -> JobDefinition:
+        """The same job with its clock compressed for ``jobguard drill``.
+
+        A drill that waits out a lease should take seconds, not minutes: the lease is
+        :data:`DRILL_LEASE` (heartbeat :data:`DRILL_HEARTBEAT`) and the function timeout
+        :data:`DRILL_TIMEOUT`. Everything else (policy, batch size, schedule, every
+        validation rule) is unchanged. Only a deployment made with ``-c
+        jobguard:drills=true`` uses it; the handlers pick it when their function's
+        environment says so (:func:`jobguard.drill.switches.drills_enabled`).
+        """
+        return dataclasses.replace(self, timeout=DRILL_TIMEOUT, lease=DRILL_LEASE,
+                                   heartbeat_every=DRILL_HEARTBEAT)
+
+    def check_deployment(
+        self,
+        *,
+        function_timeout: timedelta,
+        queue_visibility_timeout: timedelta | None = None,
+        queue_retention: timedelta | None = None,
+    ) -> JobConfig:
+        """Refuse infrastructure that would make this job unsafe; return its config.
+
+        The CDK constructs call this at synth time with what they actually deploy, so a
+        definition is checked again against the real function and queue, not trusted:
+        every :class:`JobConfig` rule with ``function_timeout`` (lease longer than two
+        heartbeats, skew margin shorter than lease - heartbeat, claim within the timeout,
+        item TTL at least the redelivery window); the trigger queue's visibility timeout
+        at least six function timeouts; its retention at most the item TTL.
+
+        Raises:
+            ConfigError: naming the field, saying what would go wrong.
+
+        Example:
+            >>> job = JobDefinition(name="j", handler="h.f", schedule="rate(5 minutes)",
+            ...                     policy=OverlapPolicy.QUEUE, timeout=timedelta(minutes=1))
+            >>> job.check_deployment(function_timeout=timedelta(minutes=1),
+            ...                      queue_visibility_timeout=timedelta(minutes=5))
+            Traceback (most recent call last):
+            ...
+            jobguard.errors.ConfigError: queue_visibility_timeout: ...
+        """
+        config = self.config(function_timeout=function_timeout)  # every JobConfig rule
+        if not config.needs_queue:
+            return config
+        if queue_visibility_timeout is not None:
+            minimum = function_timeout * VISIBILITY_FACTOR
+            if queue_visibility_timeout < minimum:
+                raise ConfigError(
+                    "queue_visibility_timeout",
+                    f"({queue_visibility_timeout}) must be at least {VISIBILITY_FACTOR}x the "
+                    f"function timeout ({minimum}): SQS would deliver a trigger again while "
+                    "its run is still working on it")
+        if queue_retention is not None and config.item_ttl < queue_retention:
+            raise ConfigError(
+                "item_ttl",
+                f"({config.item_ttl}) must be at least the trigger queue's retention "
+                f"({queue_retention}): a trigger that waited that long would redo items "
+                "whose completion was already forgotten")
+        return config
+
     @property
     def queue_visibility_timeout(self) -> timedelta:
         """Six times the function timeout (AWS's advice for SQS event sources)."""
-        return self.timeout * 6
+        return self.timeout * VISIBILITY_FACTOR

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from .clock import Clock, SystemClock, to_ms
 from .config import JobConfig, OverlapPolicy
-from .errors import ConfigError, JobGuardError, LeaseLostError, StoreError
+from .errors import ConfigError, InvalidTriggerError, JobGuardError, LeaseLostError, StoreError
 from .hooks import fire
 from .ids import new_run_id
 from .lease import Busy, LeaseState, Mark, Next, TriggerMark, classify, prunable
@@ -27,6 +27,7 @@ from .run import Heartbeat, Run, _reset_current, _set_current
 from .triggers import (
     Trigger,
     TriggerKind,
+    check_sqs_event,
     follow_up_trigger_id,
     format_instant,
     parse_event,
@@ -134,11 +135,8 @@ class GuardedJob:
                 from ._clients import client
                 from .dynamodb import DynamoJobStore
 
-                table = self.config.table_name or os.environ.get(environment.TABLE)
-                if not table:
-                    raise ConfigError(
-                        "JOBGUARD_TABLE", "no table: set JOBGUARD_TABLE or JobConfig.table_name"
-                    )
+                # missing, empty or malformed: refused naming the variable, before a write
+                table = environment.table_name(self.config.table_name)
                 store = DynamoJobStore(table, client=client("dynamodb"))
             from .dynamodb_items import DynamoItemStore
 
@@ -275,8 +273,18 @@ class GuardedJob:
                 f"trigger already {mark.mark.value}" if mark
                 else f"trigger is running as {state.run_id}"
             )
+            if mark is not None and mark.mark is Mark.QUEUED and not trigger.is_from_queue:
+                # Queued, but its message may never have been sent (the send failed and
+                # so did undoing the mark). Sending it again is always safe: the same
+                # deduplication id, and only a delivery that finds the mark runs.
+                self._trigger_queue().send(
+                    Trigger(trigger.job, trigger.trigger_id, TriggerKind.QUEUED,
+                            scheduled_at=trigger.scheduled_at,
+                            requested_by=trigger.requested_by), event=event)
         elif step is Next.PAUSED:
             detail = state.paused_reason
+        if step is Next.QUEUE or follow_up_id is not None:
+            self._trigger_queue()  # no (or a malformed) queue URL: refused before any write
         record = self._decision_record(trigger, run_id, decision, state, now_ms, detail=detail)
         changed = rt.store.record_decision(
             record,
@@ -361,8 +369,14 @@ class GuardedJob:
     ) -> Any:
         rt = self.runtime()
         config = self.config
+        displaced: dict[str, Any] = {}
         if previous.run_id is not None and previous.run_id != run_id:
-            self._record_displaced(previous, now_ms)
+            displaced["displaced_run_id"] = previous.run_id
+            try:
+                self._record_displaced(previous, now_ms)
+            except Exception as exc:  # noqa: BLE001 - best effort: this run's record names it
+                rt.telemetry.logger.warning("displaced run not recorded", extra={
+                    "previous_run_id": previous.run_id, "error": str(exc)[:_ERROR_CHARS]})
         heartbeat = Heartbeat(
             store=rt.store, job=config.name, run_id=run_id, fence=fence, lease=config.lease,
             every=config.heartbeat, skew_margin=config.skew_margin, clock=self.clock,
@@ -408,7 +422,7 @@ class GuardedJob:
             requested_by=trigger.requested_by,
             error=None if error is None else f"{type(error).__name__}: {error}"[:_ERROR_CHARS],
             detail=detail,
-            extra=self._work_figures(run),
+            extra={**displaced, **self._work_figures(run)},
         )
         mark = TriggerMark(Mark.FAILED if status is RunStatus.FAILED else Mark.DONE, ended_ms)
         released = rt.store.release(
@@ -490,6 +504,7 @@ class GuardedJob:
             process_partial_response,
         )
 
+        check_sqs_event(event)  # a malformed envelope is refused whole, naming the field
         runtime = self.runtime()
         processor = SqsFifoPartialProcessor()
         # A deferred trigger is an expected "failure" (it waits on the queue), even
@@ -497,7 +512,15 @@ class GuardedJob:
         processor.raise_on_entire_batch_failure = False
 
         def one(record: Any) -> Any:
-            trigger, original = parse_queue_message(record.body, job=self.config.name)
+            try:
+                trigger, original = parse_queue_message(record.body, job=self.config.name)
+            except InvalidTriggerError as exc:
+                # Reported as this message's failure (SQS redelivers it, then moves it to
+                # the DLQ); logged with the field, since the batch utility keeps it quiet.
+                runtime.telemetry.logger.warning(
+                    "malformed trigger message", extra={"field": exc.field, "error": str(exc),
+                                                        "message_id": record.message_id})
+                raise
             try:
                 return self.handle(trigger, original, context)
             except _Deferred as deferred:
@@ -531,16 +554,8 @@ class GuardedJob:
             from ._clients import client
             from .triggerqueue import TriggerQueue
 
-            url = self.config.trigger_queue_url or os.environ.get(environment.TRIGGER_QUEUE_URL)
-            if not url:
-                raise ConfigError(
-                    environment.TRIGGER_QUEUE_URL,
-                    f"policy {self.config.policy.value} needs the job's SQS FIFO trigger "
-                    "queue: set JOBGUARD_TRIGGER_QUEUE_URL or JobConfig.trigger_queue_url",
-                )
-            if not url.endswith(".fifo"):
-                raise ConfigError(environment.TRIGGER_QUEUE_URL,
-                                  f"must be a FIFO queue (.fifo): {url}")
+            url = environment.trigger_queue_url(self.config.trigger_queue_url,
+                                                policy=self.config.policy.value)
             rt.queue = TriggerQueue(url, client=client("sqs"))
         return rt.queue
 

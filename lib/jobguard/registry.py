@@ -12,7 +12,6 @@ the stack), which registers their jobs.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
 from .errors import ConfigError
@@ -50,11 +49,7 @@ def load_from_environment() -> list[str]:
     """Import the modules listed in ``JOBGUARD_RECOVERY_MODULES``."""
     from . import environment
 
-    raw = os.environ.get(environment.RECOVERY_MODULES, "")
-    modules = [m.strip() for m in raw.split(",") if m.strip()]
-    if not modules:
-        raise ConfigError(environment.RECOVERY_MODULES,
-                          "no modules to load: set it to the job modules, comma-separated")
+    modules = environment.recovery_modules()  # refused naming the variable if malformed
     for module in modules:
         try:
             importlib.import_module(module)

@@ -28,7 +28,8 @@ from typing import Any
 from .config import JOB_NAME_PATTERN, OverlapPolicy
 from .errors import InvalidTriggerError
 
-__all__ = ["Trigger", "TriggerKind", "format_instant", "parse_event", "parse_queue_message"]
+__all__ = ["Trigger", "TriggerKind", "check_sqs_event", "format_instant", "parse_event",
+           "parse_queue_message"]
 
 _PLACEHOLDER = "<aws.scheduler."
 _TRIGGER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/+=-]{0,127}$")
@@ -114,7 +115,10 @@ def _instant(field: str, value: Any) -> datetime:
         raise InvalidTriggerError(
             field, "must include a timezone (e.g. 2026-11-29T07:35:00Z); naive times are refused"
         )
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise InvalidTriggerError(field, f"{value!r} is out of range in UTC") from None
 
 
 def _text(max_length: int, pattern: re.Pattern[str] | None = None, what: str = "") -> _Check:
@@ -260,12 +264,48 @@ def parse_queue_message(body: str, *, job: str) -> tuple[Trigger, object]:
     except (TypeError, ValueError) as exc:
         raise InvalidTriggerError("body", f"is not JSON: {exc}") from None
     message = _validate("queue", data, "body.")
-    _same_job(message["job"], job)
+    if message["job"] != job:
+        raise InvalidTriggerError(
+            "body.job", f"message is for job {message['job']!r} but this handler guards {job!r}")
+    # Only ids jobguard writes: "<job>@<time>", "<job>@manual:...", "<job>@follow-up:...".
+    if not (message["trigger_id"].startswith(f"{job}@")
+            and _TRIGGER_ID_PATTERN.fullmatch(message["trigger_id"].removeprefix(f"{job}@"))):
+        raise InvalidTriggerError(
+            "body.trigger_id", f"{message['trigger_id']!r} is not a trigger id of job {job!r} "
+            "(<job>@...): the message was not written by jobguard for this job")
     scheduled = message.get("scheduled_at")
     trigger = Trigger(job, message["trigger_id"], TriggerKind(message["kind"]),
                       scheduled_at=scheduled.astimezone(UTC) if scheduled else None,
                       requested_by=message.get("requested_by"))
     return trigger, message.get("event")
+
+
+_SQS_RECORD_FIELDS = ("messageId", "receiptHandle", "body")
+
+
+def check_sqs_event(event: dict[str, Any]) -> None:
+    """Refuse an SQS event whose envelope is not one from an event source mapping.
+
+    Each message's body is checked later, one by one (:func:`parse_queue_message`); a
+    bad body fails that message only.
+
+    Raises:
+        InvalidTriggerError: naming the field (``Records``, ``Records[0].body``, ...).
+    """
+    records = event.get("Records")
+    if not isinstance(records, list) or not records:
+        raise InvalidTriggerError("Records", "must be a non-empty list of SQS messages")
+    for i, record in enumerate(records):
+        where = f"Records[{i}]"
+        if not isinstance(record, dict):
+            raise InvalidTriggerError(where, f"must be an SQS message, got "
+                                      f"{type(record).__name__}")
+        if record.get("eventSource") != "aws:sqs":
+            raise InvalidTriggerError(f"{where}.eventSource",
+                                      f"must be 'aws:sqs', got {record.get('eventSource')!r}")
+        for name in _SQS_RECORD_FIELDS:
+            if not isinstance(record.get(name), str) or not record[name]:
+                raise InvalidTriggerError(f"{where}.{name}", "must be a non-empty string")
 
 
 def queue_message_body(trigger: Trigger, *, event: object = None) -> str:
