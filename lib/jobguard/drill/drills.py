@@ -154,6 +154,7 @@ def _crm_checks(ctx: DrillContext, result: DrillResult, seeded: Seeded, since_ms
     result.check("ledger", f"checkpoint at the last change ({checkpoint.cursor}, "
                  f"seq {checkpoint.seq})", (checkpoint.cursor or "") >= seeded.last_seq)
     records = stack.runs(CRM, since_ms)
+    result.keep_runs(records)
     result.tallies.append(tally(CRM, records, ledger.values(), duplicates=dups,
                                 reconciled_extra=reconciled_extra))
 
@@ -268,6 +269,7 @@ def _report_checks(ctx: DrillContext, result: DrillResult, periods: list[str],
                  f"versions, {dups} duplicates, {len(missing)} missing",
                  dups == 0 and not missing)
     records = ctx.stack.runs(REPORT, since_ms)
+    result.keep_runs(records)
     work_ids = [f"report@{p}:export" for p in periods]
     ledger = {k: v for k, v in ctx.stack.items.get_many(REPORT, work_ids).items()}
     if ledger:
@@ -434,34 +436,50 @@ def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
 def partial_failure(ctx: DrillContext, result: DrillResult) -> None:
     """A partial batch failure resumed from a clear checkpoint."""
     stack, since = ctx.stack, _ms()
+    before = stack.checkpoint(CRM)
     seeded = ctx.seed("partial-failure", 10)
     failing = seeded.work_ids[3]
     ctx.arm(CRM, "refuse", point="before_destination", action="fail", match=failing)
     result.injected.append(f"the destination refuses change 4 of 10 ({failing}) once")
     stack.tick(CRM, ctx.tick_time(CRM))
+    first = stack.wait_run(CRM, since, lambda r: r.decision is Decision.RAN, "run 1")
     stack.wait_settled(CRM, since)
-    checkpoint = stack.checkpoint(CRM)
-    ledger = stack.ledger(CRM, seeded.work_ids)
-    result.check("ledger", f"after run 1: change 4 failed, checkpoint stopped before it "
-                 f"({checkpoint.cursor})",
-                 ledger[failing].state is ItemState.FAILED
-                 and (checkpoint.cursor or "") < seeded.changes[3]["seq"]
-                 and (checkpoint.cursor or "") >= seeded.changes[2]["seq"])
-    seq_before = checkpoint.seq
-    stack.tick(CRM, ctx.tick_time(CRM))
-    result.injected.append("next tick, destination healthy again")
-    stack.wait_run(CRM, since, lambda r: r.decision is Decision.RAN
-                   and r.started_at_ms > (checkpoint.updated_at_ms or 0), "run 2")
-    stack.wait_settled(CRM, since)
-    ctx.disarm(CRM, "refuse")
-    after = stack.checkpoint(CRM)
     item = stack.items.get(CRM, failing)
-    result.check("ledger", f"run 2 resumed from the checkpoint: change 4 retried "
-                 f"(attempt {item.attempts if item else '?'}), checkpoint moved forward "
-                 f"(seq {seq_before} -> {after.seq})",
-                 item is not None and item.state is ItemState.COMPLETED
-                 and after.seq > seq_before)
-    _crm_checks(ctx, result, seeded, since)
+    result.check("ledger", f"run 1: {first.extra.get('completed')} completed, change 4 "
+                 f"{item.state.value if item else 'missing'} (retryable "
+                 f"{item.retryable if item else '?'}: {item.last_error if item else ''})",
+                 item is not None and item.state is ItemState.FAILED and item.retryable
+                 and int(first.extra.get("completed", 0)) == 9
+                 and int(first.extra.get("failed", 0)) == 1)
+    checkpoint = stack.checkpoint(CRM)
+    result.check("ledger", f"the checkpoint is clear: seq {before.seq} -> {checkpoint.seq}, "
+                 "at the batch's end; the failure stays in the ledger, not behind the "
+                 "checkpoint", checkpoint.seq == before.seq + 1
+                 and checkpoint.cursor == seeded.last_seq)
+    late = ctx.seed("partial-failure-next", 3)
+    since_next = _ms()
+    stack.tick(CRM, ctx.tick_time(CRM))
+    result.injected.append("3 new changes, then the next tick")
+    second = stack.wait_run(CRM, since_next, lambda r: r.decision is Decision.RAN, "run 2")
+    stack.wait_settled(CRM, since)
+    result.check("runs", f"run 2 resumed from the checkpoint: selected "
+                 f"{second.extra.get('selected')} (only the new changes), redid none",
+                 int(second.extra.get("selected", 0)) == 3)
+    request = {"job": CRM, "cursor_from": before.cursor or "0", "cursor_to": seeded.last_seq,
+               "mode": "failed", "requested_by": "jobguard-drill"}
+    recovery_fn = stack.outputs["RecoveryFunctionName"]
+    plan = stack.invoke(recovery_fn, request).get("plan", {})
+    done = stack.invoke(recovery_fn, {**request, "dry_run": False,
+                                      "confirm": plan.get("token")})
+    again = stack.invoke(recovery_fn, request).get("plan", {})
+    summary = done.get("summary", {})
+    result.injected.append("recovery of the batch's range, mode failed")
+    result.check("runs", f"recovery replayed {summary.get('replayed')} (the failed change "
+                 f"only; plan said {plan.get('to_replay')}), a second plan finds "
+                 f"{again.get('to_replay')}", plan.get("to_replay") == 1
+                 and summary.get("replayed") == 1 and again.get("to_replay") == 0)
+    ctx.disarm(CRM, "refuse")
+    _crm_checks(ctx, result, Seeded(seeded.changes + late.changes), since)
 
 
 @dataclass(frozen=True)

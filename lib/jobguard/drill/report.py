@@ -58,6 +58,8 @@ class DrillResult:
     tallies: list[JobTally] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """The run records the drill read back (one line each), for ``--json`` readers."""
 
     def check(self, side: str, what: str, ok: bool) -> bool:
         self.checks.append(Check(side, what, bool(ok)))
@@ -73,8 +75,15 @@ class DrillResult:
             "name": self.name, "title": self.title, "verdict": "held" if self.held else "FAILED",
             "seconds": round(self.seconds, 1), "injected": self.injected,
             "checks": [c.__dict__ for c in self.checks], "error": self.error,
-            "jobs": [t.as_dict() for t in self.tallies],
+            "jobs": [t.as_dict() for t in self.tallies], "runs": self.runs,
         }
+
+    def keep_runs(self, records: Iterable[RunRecord]) -> None:
+        keys = ("job", "run_id", "trigger_kind", "decision", "status", "fence", "selected",
+                "completed", "failed", "uncertain", "reconciled", "already_done", "detail")
+        for record in records:
+            data = record.as_dict()
+            self.runs.append({k: data[k] for k in keys if k in data})
 
 
 def tally(job: str, records: Iterable[RunRecord], ledger: Iterable[ItemRecord],

@@ -178,8 +178,10 @@ class DeployedStack:
 
     def wait_run(self, job: str, since_ms: int, predicate: Callable[[RunRecord], bool],
                  what: str, *, timeout_s: float = 90) -> RunRecord:
+        """The first finished run record (oldest first) that matches ``predicate``."""
         def found() -> RunRecord | None:
-            return next((r for r in self.runs(job, since_ms) if predicate(r)), None)
+            return next((r for r in self.runs(job, since_ms)
+                         if r.status is not RunStatus.RUNNING and predicate(r)), None)
 
         record: RunRecord = self.wait(what, found, timeout_s=timeout_s)
         return record
