@@ -65,7 +65,8 @@ class StackSettings:
     ``<aws.scheduler.scheduled-time>`` literal, which jobguard rightly refuses as a tick;
     locally ``jobguard drill`` delivers the ticks itself, with the time filled in."""
     drills: bool = False
-    """Deploy for ``jobguard drill``: drill timings and ``JOBGUARD_DRILLS=1`` everywhere.
+    """Deploy for ``jobguard drill``: drill timings, ``JOBGUARD_DRILLS=1`` everywhere, and
+    schedules created disabled (the drills deliver every tick themselves).
     Never for a production deployment: the fault switches then become live."""
 
     def __post_init__(self) -> None:

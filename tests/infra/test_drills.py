@@ -111,7 +111,7 @@ def test_the_handlers_guard_themselves_with_the_clock_they_are_deployed_with(
         assert config.policy is job.policy
 
 
-def test_a_local_deployment_creates_every_schedule_disabled(drill) -> None:
+def test_a_local_or_drill_deployment_creates_every_schedule_disabled(drill) -> None:
     _, template, _ = drill
     schedules = _of_type(template, "AWS::Scheduler::Schedule")
     assert len(schedules) == len(JOBS) + 1  # the job ticks and the reconciler's sweep
@@ -127,3 +127,19 @@ def test_the_drill_deployment_passes_cdk_nag(drill) -> None:
     _, _, outdir = drill
     report = json.loads((outdir / "validation-report.json").read_text())
     assert [v for plugin in report["pluginReports"] for v in plugin["violations"]] == []
+
+
+def test_the_drills_deliver_the_tick_the_schedule_would_send() -> None:
+    from datetime import UTC, datetime
+
+    from infra.constructs.guarded_job import tick_input
+    from jobguard.drill.stack import tick_payload
+
+    for job in (CRM_SYNC, REPORT_EXPORT):
+        schedule = tick_input(job)
+        sent = tick_payload(job.name, job.policy.value, datetime(2026, 11, 29, tzinfo=UTC),
+                            "e-1")
+        assert set(sent) == set(schedule)
+        assert sent["job"] == schedule["job"] and sent["policy"] == schedule["policy"]
+        assert schedule["scheduled_at"].startswith("<aws.scheduler.")  # filled by the drill
+        assert sent["scheduled_at"] == "2026-11-29T00:00:00Z"

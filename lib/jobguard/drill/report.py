@@ -111,15 +111,18 @@ def tally(job: str, records: Iterable[RunRecord], ledger: Iterable[ItemRecord],
 
 
 def render_table(results: Sequence[DrillResult]) -> str:
-    header = f"{'drill':<26}{'job':<15}" + "".join(f"{short:>9}" for _, short in COLUMNS) \
-        + "  verdict"
+    widths = [max(len(short), 4) + 2 for _, short in COLUMNS]
+    header = (f"{'drill':<26}{'job':<15}"
+              + "".join(f"{short:>{w}}" for (_, short), w in zip(COLUMNS, widths, strict=True))
+              + "  verdict")
     lines = [header, "-" * len(header)]
     for result in results:
         verdict = "held" if result.held else "FAILED"
         rows = result.tallies or [JobTally(job="-")]
         for i, row in enumerate(rows):
             values = row.as_dict()
-            lines.append(f"{result.name if i == 0 else '':<26}{row.job:<15}"
-                         + "".join(f"{values[key]:>9}" for key, _ in COLUMNS)
-                         + f"  {verdict if i == 0 else ''}")
+            cells = "".join(f"{values[key]:>{w}}"
+                            for (key, _), w in zip(COLUMNS, widths, strict=True))
+            lines.append(f"{result.name if i == 0 else '':<26}{row.job:<15}{cells}"
+                         f"  {verdict if i == 0 else ''}".rstrip())
     return "\n".join(lines)

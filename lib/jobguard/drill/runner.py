@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import switches
 from .drills import CRM, DRILLS, REPORT, DrillContext
 from .report import DrillResult, render_table
 from .stack import DeployedStack
@@ -64,6 +65,9 @@ def run_drills(stack: DeployedStack, *, only: Sequence[str] = (),
             drill.run(ctx, result)
         except Exception as exc:  # noqa: BLE001 - a drill that breaks is a failed drill
             result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            for job in (CRM, REPORT):  # a paused worker is let go (a deleted switch
+                switches.disarm_all(stack.ddb, stack.table, job)  # releases it too)
         result.seconds = time.monotonic() - started
         for line in result.injected:
             say(f"   injected     {line}")

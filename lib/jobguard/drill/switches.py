@@ -40,6 +40,7 @@ __all__ = [
     "DrillFault",
     "arm",
     "disarm",
+    "disarm_all",
     "drills_enabled",
     "install",
     "read",
@@ -231,3 +232,17 @@ def release(ddb: Any, table: str, job: str, name: str) -> None:
 
 def disarm(ddb: Any, table: str, job: str, name: str) -> None:
     ddb.delete_item(TableName=table, Key=_key(job, name))
+
+
+def disarm_all(ddb: Any, table: str, job: str) -> int:
+    """Release and delete every switch of ``job`` (after a drill, whatever happened)."""
+    rows = ddb.query(
+        TableName=table, ConsistentRead=True,
+        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :prefix)",
+        ExpressionAttributeNames={"#pk": PARTITION_KEY, "#sk": SORT_KEY},
+        ExpressionAttributeValues={":pk": {"S": job_pk(job)}, ":prefix": {"S": _PREFIX}},
+    ).get("Items", [])
+    for row in rows:
+        ddb.delete_item(TableName=table, Key={PARTITION_KEY: row[PARTITION_KEY],
+                                              SORT_KEY: row[SORT_KEY]})
+    return len(rows)
