@@ -112,7 +112,8 @@ def tally(job: str, records: Iterable[RunRecord], ledger: Iterable[ItemRecord],
 
 def render_table(results: Sequence[DrillResult]) -> str:
     widths = [max(len(short), 4) + 2 for _, short in COLUMNS]
-    header = (f"{'drill':<26}{'job':<15}"
+    name_w = max([26] + [len(r.name) + 2 for r in results])
+    header = (f"{'drill':<{name_w}}{'job':<15}"
               + "".join(f"{short:>{w}}" for (_, short), w in zip(COLUMNS, widths, strict=True))
               + "  verdict")
     lines = [header, "-" * len(header)]
@@ -123,6 +124,6 @@ def render_table(results: Sequence[DrillResult]) -> str:
             values = row.as_dict()
             cells = "".join(f"{values[key]:>{w}}"
                             for (key, _), w in zip(COLUMNS, widths, strict=True))
-            lines.append(f"{result.name if i == 0 else '':<26}{row.job:<15}{cells}"
+            lines.append(f"{result.name if i == 0 else '':<{name_w}}{row.job:<15}{cells}"
                          f"  {verdict if i == 0 else ''}".rstrip())
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import switches
-from .drills import CRM, DRILLS, REPORT, DrillContext
+from .drills import CRM, DRILLS, REPORT, DrillContext, job_drills
 from .report import DrillResult, render_table
 from .stack import DeployedStack
 
@@ -43,19 +43,27 @@ def connect(*, stack: str, endpoint: str | None = None, profile: str | None = No
                          jobs=[(j.name, j.policy.value) for j in JOBS])
 
 
-def run_drills(stack: DeployedStack, *, only: Sequence[str] = (),
+def run_drills(stack: DeployedStack, *, only: Sequence[str] = (), job: str | None = None,
                say: Callable[[str], None] = print) -> list[DrillResult]:
-    unknown = set(only) - {d.name for d in DRILLS}
+    """The example jobs' drills, or with ``job`` the drills for any deployed job."""
+    if job is not None:
+        if job not in stack.jobs:
+            raise ValueError(f"--job: {job!r} has no function output in the stack (jobs: "
+                             f"{', '.join(sorted(stack.jobs))})")
+        drills = job_drills(job)
+    else:
+        drills = DRILLS
+        missing = {CRM, REPORT} - set(stack.jobs)
+        if missing:
+            raise ValueError(f"--stack: no {sorted(missing)} function: deploy the example "
+                             "jobs with -c jobguard:drills=true, or drill yours with --job")
+    unknown = set(only) - {d.name for d in drills}
     if unknown:
-        names = ", ".join(d.name for d in DRILLS)
+        names = ", ".join(d.name for d in drills)
         raise ValueError(f"--only: unknown drill {sorted(unknown)}; drills: {names}")
-    missing = {CRM, REPORT} - set(stack.jobs)
-    if missing:
-        raise ValueError(f"the stack has no {sorted(missing)} function: deploy the example "
-                         "jobs with -c jobguard:drills=true")
     ctx = DrillContext(stack, say=say)
     results = []
-    for drill in DRILLS:
+    for drill in drills:
         if only and drill.name not in only:
             continue
         result = DrillResult(drill.name, drill.title)
@@ -66,8 +74,8 @@ def run_drills(stack: DeployedStack, *, only: Sequence[str] = (),
         except Exception as exc:  # noqa: BLE001 - a drill that breaks is a failed drill
             result.error = f"{type(exc).__name__}: {exc}"
         finally:
-            for job in (CRM, REPORT):  # a paused worker is let go (a deleted switch
-                switches.disarm_all(stack.ddb, stack.table, job)  # releases it too)
+            for name in stack.jobs:  # a paused worker is let go (a deleted switch
+                switches.disarm_all(stack.ddb, stack.table, name)  # releases it too)
         result.seconds = time.monotonic() - started
         for line in result.injected:
             say(f"   injected     {line}")
@@ -90,7 +98,7 @@ def main_drill(args: Any) -> int:
     stack = connect(stack=args.stack, endpoint=args.endpoint_url, profile=args.profile,
                     region=args.region)
     quiet = bool(args.json)
-    results = run_drills(stack, only=args.only or (),
+    results = run_drills(stack, only=args.only or (), job=args.job,
                          say=(lambda line: None) if quiet else print)
     if quiet:
         json.dump(summary(results), sys.stdout, indent=2)

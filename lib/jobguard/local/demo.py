@@ -30,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the drills' summary here")
     parser.add_argument("--only", action="append", metavar="NAME")
+    parser.add_argument("--job", help="drill this job instead of the examples")
     parser.add_argument("--keep", action="store_true", help="leave the local AWS running")
     args = parser.parse_args(argv)
     if str(ROOT) not in sys.path:
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for what, ok in inspected:
             print(f"  {'ok ' if ok else 'BAD'} {what}")
         stack = connect(stack=DEFAULT_STACK, endpoint=aws.endpoint)
-        results = run_drills(stack, only=args.only or ())
+        results = run_drills(stack, only=args.only or (), job=args.job)
         print("\n" + render_table(results))
         report = summary(results)
         report["deployment"] = [{"what": w, "ok": ok} for w, ok in inspected]
