@@ -11,7 +11,7 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["client"]
+__all__ = ["client", "config"]
 
 _lock = threading.Lock()
 
@@ -23,15 +23,20 @@ def _session() -> Any:
     return botocore.session.get_session()
 
 
-def client(service: str) -> Any:
-    """A client with short timeouts: a lease operation that hangs is worse than one
-    that fails fast and is resolved by a consistent read."""
+def config() -> Any:
+    """The client configuration jobguard uses: standard retries, short timeouts."""
     from botocore.config import Config
 
-    config = Config(
+    return Config(
         retries={"mode": "standard", "max_attempts": 3},
         connect_timeout=2,
         read_timeout=5,
+        max_pool_connections=32,
     )
+
+
+def client(service: str) -> Any:
+    """A client with short timeouts: a lease operation that hangs is worse than one
+    that fails fast and is resolved by a consistent read."""
     with _lock:  # botocore sessions are not safe to create clients from concurrently
-        return _session().create_client(service, config=config)
+        return _session().create_client(service, config=config())

@@ -10,10 +10,27 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 __all__ = ["Expr", "code", "first_reason", "from_attr", "item", "old_item", "plain", "reasons",
-           "to_attr"]
+           "to_attr", "transient"]
+
+# Answers worth another try: nothing was applied (throttling), or it is unknown whether
+# it was (a 5xx, a timeout, a dropped connection) and the write recognises its own
+# earlier effect.
+_TRANSIENT_CODES = frozenset({
+    "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+    "InternalServerError", "ServiceUnavailable", "TransactionConflictException",
+})
+
+
+def transient(exc: BaseException) -> bool:
+    """A failure worth retrying within the deadline (see ``_TRANSIENT_CODES``)."""
+    if isinstance(exc, ClientError):
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        return code(exc) in _TRANSIENT_CODES or status >= 500
+    return isinstance(exc, BotoCoreError)
+
 
 def to_attr(value: Any) -> dict[str, Any]:
     if isinstance(value, bool):

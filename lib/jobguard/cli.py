@@ -21,11 +21,14 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from .callsites import SURFACE, call_site
 
 __all__ = ["main"]
 
@@ -40,23 +43,62 @@ class CommandError(Exception):
 
 # -- plumbing ------------------------------------------------------------------------
 
+RECOVER_INVOKE = call_site(
+    "cli.recover.invoke", "lambda", "Invoke", "cmd_recover",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=SURFACE,
+    note="the operator sees the error; a recovery the SDK sent twice replays nothing "
+         "twice (it takes the lease, completed items are skipped, a stale token is refused)",
+)
+
+
+_REGION = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")  # botocore's own rule
+_RUN_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")  # jobguard.ids: 26 Crockford base32
+
 
 def _session(args: argparse.Namespace) -> Any:
     import boto3
+    from botocore.exceptions import ProfileNotFound
 
-    return boto3.Session(profile_name=args.profile, region_name=args.region)
+    if args.region is not None and not _REGION.fullmatch(args.region):
+        raise CommandError("--region", f"{args.region!r} is not a region name (e.g. eu-west-1)")
+    try:
+        return boto3.Session(profile_name=args.profile, region_name=args.region)
+    except ProfileNotFound:
+        raise CommandError("--profile", f"no AWS profile {args.profile!r} in this "
+                           "machine's AWS config") from None
+
+
+def _endpoint(args: argparse.Namespace) -> str | None:
+    from urllib.parse import urlsplit
+
+    field = "--endpoint-url" if args.endpoint_url else "AWS_ENDPOINT_URL"
+    endpoint = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
+    if endpoint is not None:
+        parts = urlsplit(endpoint)
+        if (parts.scheme not in ("http", "https") or not parts.netloc
+                or endpoint != endpoint.strip()):
+            raise CommandError(field, f"{endpoint!r} is not an http(s) URL (e.g. "
+                               "http://127.0.0.1:4566)")
+    return endpoint
 
 
 def _client(args: argparse.Namespace, service: str) -> Any:
-    endpoint = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = _endpoint(args)
     return _session(args).client(service, endpoint_url=endpoint)
 
 
 def _table(args: argparse.Namespace) -> str:
-    table = args.table or os.environ.get("JOBGUARD_TABLE")
+    from .environment import check_table_name
+    from .errors import ConfigError
+
+    field = "--table" if args.table is not None else "JOBGUARD_TABLE"
+    table = args.table if args.table is not None else os.environ.get("JOBGUARD_TABLE")
     if not table:
-        raise CommandError("--table", "no table: pass --table or set JOBGUARD_TABLE")
-    return table
+        raise CommandError(field, "no table: pass --table or set JOBGUARD_TABLE")
+    try:
+        return check_table_name(table, field=field)
+    except ConfigError as exc:
+        raise CommandError(field, str(exc).split(": ", 1)[1]) from None
 
 
 def _stores(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -79,14 +121,14 @@ def _definitions(args: argparse.Namespace) -> dict[str, Any]:
     return {job.name: job for job in jobs}
 
 
-def _job_name(args: argparse.Namespace) -> str:
+def _job_name(args: argparse.Namespace, field: str = "JOB") -> str:
     from .config import validate_job_name
     from .errors import ConfigError
 
     try:
-        return validate_job_name(args.job, field_name="JOB")
+        return validate_job_name(args.job, field_name=field)
     except ConfigError as exc:
-        raise CommandError("JOB", str(exc).split(": ", 1)[1]) from None
+        raise CommandError(field, str(exc).split(": ", 1)[1]) from None
 
 
 def _ms(ms: int | None) -> str:
@@ -151,10 +193,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    store, _ = _stores(args)
+    from .records import RunStatus
+
     job = _job_name(args)
     if args.last <= 0:
         raise CommandError("--last", "must be at least 1")
+    statuses = [s.value for s in RunStatus]
+    if args.status is not None and args.status not in statuses:
+        raise CommandError("--status", f"{args.status!r} is not a run status; one of "
+                           f"{', '.join(statuses)} (an unknown one would list nothing)")
+    store, _ = _stores(args)
     records = store.list_runs(job, limit=max(args.last * 5, 50) if args.status else args.last)
     if args.status:
         records = [r for r in records if r.status.value == args.status]
@@ -167,6 +215,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if not _RUN_ID.fullmatch(args.run_id):
+        raise CommandError("RUN_ID", f"{args.run_id!r} is not a run id (26 characters, e.g. "
+                           "01M8K455D5SMBCC61XNCBKW1C4)")
+    if args.job is not None:
+        args.job = _job_name(args, field="--job")
     store, _ = _stores(args)
     jobs = [args.job] if args.job else list(_definitions(args))
     for job in jobs:
@@ -254,13 +307,20 @@ def cmd_recover(args: argparse.Namespace) -> int:
     request: dict[str, Any] = {"job": _job_name(args), "mode": args.mode,
                                "dry_run": not args.execute, "max_items": args.max_items,
                                "requested_by": args.requested_by or os.environ.get("USER")}
-    if args.from_time or args.to_time:
+    by_time = args.from_time is not None or args.to_time is not None
+    if by_time and (args.from_cursor is not None or args.to_cursor is not None):
+        raise CommandError("--from", "give --from/--to or --from-time/--to-time, not both")
+    if by_time:
         request.update(time_from=args.from_time, time_to=args.to_time)
     else:
         request.update(cursor_from=args.from_cursor, cursor_to=args.to_cursor)
-    if args.confirm:
+    if args.confirm is not None:
+        if not args.execute:
+            raise CommandError("--confirm", "is only used with --execute (a plan needs no "
+                               "token)")
         request["confirm"] = args.confirm
     request = {k: v for k, v in request.items() if v is not None}
+    _check_request(request)  # refused here, naming the option, before anything is invoked
     if args.direct:
         answer = _recover_direct(args, request)
     else:
@@ -274,6 +334,23 @@ def cmd_recover(args: argparse.Namespace) -> int:
         raise CommandError(answer.get("field") or "request", answer.get("error", "refused"))
     _out(args, answer, _recovery_text(answer))
     return 0
+
+
+_OPTION_OF = {"job": "JOB", "cursor_from": "--from", "cursor_to": "--to",
+              "time_from": "--from-time", "time_to": "--to-time", "mode": "--mode",
+              "max_items": "--max-items", "confirm": "--confirm",
+              "requested_by": "--requested-by"}
+
+
+def _check_request(request: dict[str, Any]) -> None:
+    from .errors import InvalidRequestError
+    from .recovery import parse_request
+
+    try:
+        parse_request(request)
+    except InvalidRequestError as exc:
+        raise CommandError(_OPTION_OF.get(exc.field, exc.field),
+                           str(exc).split(": ", 1)[1]) from None
 
 
 def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +405,41 @@ def _recovery_text(answer: dict[str, Any]) -> str:
         summary = answer.get("summary", {})
         lines.append("done: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
     return "\n".join(lines)
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    """Load under injected faults on the embedded emulator, then the invariants."""
+    from .faults import parse_rules
+    from .local.load import run_load
+
+    if args.triggers <= 0 or args.jobs <= 0 or args.threads <= 0:
+        raise CommandError("--triggers", "--triggers, --jobs and --threads must be >= 1")
+    try:
+        parse_rules(args.faults)
+    except ValueError as exc:
+        raise CommandError("--faults", str(exc).split(": ", 1)[1]) from None
+    import contextlib
+    import logging
+
+    logging.getLogger("botocore").setLevel(logging.CRITICAL)
+    with contextlib.redirect_stdout(sys.stderr):  # the runs' JSON logs and EMF metrics
+        summary = run_load(triggers=args.triggers, jobs=args.jobs, fault_spec=args.faults,
+                           seed=args.seed, threads=args.threads,
+                           items_per_job=args.items_per_job)
+    human = "\n".join([
+        f"{summary['triggers']} triggers, {summary['jobs']} jobs, {summary['threads']} threads, "
+        f"faults {summary['faults']!r} seed {summary['seed']}",
+        f"decisions/s {summary['decisions_per_s']}  ({summary['seconds']} s)",
+        f"decisions {summary['decisions']}",
+        f"runs {summary['runs']}",
+        f"items {summary['items']}, AWS calls {summary['calls']}, faults injected "
+        f"{summary['faults_injected']} {summary['faults_by_kind']}",
+        f"invariant checks {summary['checks']}",
+        f"violations {len(summary['violations'])}",
+        *summary["violations"][:20],
+    ])
+    _out(args, summary, human)
+    return 0 if not summary["violations"] else 1
 
 
 # -- parser ----------------------------------------------------------------------------
@@ -387,7 +499,35 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--direct", action="store_true", help="run in this process")
     recover.add_argument("--modules", help="job modules to load with --direct")
     recover.set_defaults(run=cmd_recover)
+    local = sub.add_parser("local", help="load under injected faults on the embedded emulator")
+    local.add_argument("--faults", default="any=0.1",
+                       help="KIND[:OPERATION][@SITE][#N|=P],... (default: any=0.1)")
+    local.add_argument("--seed", type=int, default=1)
+    local.add_argument("--triggers", type=int, default=1000)
+    local.add_argument("--jobs", type=int, default=5)
+    local.add_argument("--threads", type=int, default=8)
+    local.add_argument("--items-per-job", type=int, default=40)
+    local.set_defaults(run=cmd_local)
+    drill = sub.add_parser(
+        "drill", help="run the failure drills against a stack deployed with "
+        "-c jobguard:drills=true (locally: --endpoint-url; in AWS: --profile/--region)")
+    drill.add_argument("--stack", default="JobGuard", help="the CloudFormation stack")
+    drill.add_argument("--only", action="append", metavar="NAME",
+                       help="run only this drill (repeatable)")
+    drill.add_argument("--job", help="drill this job (any deployed job whose module "
+                       "calls jobguard.drill.switches.install) instead of the examples")
+    drill.set_defaults(run=cmd_drill)
     return parser
+
+
+def cmd_drill(args: argparse.Namespace) -> int:
+    from .drill.runner import main_drill
+
+    try:
+        return main_drill(args)
+    except ValueError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise CommandError(field, message or field) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

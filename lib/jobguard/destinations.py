@@ -45,11 +45,14 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from .callsites import RETRY, SURFACE, UNCERTAIN, call_site
 from .errors import JobGuardError
+from .workitems import OutcomeUnknown
 
 __all__ = [
     "DESTINATION_ID_ATTRIBUTE",
     "DestinationError",
+    "DestinationOutcomeUnknown",
     "DynamoDBDestination",
     "S3Destination",
 ]
@@ -87,6 +90,45 @@ class DestinationError(JobGuardError):
         self.destination = destination
         self.work_id = work_id
         super().__init__(f"{destination} work_id {work_id!r}: {message}")
+
+
+class DestinationOutcomeUnknown(DestinationError, OutcomeUnknown):
+    """The destination answered with a server error (5xx): the write may or may not have
+    been applied. The item becomes ``uncertain`` and is reconciled before any redo."""
+
+
+def _failure(destination: str, work_id: str, what: str, exc: ClientError) -> DestinationError:
+    """A refused call, as the error its outcome calls for (5xx: unknown)."""
+    if _http_status(exc) >= 500:
+        return DestinationOutcomeUnknown(destination, work_id, f"{what}: {exc}")
+    return DestinationError(destination, work_id, f"{what}: {exc}")
+
+
+# -- call sites (see jobguard.callsites) --------------------------------------------
+
+DYNAMODB_PUT = call_site(
+    "destination.dynamodb.put", "dynamodb", "PutItem", "DynamoDBDestination.put",
+    throttle=SURFACE, server_error=UNCERTAIN, timeout=UNCERTAIN, lost=RETRY,
+    note="throttled: `DestinationError`, the item is recorded failed (retryable: nothing "
+         "was applied); 5xx or timeout: outcome unknown, the item is `uncertain`; a "
+         "resend refused by its own write returns the stored destination id",
+)
+DYNAMODB_RECONCILE = call_site(
+    "destination.dynamodb.reconcile", "dynamodb", "GetItem", "DynamoDBDestination.reconcile",
+    throttle=UNCERTAIN, server_error=UNCERTAIN, timeout=UNCERTAIN, lost=RETRY,
+    note="the item stays `uncertain` (nothing redone) until a later lookup answers",
+)
+S3_PUT = call_site(
+    "destination.s3.put", "s3", "PutObject", "S3Destination.put",
+    throttle=SURFACE, server_error=UNCERTAIN, timeout=UNCERTAIN, lost=RETRY,
+    note="as the DynamoDB put; `If-None-Match: *` refuses the resend (412) and the "
+         "stored object's id is read back",
+)
+S3_HEAD = call_site(
+    "destination.s3.head", "s3", "HeadObject", "S3Destination._head",
+    throttle=UNCERTAIN, server_error=UNCERTAIN, timeout=UNCERTAIN, lost=RETRY,
+    note="the lookup of reconcile and of a refused put: the item stays `uncertain`",
+)
 
 
 # --------------------------------------------------------------------------- validation
@@ -235,7 +277,7 @@ class DynamoDBDestination:
             )
         except ClientError as exc:
             if _error_code(exc) != "ConditionalCheckFailedException":
-                raise DestinationError(self.destination, work_id, f"put failed: {exc}") from exc
+                raise _failure(self.destination, work_id, "put failed", exc) from exc
             return self._stored_id(work_id, exc.response.get("Item"), cause=exc)
         except _TRANSPORT_ERRORS:
             raise
@@ -268,7 +310,9 @@ class DynamoDBDestination:
             )
         except _TRANSPORT_ERRORS:
             raise
-        except (ClientError, BotoCoreError) as exc:
+        except ClientError as exc:
+            raise _failure(self.destination, work_id, "reconcile failed", exc) from exc
+        except BotoCoreError as exc:
             raise DestinationError(self.destination, work_id, f"reconcile failed: {exc}") from exc
         item = response.get("Item")
         if item is None:
@@ -408,7 +452,7 @@ class S3Destination:
                     # a retry, whose answer is then 412 (it won) or 200 (it failed).
                     time.sleep(_S3_CONFLICT_BACKOFF_S * attempt)
                     continue
-                raise DestinationError(self.destination, work_id, f"put failed: {exc}") from exc
+                raise _failure(self.destination, work_id, "put failed", exc) from exc
             except _TRANSPORT_ERRORS:
                 raise
             except BotoCoreError as exc:
@@ -437,7 +481,7 @@ class S3Destination:
         except ClientError as exc:
             if _http_status(exc) == 404 or _error_code(exc) in ("404", "NoSuchKey", "NotFound"):
                 return None
-            raise DestinationError(self.destination, work_id, f"lookup failed: {exc}") from exc
+            raise _failure(self.destination, work_id, "lookup failed", exc) from exc
         except _TRANSPORT_ERRORS:
             raise
         except BotoCoreError as exc:

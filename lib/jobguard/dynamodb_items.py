@@ -26,9 +26,10 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from ._dynamo import Expr, code, from_attr, plain, reasons
+from ._dynamo import Expr, code, from_attr, plain, reasons, transient
+from .callsites import RETRY, STOP, SURFACE, call_site
 from .errors import LeaseLostError, StoreError
 from .schema import (
     CHECKPOINT_SK,
@@ -51,6 +52,42 @@ __all__ = ["DynamoItemStore", "item_record"]
 _PER_TRANSACTION = 99  # + the lease check = DynamoDB's 100 actions
 _MAX_ERROR = 1000
 _RETRIES = 6
+
+
+# -- call sites (see jobguard.callsites) --------------------------------------------
+
+CLAIM = call_site(
+    "items.claim", "dynamodb", "TransactWriteItems", "DynamoItemStore.claim",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="retried with backoff (6 tries, the lease check in every try); a claim refused "
+         "by its own earlier claim (run id + fence) is ours",
+)
+SETTLE = call_site(
+    "items.settle", "dynamodb", "TransactWriteItems", "DynamoItemStore.settle",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="outcomes and the checkpoint: retried like claims; an outcome already in place, "
+         "or a checkpoint read back with this run id and cursor, is ours",
+)
+READ_CHECKPOINT = call_site(
+    "items.read_checkpoint", "dynamodb", "GetItem", "DynamoItemStore.read_checkpoint",
+    throttle=STOP, server_error=STOP, timeout=STOP, lost=RETRY,
+    note="before any claim: the run ends `failed`, releases, nothing claimed",
+)
+GET_MANY = call_site(
+    "items.get_many", "dynamodb", "BatchGetItem", "DynamoItemStore.get_many",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a read (recovery plan, sweeps, CLI); unprocessed keys are asked again",
+)
+GET = call_site(
+    "items.get", "dynamodb", "GetItem", "DynamoItemStore.get",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a read",
+)
+UNRESOLVED = call_site(
+    "items.unresolved", "dynamodb", "Query", "DynamoItemStore.unresolved",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a read of the sparse index (sweeps, CLI `items`)",
+)
 
 
 def item_record(job: str, raw: dict[str, Any] | None) -> ItemRecord | None:
@@ -382,10 +419,12 @@ class DynamoItemStore:
                         TransactItems=[self._lease_check(lease)] + [a for _, a in pending],
                         ClientRequestToken=uuid.uuid4().hex,
                     )
-                except ClientError as exc:
-                    if code(exc) != "TransactionCanceledException":
-                        if code(exc) in ("TransactionConflictException", "ThrottlingException",
-                                         "ProvisionedThroughputExceededException"):
+                except (ClientError, BotoCoreError) as exc:
+                    if not isinstance(exc, ClientError) or (
+                            code(exc) != "TransactionCanceledException"):
+                        if transient(exc) and attempt < _RETRIES - 1:
+                            # Nothing applied (throttled), or unknown (5xx, timeout): the
+                            # same actions again are safe, each recognises its own effect.
                             time.sleep(0.02 * 2**attempt)
                             continue
                         raise StoreError("transact", lease.job, str(exc)) from exc

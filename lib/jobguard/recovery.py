@@ -261,17 +261,9 @@ class Summary:
 def confirm_threshold() -> int:
     """Plans larger than this need the dry run's token (``JOBGUARD_RECOVERY_CONFIRM_ABOVE``,
     default 100): a deployment setting, never a field of the request."""
-    import os
-
     from . import environment
 
-    raw = os.environ.get(environment.RECOVERY_CONFIRM_ABOVE, str(CONFIRM_THRESHOLD))
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidRequestError(environment.RECOVERY_CONFIRM_ABOVE,
-                                  f"must be an integer, got {raw!r}") from None
-    return max(0, value)
+    return environment.confirm_above(CONFIRM_THRESHOLD)
 
 
 def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | None = None,

@@ -12,12 +12,36 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from .callsites import RETRY, SURFACE, call_site
 from .errors import StoreError
 from .triggers import Trigger, queue_message_body
 
 __all__ = ["TriggerQueue"]
 
 MAX_VISIBILITY_S = 43_200
+
+SEND = call_site(
+    "queue.send", "sqs", "SendMessage", "TriggerQueue.send",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="the trigger's mark is undone and `StoreError` reaches its sender; the SDK's "
+         "resend keeps the deduplication id, and the consumer's mark check runs it once",
+)
+DEFER = call_site(
+    "queue.defer", "sqs", "ChangeMessageVisibility", "TriggerQueue.defer",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="the message is reported failed and comes back after its visibility timeout",
+)
+WAKE = call_site(
+    "queue.wake", "sqs", "ChangeMessageVisibility", "TriggerQueue.wake",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="best effort: unwoken, the deferred message comes back by itself when the "
+         "holder's lease would have ended",
+)
+DEPTH = call_site(
+    "queue.depth", "sqs", "GetQueueAttributes", "TriggerQueue.depth",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a read",
+)
 
 
 class TriggerQueue:
@@ -55,7 +79,8 @@ class TriggerQueue:
     def wake(self, receipt: str) -> bool:
         """Best effort: make a deferred message visible now. False if it is gone."""
         try:
-            self.defer(receipt, 0)
+            self._client.change_message_visibility(
+                QueueUrl=self.url, ReceiptHandle=receipt, VisibilityTimeout=0)
         except (ClientError, BotoCoreError):
             return False  # deleted, or no longer in flight: it will come back on its own
         return True

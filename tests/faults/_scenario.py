@@ -1,0 +1,185 @@
+"""One crm-sync run in the middle of which AWS misbehaves, and what it left behind.
+
+GIVEN run R0 (fence 1) claimed item 0, created its note and vanished; WHEN the next tick
+starts run R1 (a COALESCE job, 8 contacts, batch 4) under the fault rules, and during
+R1's second item its heartbeat renews, a second tick arrives (coalesced into a
+follow-up) and the follow-up message is delivered at once (deferred, wake receipt left
+on the lease row); R1 releases (waking it), the queue is drained, and any trigger whose
+sender got an error is delivered again (as Lambda's retries would); THEN the faults end,
+the next tick runs clean, and ONCE / END / FENCE / CKPT are checked with the run log.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from jobguard import JobConfig, OverlapPolicy, current_run, hooks
+from jobguard.callsites import Fault
+from jobguard.destinations import DynamoDBDestination
+from jobguard.dynamodb import DynamoJobStore
+from jobguard.dynamodb_items import DynamoItemStore
+from jobguard.faults import Faults, Rule
+from jobguard.local.emulator import in_process
+from jobguard.local.esm import deliver_once
+from jobguard.local.load import (
+    Invariants,
+    NotesJob,
+    World,
+    check_invariants,
+    checkpoint_cursor_ok,
+    contacts,
+    puts_reached,
+)
+from jobguard.records import RunRecord
+from jobguard.testing import ManualClock
+from jobguard.triggerqueue import TriggerQueue
+from jobguard.triggers import Trigger, TriggerKind, format_instant
+from jobguard.workitems import ClaimRequest, Fence, WorkId
+
+JOB = "crm-sync"
+LEASE = timedelta(seconds=60)
+SKEW = timedelta(seconds=5)
+N_ITEMS = 8
+
+
+@dataclass
+class Outcome:
+    faults: Faults
+    invariants: Invariants
+    runs: list[RunRecord]
+    r1: RunRecord | None
+    first_answers: dict[str, Any]
+    errors: dict[str, BaseException] = field(default_factory=dict)
+    lease_during: Any = None
+    fences: list[int] = field(default_factory=list)
+    items_after_r1: dict[str, Any] = field(default_factory=dict)
+    checkpoint_seqs: list[int] = field(default_factory=list)
+    t2_id: str = ""
+
+    def records_for(self, trigger_id: str) -> list[RunRecord]:
+        return [r for r in self.runs if r.trigger_id == trigger_id]
+
+
+class _Ctx:
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+def work_ids() -> list[str]:
+    return [str(WorkId(r["id"], "create-note")) for r in contacts(N_ITEMS)]
+
+
+def run_scenario(rules: list[Rule]) -> Outcome:
+    with in_process():
+        world = World.create()
+        store = DynamoJobStore(world.table, client=world.ddb)
+        items = DynamoItemStore(world.table, client=world.ddb)
+        notes = DynamoDBDestination(world.notes_table, client=world.ddb)
+        clock = ManualClock()
+        url = world.fifo_queue(JOB)
+        config = JobConfig(name=JOB, policy=OverlapPolicy.COALESCE, table_name=world.table,
+                           trigger_queue_url=url, batch_size=4, lease=LEASE, skew_margin=SKEW)
+        ids = work_ids()
+
+        # GIVEN R0 claimed item 0, created its note, and vanished
+        from jobguard.clock import to_ms
+
+        r0 = store.acquire(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
+                           owner="gone/pid-0", now_ms=to_ms(clock.now()),
+                           lease_ms=int(LEASE.total_seconds() * 1000), skew_ms=5000)
+        assert not hasattr(r0, "state")
+        items.claim(Fence(JOB, "R0", 1), [ClaimRequest(ids[0])], now_ms=to_ms(clock.now()),
+                    claim_ms=900_000)
+        notes.put(ids[0], {"text": "by R0"})
+        clock.advance(LEASE + SKEW + timedelta(seconds=1))
+
+        job = NotesJob(config, contacts(N_ITEMS), notes, store=store,
+                       queue=TriggerQueue(url, client=world.sqs), clock=clock)
+        handler = job.handler()
+        t1 = {"job": JOB, "scheduled_at": format_instant(clock.now())}
+        t2 = {"job": JOB, "scheduled_at": format_instant(clock.now() + timedelta(minutes=1))}
+        answers: dict[str, Any] = {}
+        errors: dict[str, BaseException] = {}
+        seen: dict[str, Any] = {"items": 0}
+        seqs: list[int] = []
+        ckpt_ok: list[bool] = []
+        faults = Faults(rules, seed=7, backoff_scale=0.001, clients=[world.ddb, world.sqs])
+
+        def deliver(name: str, event: Any) -> None:
+            try:
+                answers.setdefault(name, handler(event, _Ctx()))
+            except Exception as exc:  # noqa: BLE001 - the sender sees it, and retries
+                errors.setdefault(name, exc)
+                answers.setdefault(name, None)
+
+        def drain(name: str) -> None:
+            try:
+                deliver_once(world.sqs, url, handler, context=_Ctx())
+            except Exception as exc:  # noqa: BLE001 - the mapping retries
+                errors.setdefault(name, exc)
+
+        def during_r1(**ctx: Any) -> None:
+            seen["items"] += 1
+            if seen["items"] != 2:
+                return
+            run = current_run()
+            with faults.suspended():
+                seen["lease"] = store.read_lease(JOB)
+            run.heartbeat.renew_once()
+            deliver("t2", t2)
+            drain("follow_up_early")
+
+        def observe(**ctx: Any) -> None:
+            with faults.suspended():
+                seq, ok = checkpoint_cursor_ok(world, JOB, ids)
+            seqs.append(seq)
+            ckpt_ok.append(ok)
+
+        with faults, hooks.on("before_item", during_r1), hooks.on("after_claim", observe):
+            deliver("t1", t1)
+            r1_run_id = None
+            with faults.suspended():
+                r1_run_id = store.read_lease(JOB).last_run_id or store.read_lease(JOB).run_id
+                items_after_r1 = items.get_many(JOB, ids)
+            for _ in range(3):
+                drain("follow_up")
+            # The senders of failed deliveries retry (Lambda's async retries).
+            for name, event in (("t1", t1), ("t2", t2)):
+                if name in errors:
+                    clock.advance(LEASE + SKEW + timedelta(seconds=1))
+                    deliver(f"{name}_retry", event)
+            for _ in range(3):
+                drain("follow_up_late")
+            faults.rules.clear()  # the faults end here; the calls are still logged
+            # THEN the next tick runs clean, once any lease left behind has ended
+            clock.advance(LEASE + SKEW + timedelta(seconds=1))
+            t3 = {"job": JOB, "scheduled_at": format_instant(clock.now())}
+            final = handler(t3, _Ctx())
+            observe()
+        runs = list(reversed(store.list_runs(JOB, limit=200)))
+        t1_id = f"{JOB}@{t1['scheduled_at']}"
+        r1 = next((r for r in runs if r.trigger_id == t1_id and r.decision.value == "ran"
+                   and r.status.value != "abandoned"), None)
+        del r1_run_id
+        lease = store.read_lease(JOB)
+        inv = check_invariants(world, JOB, ids, world.notes(), puts_reached(faults),
+                               [(s, None) for s in seqs], found=Invariants(),
+                               stale=(r1.run_id, r1.fence) if r1 and r1.fence else None)
+        for ok in ckpt_ok:
+            inv.require("CKPT", ok, "the checkpoint passed an unfinished item")
+        inv.require("END", lease.run_id is None, f"the lease is still held by {lease.run_id}")
+        inv.require("END", isinstance(final, dict) and "jobguard" not in final,
+                    f"the clean run did not run: {final}")
+        return Outcome(faults, inv, runs, r1, answers, errors, seen.get("lease"),
+                       [r.fence for r in runs if r.fence], items_after_r1, seqs,
+                       f"@{t2['scheduled_at']}")
+
+
+def counts(runs: list[RunRecord]) -> Counter[str]:
+    return Counter(r.status.value for r in runs)
+
+
+FAULTS = list(Fault)

@@ -1,0 +1,77 @@
+"""A lost response on the lease write, the renewal, the claim, the completion and the
+checkpoint: the worker recognises its own earlier write (owner + run id + fence) and
+neither fails nor applies anything twice."""
+
+from __future__ import annotations
+
+from jobguard.callsites import Fault
+from jobguard.faults import Rule
+
+from ._scenario import N_ITEMS, run_scenario, work_ids
+
+
+def _clean(out) -> None:  # noqa: ANN001
+    assert out.invariants.violations == []
+    assert out.r1 is not None and out.r1.status.value == "succeeded", out.r1
+    assert "t1" not in out.errors
+    # One acquisition: R0 had fence 1, R1 has 2 (a second acquisition would make it 3).
+    assert out.r1.fence == 2
+    assert out.r1.extra["completed"] == N_ITEMS - 1 and out.r1.extra["reconciled"] == 1
+    assert out.r1.extra.get("rejected", 0) == 0 and out.r1.extra.get("held", 0) == 0
+
+
+def _lost_at(site: str, nth: int = 1):  # noqa: ANN202
+    out = run_scenario([Rule(Fault.LOST, site=site, nth=nth)])
+    call = next(c for c in out.faults.injected if c.site == site)
+    assert call.reached and call.attempts_hit == 1  # applied, then the SDK sent it again
+    return out, call
+
+
+def test_lost_response_on_the_lease_write_is_recognised_as_our_acquisition():
+    out, _ = _lost_at("dynamodb.acquire")
+    _clean(out)
+    lease = out.lease_during  # read mid-run: our owner, run id and fence
+    assert (lease.run_id, lease.fence) == (out.r1.run_id, 2)
+    assert lease.owner == out.r1.owner
+    # The run it displaced is still recorded (from prev_run_id), once.
+    assert [r.status.value for r in out.runs].count("abandoned") == 1
+
+
+def test_lost_response_on_the_renewal_keeps_the_lease():
+    out, _ = _lost_at("dynamodb.renew")
+    _clean(out)
+    assert out.r1.detail is None  # not lease_lost
+
+
+def test_lost_response_on_the_claim_is_our_claim():
+    out, call = _lost_at("items.claim")
+    _clean(out)
+    rows = out.items_after_r1
+    # Claimed once (attempts 1), completed by R1 under its fence: not refused as "held".
+    for work_id in work_ids()[1:4]:
+        assert rows[work_id].attempts == 1 and rows[work_id].run_id == out.r1.run_id
+        assert rows[work_id].fence == 2
+
+
+def test_lost_response_on_the_completion_is_our_completion():
+    out, call = _lost_at("items.settle", nth=3)  # expire, found, then the page's outcomes
+    assert any("Update" in a and "destination_id" in str(a) for a in call.params["TransactItems"])
+    _clean(out)
+    for work_id in work_ids()[1:]:
+        assert out.items_after_r1[work_id].state.value == "completed"
+
+
+def test_lost_response_on_the_checkpoint_is_our_checkpoint():
+    out, call = _lost_at("items.settle", nth=4)  # the second page's outcomes + checkpoint
+    assert any("CHECKPOINT" in str(a) for a in call.params["TransactItems"])
+    _clean(out)
+    # The checkpoint advanced once per page, never back, and ends past the last item.
+    assert out.checkpoint_seqs == sorted(out.checkpoint_seqs)
+    assert out.r1.extra["cursor_to"] == f"{N_ITEMS:06d}"
+
+
+def test_lost_response_on_a_decision_records_it_once_not_as_a_duplicate():
+    out, _ = _lost_at("dynamodb.record_decision")
+    t2 = [r for r in out.runs if r.trigger_id.endswith(out.t2_id)]
+    assert [r.decision.value for r in t2] == ["coalesced"], t2
+    assert "t2" not in out.errors
