@@ -14,10 +14,11 @@ Timeline of one job's lease row::
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from ._dynamo import Expr as _Expr
 from ._dynamo import code as _code
@@ -25,6 +26,8 @@ from ._dynamo import first_reason as _first_reason
 from ._dynamo import item as _item
 from ._dynamo import old_item as _old_item
 from ._dynamo import plain as _plain
+from ._dynamo import transient
+from .callsites import RETRY, SURFACE, call_site
 from .errors import StoreError
 from .lease import Acquired, Busy, LeaseState, Mark, Next, Released, TriggerMark
 from .records import Decision, RunRecord, RunStatus
@@ -105,8 +108,108 @@ def run_record(item: dict[str, Any]) -> RunRecord:
     )
 
 
+def _spent_by_own_run(state: LeaseState, trigger_id: str, takeover_before_ms: int) -> bool:
+    """The trigger's pending mark was spent by a run of its own that failed, or that
+    died and whose lease has expired: a redelivery of its message should run again."""
+    mark = state.triggers.get(trigger_id)
+    if mark is None:
+        return False
+    if mark.mark is Mark.FAILED:
+        return state.run_id is None or (state.expires_at_ms or 0) < takeover_before_ms
+    return mark.mark is Mark.RUNNING and (
+        state.run_id is None or (state.expires_at_ms or 0) < takeover_before_ms)
+
+
 def _trigger_attr(trigger_id: str) -> str:
     return TRIGGER_ATTR_PREFIX + trigger_id
+
+
+_BACKOFF_S = 0.02
+
+
+# -- call sites (see jobguard.callsites) --------------------------------------------
+
+ACQUIRE = call_site(
+    "dynamodb.acquire", "dynamodb", "UpdateItem", "DynamoJobStore.acquire",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a retry refused by its own write is recognised (run id on the row, fence, "
+         "the displaced run kept in `prev_run_id`); an ambiguous failure is resolved by a "
+         "consistent read of the row before `StoreError` reaches the trigger's sender",
+)
+ACQUIRE_RESOLVE = call_site(
+    "dynamodb.acquire_resolve", "dynamodb", "GetItem", "DynamoJobStore._acquire_unknown",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="the read that resolves an unanswered acquisition; if it fails too, `StoreError` "
+         "(a lease it may have taken expires and is taken over)",
+)
+RENEW = call_site(
+    "dynamodb.renew", "dynamodb", "UpdateItem", "DynamoJobStore.renew",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="the heartbeat resolves a failed renewal with a consistent read and retries "
+         "before its local deadline; past it the run stops (`lease_lost`)",
+)
+RELEASE = call_site(
+    "dynamodb.release", "dynamodb", "TransactWriteItems", "DynamoJobStore.release",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="retried with backoff while the lease is still the run's; a retry refused by its "
+         "own release (row free, `last_run_id` = run id) counts as released",
+)
+READ_LEASE = call_site(
+    "dynamodb.read_lease", "dynamodb", "GetItem", "DynamoJobStore.read_lease",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a read: the SDK retries; the heartbeat treats a failed read as unresolved",
+)
+SET_WAKE = call_site(
+    "dynamodb.set_wake", "dynamodb", "UpdateItem", "DynamoJobStore.set_wake",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="the deferred message is reported failed and comes back after its visibility "
+         "timeout; the retry's condition (holder) still holds",
+)
+PAUSE = call_site(
+    "dynamodb.pause", "dynamodb", "UpdateItem", "DynamoJobStore.pause",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="operator command; the update is idempotent",
+)
+RESUME = call_site(
+    "dynamodb.resume", "dynamodb", "UpdateItem", "DynamoJobStore.resume",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="operator command; the update is idempotent",
+)
+FORCE_RELEASE = call_site(
+    "dynamodb.force_release", "dynamodb", "UpdateItem", "DynamoJobStore.force_release",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="operator command; a retry refused by its own write (holder gone, fence + 1, "
+         "`last_run_id` = holder) counts as released",
+)
+RECORD_DECISION = call_site(
+    "dynamodb.record_decision", "dynamodb", "TransactWriteItems",
+    "DynamoJobStore.record_decision",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="nothing half-written (one transaction); a retry refused by its own mark is "
+         "recognised by reading back its run record (same run id), not recorded twice",
+)
+UNDO_PENDING = call_site(
+    "dynamodb.undo_pending", "dynamodb", "UpdateItem", "DynamoJobStore.undo_pending",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="compensation after a failed send; if it fails too, a redelivery of the trigger "
+         "finds its `queued` mark and sends the message again",
+)
+PUT_RUN = call_site(
+    "dynamodb.put_run", "dynamodb", "PutItem", "DynamoJobStore.put_run",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="stale/duplicate records surface to the sender; a displaced run's record is best "
+         "effort (the new run's record names it); the put is idempotent",
+)
+LIST_RUNS = call_site(
+    "dynamodb.list_runs", "dynamodb", "Query", "DynamoJobStore.list_runs",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a read (CLI, status)",
+)
+GET_RUN = call_site(
+    "dynamodb.get_run", "dynamodb", "GetItem", "DynamoJobStore.get_run",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a read (CLI)",
+)
 
 
 class DynamoJobStore:
@@ -142,6 +245,7 @@ class DynamoJobStore:
         respect_queue: bool = False,
         absorb_follow_up: bool = False,
         ignore_pause: bool = False,
+        _rerun: bool = False,
     ) -> Acquired | Busy:
         """Take the job's lease in one conditional write, or learn why not.
 
@@ -161,7 +265,12 @@ class DynamoJobStore:
         run_id_a, expires = e.n("run_id"), e.n("expires_at_ms")
         free = f"(attribute_not_exists({run_id_a}) OR {expires} < {takeover_before})"
         not_paused = f"attribute_not_exists({e.n('paused_at_ms')})"
-        if trigger.kind is TriggerKind.QUEUED:
+        if _rerun:
+            # A queued trigger or follow-up whose own run failed or died: its message came
+            # back, and it runs again (its pending mark was spent when it first ran).
+            trigger_open = (f"(begins_with({t}, {e.v('failed@')}) OR "
+                            f"(begins_with({t}, {e.v('running@')}) AND {free}))")
+        elif trigger.kind is TriggerKind.QUEUED:
             trigger_open = f"begins_with({t}, {e.v(Mark.QUEUED.value + '@')})"
         elif trigger.kind is TriggerKind.FOLLOW_UP:
             trigger_open = f"{e.n('follow_up')} = {e.v(trigger.trigger_id)}"
@@ -196,7 +305,7 @@ class DynamoJobStore:
         if trigger.kind is TriggerKind.FOLLOW_UP or absorb_follow_up:
             removes.append(e.n("follow_up"))
         update = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
-        if trigger.kind is TriggerKind.QUEUED:
+        if trigger.kind is TriggerKind.QUEUED and not _rerun:
             update += f" ADD {e.n('queued_n')} {e.v(-1)}"
         condition = " AND ".join(pieces)
         try:
@@ -209,9 +318,9 @@ class DynamoJobStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 **e.params(update, condition),
             )
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise StoreError("acquire", trigger.job, str(exc)) from exc
+        except (ClientError, BotoCoreError) as exc:
+            if not isinstance(exc, ClientError) or _code(exc) != "ConditionalCheckFailedException":
+                return self._acquire_unknown(trigger.job, run_id, exc)
             state = lease_state(trigger.job, _old_item(exc))
             if state.run_id == run_id:
                 # Our own earlier attempt succeeded and its response was lost; the SDK
@@ -221,9 +330,31 @@ class DynamoJobStore:
                 previous = LeaseState(job=trigger.job, fence=state.fence - 1,
                                       run_id=None if prev in (None, "-") else str(prev))
                 return Acquired(fence=state.fence, previous=previous)
+            if trigger.is_from_queue and not _rerun and _spent_by_own_run(
+                    state, trigger.trigger_id, now_ms - skew_ms):
+                return self.acquire(
+                    trigger, run_id=run_id, owner=owner, now_ms=now_ms, lease_ms=lease_ms,
+                    skew_ms=skew_ms, replace=replace, absorb_follow_up=absorb_follow_up,
+                    ignore_pause=ignore_pause, _rerun=True)
             return Busy(state)
         previous = lease_state(trigger.job, response.get("Attributes"))
         return Acquired(fence=previous.fence + 1, previous=previous)
+
+    def _acquire_unknown(self, job: str, run_id: str, exc: Exception) -> Acquired:
+        """The acquisition failed without an answer (every attempt throttled, a 5xx, a
+        timeout): it may have landed. A consistent read tells; ours, the run goes on."""
+        try:
+            response = self._client.get_item(
+                TableName=self.table_name, Key=self._lease_key(job), ConsistentRead=True)
+        except (ClientError, BotoCoreError):
+            raise StoreError("acquire", job, str(exc)) from exc
+        row = response.get("Item")
+        state = lease_state(job, row)
+        if state.run_id != run_id:
+            raise StoreError("acquire", job, str(exc)) from exc
+        prev = _plain(row).get("prev_run_id")
+        return Acquired(fence=state.fence, previous=LeaseState(
+            job=job, fence=state.fence - 1, run_id=None if prev in (None, "-") else str(prev)))
 
     def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int) -> bool:
         """Extend the lease; False when it is no longer ours (never re-creates a row)."""
@@ -267,7 +398,7 @@ class DynamoJobStore:
         visible at once.
         """
         wake: str | None = None
-        for _ in range(6):
+        for attempt in range(6):
             e = _Expr()
             condition = f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)}"
             if wake is None:
@@ -298,8 +429,13 @@ class DynamoJobStore:
                     ClientRequestToken=str(uuid.uuid4()),
                 )
                 return Released(released=True, wake_receipt=wake)
-            except ClientError as exc:
-                if _code(exc) != "TransactionCanceledException":
+            except (ClientError, BotoCoreError) as exc:
+                if not isinstance(exc, ClientError) or _code(exc) != "TransactionCanceledException":
+                    if transient(exc) and attempt < 5:
+                        # Unanswered: the next attempt either lands or is refused by
+                        # this one's effect, which the checks below recognise.
+                        time.sleep(_BACKOFF_S * 2**attempt)
+                        continue
                     raise StoreError("release", job, str(exc)) from exc
                 reason = _first_reason(exc)
                 if reason.get("Code") != "ConditionalCheckFailed":
@@ -367,11 +503,15 @@ class DynamoJobStore:
         try:
             self._client.update_item(
                 TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
-                ConditionExpression=condition, **e.params(update, condition),
+                ConditionExpression=condition, ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **e.params(update, condition),
             )
         except ClientError as exc:
             if _code(exc) == "ConditionalCheckFailedException":
-                return False
+                # A retry refused by our own earlier write (response lost): released.
+                state = lease_state(job, _old_item(exc))
+                return (state.run_id is None and state.last_run_id == holder_run_id
+                        and state.fence == fence + 1 and state.released_at_ms == now_ms)
             raise StoreError("force_release", job, str(exc)) from exc
         return True
 
@@ -483,7 +623,14 @@ class DynamoJobStore:
                 raise StoreError("record_decision", job, str(exc)) from exc
             reason = _first_reason(exc)
             if reason.get("Code") == "ConditionalCheckFailed":
-                return lease_state(job, reason.get("Item"))
+                state = lease_state(job, reason.get("Item"))
+                if (state.mark_of(record.trigger_id) == TriggerMark(mark_value, now_ms)
+                        and self.get_run(job, record.run_id) is not None):
+                    # Our own earlier attempt landed (its response was lost and the SDK
+                    # sent it again): the mark is ours and so is the run record, which
+                    # only this attempt writes under this run id.
+                    return None
+                return state
             return self.read_lease(job)  # conflict: look again
         return None
 
@@ -492,7 +639,9 @@ class DynamoJobStore:
         e = _Expr()
         t = e.n(_trigger_attr(trigger_id))
         if follow_up_id is not None:
-            update = f"REMOVE {e.n('follow_up')}"
+            # The trigger's mark goes back to retryable too: its redelivery decides again.
+            update = (f"SET {t} = {e.v(TriggerMark(Mark.FAILED, 0).encode())} "
+                      f"REMOVE {e.n('follow_up')}")
             condition = f"{e.n('follow_up')} = {e.v(follow_up_id)}"
         else:
             update = (

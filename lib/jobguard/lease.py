@@ -132,15 +132,19 @@ def classify(state: LeaseState, trigger: Trigger, config: JobConfig, now_ms: int
     held = state.is_held(now_ms, skew_ms)
     mark = state.mark_of(trigger.trigger_id)
 
+    # A queued trigger or follow-up whose own run failed, or died, runs again when its
+    # message comes back: deferred while any run holds the lease, retried once it is free.
+    spent_by_own_run = mark is not None and mark.mark in (Mark.FAILED, Mark.RUNNING)
+
     if trigger.kind is TriggerKind.QUEUED:
-        if mark is None or mark.mark is not Mark.QUEUED:
+        if mark is None or (mark.mark is not Mark.QUEUED and not spent_by_own_run):
             return Next.DUPLICATE
         if state.paused_at_ms is not None:
             return Next.PAUSED
         return Next.DEFER if held else Next.RETRY
 
     if trigger.kind is TriggerKind.FOLLOW_UP:
-        if state.follow_up != trigger.trigger_id:
+        if state.follow_up != trigger.trigger_id and not spent_by_own_run:
             return Next.DUPLICATE if mark is not None else Next.ABSORBED
         if state.paused_at_ms is not None:
             return Next.PAUSED

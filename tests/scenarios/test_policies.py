@@ -260,3 +260,45 @@ def test_replace_a_late_redelivery_of_a_displaced_trigger_is_a_duplicate(aws, cl
     first.join(10)
     second.join(10)
     assert [f for _, f in rec.calls] == [1, 2]
+
+
+def test_queue_a_queued_trigger_whose_run_failed_runs_again_on_redelivery(aws, clock):
+    # GIVEN a QUEUE job with one trigger queued behind an active run
+    gate, rec = Gate(), Recorder()
+    t0 = clock.now()
+    queued_tick = tick("crm-sync", t0 + timedelta(minutes=1))
+    failures = {"left": 1}
+    inner = rec.handler(holding(gate, tick("crm-sync", t0)))
+
+    def handler(event, context):
+        from jobguard import current_run
+
+        result = inner(event, context)
+        if current_run().trigger.trigger_id.endswith(queued_tick["scheduled_at"]) and \
+                failures["left"]:
+            failures["left"] -= 1
+            raise RuntimeError("the export's destination was down")
+        return result
+
+    job = make_job(aws, clock, handler, policy=OverlapPolicy.QUEUE)
+    thread, _ = in_thread(lambda: job(tick("crm-sync", t0), None))
+    assert gate.entered.wait(10)
+    assert job(queued_tick, None)["decision"] == "queued"
+    gate.release.set()
+    thread.join(10)
+
+    # WHEN its run fails, and SQS delivers the message again (as the mapping would after
+    # the visibility timeout: here at once)
+    assert deliver_once(aws.sqs, aws.queues["crm-sync"], job, visibility_s=0) == 1
+    assert deliver_once(aws.sqs, aws.queues["crm-sync"], job, wait_s=1) == 1
+
+    # THEN the trigger ran again and succeeded: a failed queued run is retried, not
+    # recorded as a duplicate of itself and dropped
+    ran = [trigger for trigger, _ in rec.calls]
+    assert ran.count(f"crm-sync@{queued_tick['scheduled_at']}") == 2
+    statuses = aws.statuses("crm-sync")
+    assert statuses.count("failed") == 1 and statuses.count("succeeded") == 2
+    assert "duplicate" not in statuses
+    lease = aws.store.read_lease("crm-sync")
+    assert lease.queued_n == 0 and lease.run_id is None
+    assert _queue_depth(aws, "crm-sync") == 0

@@ -92,3 +92,20 @@ def test_a_displaced_trigger_redelivered_never_replaces_the_newer_run():
     # but once nobody holds the lease, a crashed trigger's retry may run again
     crashed = LeaseState(**{**EXPIRED.__dict__, "triggers": {"j@t": TriggerMark(Mark.RUNNING, 1)}})
     assert classify(crashed, TICK, cfg(OverlapPolicy.REPLACE), NOW) is Next.RETRY
+
+
+@pytest.mark.parametrize("kind", [TriggerKind.QUEUED, TriggerKind.FOLLOW_UP])
+@pytest.mark.parametrize(
+    ("mark", "lease", "expected"),
+    [(Mark.FAILED, FREE, Next.RETRY), (Mark.FAILED, HELD, Next.DEFER),
+     (Mark.RUNNING, EXPIRED, Next.RETRY), (Mark.RUNNING, HELD, Next.DEFER),
+     (Mark.DONE, FREE, Next.DUPLICATE), (Mark.DONE, HELD, Next.DUPLICATE)],
+)
+def test_a_queued_trigger_whose_own_run_failed_or_died_runs_again(kind, mark, lease, expected):
+    # Its pending mark was spent when it first ran; only a completed run makes a
+    # redelivery of its message a duplicate.
+    trigger = Trigger("j", "j@q", kind)
+    state = LeaseState(job="j", fence=lease.fence, run_id=lease.run_id,
+                       trigger_id=lease.trigger_id, expires_at_ms=lease.expires_at_ms,
+                       triggers={"j@q": TriggerMark(mark, NOW - 1000)})
+    assert classify(state, trigger, cfg(OverlapPolicy.QUEUE), NOW) is expected
