@@ -70,11 +70,14 @@ $(CDK): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $(CDK)
 
-## soak: the chaos test at scale: 10,000 items, 5 minutes of kills, pauses and lost
-## responses, then the rest without faults (~10 min; another schedule: JOBGUARD_CHAOS_SEED=N)
+## soak: the long runs: the chaos test at scale (10,000 items, 5 minutes of kills, pauses
+## and lost responses; JOBGUARD_CHAOS_SEED=N), then the fault load at 10x (10,000 triggers
+## over 5 jobs, 10% of AWS calls faulted; JOBGUARD_FAULTS_SEED=N). Exit 1 on any violation.
 soak: $(STAMP)
 	JOBGUARD_CHAOS_ITEMS=10000 JOBGUARD_CHAOS_SECONDS=300 \
 		$(PY) -m pytest tests/scenarios/test_chaos.py -p no:cacheprovider -q
+	$(PY) -m jobguard.cli --json local --triggers 10000 --jobs 5 --faults any=0.1 \
+		--seed $${JOBGUARD_FAULTS_SEED:-1}
 
 clean:
 	rm -rf $(VENV) $(MS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

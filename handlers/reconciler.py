@@ -7,7 +7,6 @@ module is listed in ``JOBGUARD_RECOVERY_MODULES``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from jobguard import environment, registry
@@ -19,7 +18,7 @@ _guards: dict[str, GuardedJob] = {}
 
 
 def lambda_handler(event: Any, context: Any) -> Any:
-    name = os.environ[environment.JOB_NAME]
+    name = environment.job_name()  # a ConfigError naming JOBGUARD_JOB if missing or malformed
     if name not in _guards:
         registry.load_from_environment()
         job = registry.get(name)
