@@ -46,11 +46,13 @@ class CommandError(Exception):
 RECOVER_INVOKE = call_site(
     "cli.recover.invoke", "lambda", "Invoke", "cmd_recover",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=SURFACE,
-    note="the operator sees the error; a recovery the SDK sent twice replays nothing "
-         "twice (it takes the lease, completed items are skipped, a stale token is refused)",
+    note="the operator sees the error naming `Invoke`, exit status 1; sent once (no SDK "
+         "resend, the answer awaited 900 s): a lost answer says the recovery may have run, "
+         "and running it again replays nothing twice (lease, completed items skipped)",
 )
 
 
+_LAMBDA_MAX_S = 900  # the longest a Lambda function runs
 _REGION = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")  # botocore's own rule
 _RUN_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")  # jobguard.ids: 26 Crockford base32
 
@@ -61,8 +63,17 @@ def _session(args: argparse.Namespace) -> Any:
 
     if args.region is not None and not _REGION.fullmatch(args.region):
         raise CommandError("--region", f"{args.region!r} is not a region name (e.g. eu-west-1)")
+    region = args.region
+    if region is None and args.endpoint_url and not (
+            os.environ.get("AWS_DEFAULT_REGION")):
+        region = "us-east-1"  # a local endpoint (make demo's local AWS) needs no choice
     try:
-        return boto3.Session(profile_name=args.profile, region_name=args.region)
+        session = boto3.Session(profile_name=args.profile, region_name=region)
+        if args.endpoint_url and args.profile is None and session.get_credentials() is None:
+            # The local AWS accepts any key; an AWS endpoint would refuse these.
+            session = boto3.Session(region_name=region, aws_access_key_id="test",
+                                    aws_secret_access_key="test")
+        return session
     except ProfileNotFound:
         raise CommandError("--profile", f"no AWS profile {args.profile!r} in this "
                            "machine's AWS config") from None
@@ -327,13 +338,38 @@ def cmd_recover(args: argparse.Namespace) -> int:
         if not args.function_name:
             raise CommandError("--function-name", "name the deployed recovery function, or "
                                "pass --direct to run it in this process")
-        response = _client(args, "lambda").invoke(
-            FunctionName=args.function_name, Payload=json.dumps(request).encode())
-        answer = json.loads(response["Payload"].read() or b"{}")
+        answer = _invoke(args, request)
     if answer.get("result") in ("refused", "busy"):
         raise CommandError(answer.get("field") or "request", answer.get("error", "refused"))
     _out(args, answer, _recovery_text(answer))
     return 0
+
+
+def _invoke(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
+    """The deployed recovery function's answer; its own failure is an error, not an answer."""
+    from botocore.config import Config
+    from botocore.exceptions import ReadTimeoutError
+
+    from .errors import JobGuardError
+
+    # One attempt, and an answer awaited as long as a function may run: an SDK resend
+    # would start a second recovery beside the first (which then finds its lease busy).
+    lambda_ = _session(args).client("lambda", endpoint_url=_endpoint(args), config=Config(
+        read_timeout=_LAMBDA_MAX_S, retries={"total_max_attempts": 1}))
+    try:
+        response = lambda_.invoke(
+            FunctionName=args.function_name, Payload=json.dumps(request).encode())
+    except ReadTimeoutError as exc:
+        raise JobGuardError(f"recover: no answer from {args.function_name} ({exc}); the "
+                            f"recovery may have run: look at `jobguard runs {request['job']}` "
+                            "before invoking it again") from exc
+    payload = response["Payload"].read() or b"{}"
+    if response.get("FunctionError"):
+        said = payload[:500].decode(errors="replace")
+        raise JobGuardError(f"recover: function {args.function_name} failed "
+                            f"({response['FunctionError']}): {said}")
+    answer: dict[str, Any] = json.loads(payload)
+    return answer
 
 
 _OPTION_OF = {"job": "JOB", "cursor_from": "--from", "cursor_to": "--to",
@@ -541,8 +577,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - a command's failure, said plainly
+        from botocore.exceptions import BotoCoreError, ClientError
+
         from .errors import JobGuardError
 
+        if isinstance(exc, ClientError | BotoCoreError):
+            # AWS failed (throttled, 5xx, unreachable): say which call, change nothing.
+            print(f"error: {args.command}: AWS call failed: {exc}", file=sys.stderr)
+            return 1
         if not isinstance(exc, JobGuardError):
             raise
         print(f"error: {exc}", file=sys.stderr)

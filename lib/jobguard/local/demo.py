@@ -72,7 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"({report['seconds']:.0f} s in all)")
         if args.keep:
             pid = aws.process.pid if aws.process else "?"
-            print(f"local AWS left running at {aws.endpoint} (pid {pid})")
+            print(f"local AWS left running at {aws.endpoint} (pid {pid}; stop it with "
+                  f"kill {pid}). Point jobguard at it:\n"
+                  f"  export AWS_ENDPOINT_URL={aws.endpoint} AWS_DEFAULT_REGION=us-east-1 "
+                  f"AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
+                  f"JOBGUARD_TABLE={outputs['TableName']}\n"
+                  "  jobguard status crm-sync; jobguard runs crm-sync; jobguard drill")
             aws.process = None  # not stopped below
         return 0 if held else 1
     finally:
