@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -45,19 +44,12 @@ def _table_on(env: dict[str, str]) -> Iterator[str]:
     import boto3
 
     from jobguard.dynamodb import create_table
+    from jobguard.local.ministack import environment
 
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    name = f"proc-{uuid.uuid4().hex[:8]}"
-    create_table(boto3.client("dynamodb"), name)
-    try:
+    with environment(env):
+        name = f"proc-{uuid.uuid4().hex[:8]}"
+        create_table(boto3.client("dynamodb"), name)
         yield name
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture

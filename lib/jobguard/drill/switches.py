@@ -109,12 +109,7 @@ def _client() -> Any:
 
 def _trip(job: str, point: str, run_id: str, work_id: str) -> None:
     ddb, table = _client(), os.environ[environment.TABLE]
-    rows = ddb.query(
-        TableName=table, ConsistentRead=True,
-        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :prefix)",
-        ExpressionAttributeNames={"#pk": PARTITION_KEY, "#sk": SORT_KEY},
-        ExpressionAttributeValues={":pk": {"S": job_pk(job)}, ":prefix": {"S": _PREFIX}},
-    ).get("Items", [])
+    rows = _rows(ddb, table, job)
     for row in rows:
         if row.get("point", {}).get("S") != point or row.get("state", {}).get("S") != "armed":
             continue
@@ -124,6 +119,17 @@ def _trip(job: str, point: str, run_id: str, work_id: str) -> None:
         if _take(ddb, table, row, run_id, work_id):
             _act(ddb, table, row, run_id)
             return
+
+
+def _rows(ddb: Any, table: str, job: str) -> list[dict[str, Any]]:
+    """Every switch row of ``job`` (its partition, ``DRILL#`` prefix)."""
+    items: list[dict[str, Any]] = ddb.query(
+        TableName=table, ConsistentRead=True,
+        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :prefix)",
+        ExpressionAttributeNames={"#pk": PARTITION_KEY, "#sk": SORT_KEY},
+        ExpressionAttributeValues={":pk": {"S": job_pk(job)}, ":prefix": {"S": _PREFIX}},
+    ).get("Items", [])
+    return items
 
 
 def _take(ddb: Any, table: str, row: dict[str, Any], run_id: str, work_id: str) -> bool:
@@ -236,12 +242,7 @@ def disarm(ddb: Any, table: str, job: str, name: str) -> None:
 
 def disarm_all(ddb: Any, table: str, job: str) -> int:
     """Release and delete every switch of ``job`` (after a drill, whatever happened)."""
-    rows = ddb.query(
-        TableName=table, ConsistentRead=True,
-        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :prefix)",
-        ExpressionAttributeNames={"#pk": PARTITION_KEY, "#sk": SORT_KEY},
-        ExpressionAttributeValues={":pk": {"S": job_pk(job)}, ":prefix": {"S": _PREFIX}},
-    ).get("Items", [])
+    rows = _rows(ddb, table, job)
     for row in rows:
         ddb.delete_item(TableName=table, Key={PARTITION_KEY: row[PARTITION_KEY],
                                               SORT_KEY: row[SORT_KEY]})
