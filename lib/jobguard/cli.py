@@ -44,7 +44,7 @@ class CommandError(Exception):
 # -- plumbing ------------------------------------------------------------------------
 
 RECOVER_INVOKE = call_site(
-    "cli.recover.invoke", "lambda", "Invoke", "cmd_recover",
+    "cli.recover.invoke", "lambda", "Invoke", "_invoke",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=SURFACE,
     note="the operator sees the error naming `Invoke`, exit status 1; sent once (no SDK "
          "resend, the answer awaited 900 s): a lost answer says the recovery may have run, "

@@ -97,9 +97,16 @@ class DestinationOutcomeUnknown(DestinationError, OutcomeUnknown):
     been applied. The item becomes ``uncertain`` and is reconciled before any redo."""
 
 
+# Throttling answers: refused before anything was applied, whatever their status (S3's
+# SlowDown is a 503), so a known failure, not an unknown outcome.
+_THROTTLED: Final = frozenset({"SlowDown", "Throttling", "ThrottlingException",
+                               "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+                               "TooManyRequestsException"})
+
+
 def _failure(destination: str, work_id: str, what: str, exc: ClientError) -> DestinationError:
-    """A refused call, as the error its outcome calls for (5xx: unknown)."""
-    if _http_status(exc) >= 500:
+    """A refused call, as the error its outcome calls for (5xx: unknown; throttled: known)."""
+    if _http_status(exc) >= 500 and _error_code(exc) not in _THROTTLED:
         return DestinationOutcomeUnknown(destination, work_id, f"{what}: {exc}")
     return DestinationError(destination, work_id, f"{what}: {exc}")
 

@@ -17,8 +17,9 @@ from datetime import timedelta
 from typing import Any
 
 from jobguard import JobConfig, OverlapPolicy, current_run, hooks
+from jobguard.batch import ClaimedItem
 from jobguard.callsites import Fault
-from jobguard.destinations import DynamoDBDestination
+from jobguard.destinations import DynamoDBDestination, S3Destination
 from jobguard.dynamodb import DynamoJobStore
 from jobguard.dynamodb_items import DynamoItemStore
 from jobguard.faults import Faults, Rule
@@ -37,7 +38,7 @@ from jobguard.records import RunRecord
 from jobguard.testing import ManualClock
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind, format_instant
-from jobguard.workitems import ClaimRequest, Fence, WorkId
+from jobguard.workitems import ClaimRequest, Fence, ItemRecord, WorkId
 
 JOB = "crm-sync"
 LEASE = timedelta(seconds=60)
@@ -68,16 +69,67 @@ class _Ctx:
         return 900_000
 
 
+class S3NotesJob(NotesJob):
+    """The same job, its notes written as S3 objects (``If-None-Match: *``)."""
+
+    def __init__(self, config: JobConfig, source: list[dict[str, Any]], exports: S3Destination,
+                 **guard_options: Any) -> None:
+        super().__init__(config, source, None, **guard_options)  # type: ignore[arg-type]
+        self.exports = exports
+
+    def process(self, record: dict[str, Any], item: ClaimedItem) -> str:
+        return self.exports.put(item.key, record["change"].encode(), content_type="text/plain")
+
+    def reconcile(self, record: dict[str, Any] | None, item: ItemRecord) -> str | None:
+        return self.exports.reconcile(item.work_id)
+
+
+BUCKET_PREFIX = "notes/"
+
+
+def _bucket(world: World) -> tuple[Any, str]:
+    """A versioned bucket (every write is a version: a second effect would show)."""
+    import uuid
+
+    import botocore.session
+
+    from jobguard._clients import config
+
+    s3 = botocore.session.get_session().create_client("s3", config=config())
+    bucket = f"notes-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    return s3, bucket
+
+
+def _objects(s3: Any, bucket: str) -> tuple[dict[str, str], Counter[str]]:
+    """work id -> the current object's version id, and versions per work id."""
+    listed = s3.list_object_versions(Bucket=bucket)
+    versions: Counter[str] = Counter()
+    current: dict[str, str] = {}
+    for entry in [*listed.get("Versions", []), *listed.get("DeleteMarkers", [])]:
+        work_id = entry["Key"].removeprefix(BUCKET_PREFIX)
+        versions[work_id] += 1
+        if entry.get("IsLatest") and "VersionId" in entry:
+            current[work_id] = entry["VersionId"]
+    return current, versions
+
+
 def work_ids() -> list[str]:
     return [str(WorkId(r["id"], "create-note")) for r in contacts(N_ITEMS)]
 
 
-def run_scenario(rules: list[Rule]) -> Outcome:
+def run_scenario(rules: list[Rule], *, destination: str = "dynamodb") -> Outcome:
+    """The run above; ``destination="s3"`` writes the notes as objects in a bucket."""
     with in_process():
         world = World.create()
         store = DynamoJobStore(world.table, client=world.ddb)
         items = DynamoItemStore(world.table, client=world.ddb)
         notes = DynamoDBDestination(world.notes_table, client=world.ddb)
+        s3: Any = None
+        if destination == "s3":
+            s3, bucket = _bucket(world)
+            exports = S3Destination(bucket, client=s3, prefix=BUCKET_PREFIX)
         clock = ManualClock()
         url = world.fifo_queue(JOB)
         config = JobConfig(name=JOB, policy=OverlapPolicy.COALESCE, table_name=world.table,
@@ -93,11 +145,17 @@ def run_scenario(rules: list[Rule]) -> Outcome:
         assert not hasattr(r0, "state")
         items.claim(Fence(JOB, "R0", 1), [ClaimRequest(ids[0])], now_ms=to_ms(clock.now()),
                     claim_ms=900_000)
-        notes.put(ids[0], {"text": "by R0"})
+        if s3 is not None:
+            exports.put(ids[0], b"by R0")
+        else:
+            notes.put(ids[0], {"text": "by R0"})
         clock.advance(LEASE + SKEW + timedelta(seconds=1))
 
-        job = NotesJob(config, contacts(N_ITEMS), notes, store=store,
-                       queue=TriggerQueue(url, client=world.sqs), clock=clock)
+        queue = TriggerQueue(url, client=world.sqs)
+        job: NotesJob = (
+            S3NotesJob(config, contacts(N_ITEMS), exports, store=store, queue=queue, clock=clock)
+            if s3 is not None else
+            NotesJob(config, contacts(N_ITEMS), notes, store=store, queue=queue, clock=clock))
         handler = job.handler()
         t1 = {"job": JOB, "scheduled_at": format_instant(clock.now())}
         t2 = {"job": JOB, "scheduled_at": format_instant(clock.now() + timedelta(minutes=1))}
@@ -106,7 +164,8 @@ def run_scenario(rules: list[Rule]) -> Outcome:
         seen: dict[str, Any] = {"items": 0}
         seqs: list[int] = []
         ckpt_ok: list[bool] = []
-        faults = Faults(rules, seed=7, backoff_scale=0.001, clients=[world.ddb, world.sqs])
+        faults = Faults(rules, seed=7, backoff_scale=0.001,
+                        clients=[c for c in (world.ddb, world.sqs, s3) if c is not None])
 
         def deliver(name: str, event: Any) -> None:
             try:
@@ -165,7 +224,16 @@ def run_scenario(rules: list[Rule]) -> Outcome:
                    and r.status.value != "abandoned"), None)
         del r1_run_id
         lease = store.read_lease(JOB)
-        inv = check_invariants(world, JOB, ids, world.notes(), puts_reached(faults),
+        stored, reached = world.notes(), puts_reached(faults)
+        if s3 is not None:
+            # The bucket is the destination: one version per work id (a second effect
+            # would be a second version), and each put that reached S3 counted.
+            stored, versions = _objects(s3, bucket)
+            reached = Counter(c.params["Key"].removeprefix(BUCKET_PREFIX)
+                              for c in faults.calls_at("destination.s3.put") if c.reached)
+            for work_id in ids:
+                reached[work_id] = max(reached[work_id], versions[work_id])
+        inv = check_invariants(world, JOB, ids, stored, reached,
                                [(s, None) for s in seqs], found=Invariants(),
                                stale=(r1.run_id, r1.fence) if r1 and r1.fence else None)
         for ok in ckpt_ok:

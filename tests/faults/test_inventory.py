@@ -49,3 +49,11 @@ def test_the_readme_prints_the_generated_table():
     readme = (ROOT / "README.md").read_text()
     assert render_table() in readme, "regenerate: python -c 'from jobguard.callsites import " \
                                      "render_table; print(render_table())'"
+
+
+def test_every_declared_site_is_a_row_of_a_matrix():
+    from .test_matrix import RUN_PATH
+    from .test_operator_matrix import OPERATOR_SITES
+
+    covered = set(RUN_PATH) | set(OPERATOR_SITES)
+    assert {s.name for s in all_sites()} == covered

@@ -1,5 +1,9 @@
 """Every AWS call site x every fault, in the middle of a real crm-sync run.
 
+The S3 destination's two sites run the same job with its notes written as objects in a
+versioned bucket (an ``S3Destination``-backed BatchJob); the operator commands' sites
+are in ``test_operator_matrix``.
+
 Each cell injects one fault at one call site (see ``_scenario`` for the run), then
 checks: the fault was injected there; ONCE, END, FENCE and CKPT hold; the run log says
 what happened, as the site's declared handling promises; nothing is left claimed.
@@ -35,12 +39,16 @@ RUN_PATH = {
     "queue.wake": [],
     "destination.dynamodb.put": [],
     "destination.dynamodb.reconcile": [],
+    # The same run with its notes written as S3 objects (an S3Destination-backed job).
+    "destination.s3.put": [],
+    "destination.s3.head": [],
 }
+S3_SITES = {"destination.s3.put", "destination.s3.head"}
 # Sites the run makes its own (a failure there is R1's); the others belong to the second
 # trigger, the follow-up delivery, or the companions above.
 R1_SITES = {"dynamodb.put_run", "dynamodb.renew", "dynamodb.release", "items.claim",
             "items.settle", "items.read_checkpoint", "destination.dynamodb.put",
-            "destination.dynamodb.reconcile", "queue.wake"}
+            "destination.dynamodb.reconcile", "queue.wake", *S3_SITES}
 
 
 # Cells whose follow-up is not run within this test: a deferred message that was not
@@ -62,7 +70,7 @@ SQS_REDELIVERS = {"dynamodb.set_wake", "queue.defer"}
 @pytest.mark.parametrize("site", sorted(RUN_PATH))
 def test_cell(site: str, fault: Fault) -> None:
     rules = [Rule(fault, site=site, nth=1), *RUN_PATH[site]]
-    out = run_scenario(rules)
+    out = run_scenario(rules, destination="s3" if site in S3_SITES else "dynamodb")
     handling = SITES[site].on(fault)
 
     # The fault landed where the cell says.
@@ -86,6 +94,17 @@ def test_cell(site: str, fault: Fault) -> None:
         assert failed and failed[0].error, statuses
     if handling is Handling.UNCERTAIN:
         assert out.r1.extra.get("uncertain", 0) >= 1, out.r1.extra
+    if site.startswith("destination.") and site.endswith(".put"):
+        # A refused put applied nothing: the item is failed (reported), not uncertain;
+        # a resend refused by its own write returns the stored id (nothing uncertain).
+        if handling is Handling.SURFACE:
+            assert (out.r1.extra.get("failed"), out.r1.extra.get("uncertain", 0)) == (1, 0), \
+                out.r1.extra
+        if handling is Handling.RETRY:
+            assert out.r1.extra.get("uncertain", 0) == 0, out.r1.extra
+    if (site, fault) == ("destination.s3.put", Fault.LOST):
+        # The resend was refused (412) and the stored object's id read back.
+        assert out.faults.calls_at("destination.s3.head"), out.faults.summary()
     if handling is Handling.SURFACE and site not in R1_SITES | SQS_REDELIVERS:
         assert out.errors, "the sender should have seen the error"
     # COALESCE's promise: the second tick is served once: by one follow-up run, or (its
