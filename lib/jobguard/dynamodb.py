@@ -395,14 +395,18 @@ class DynamoJobStore:
         The row is kept (with its fence) so the fence never resets. If a deferred
         queue message registered a wake-up receipt, the first attempt fails on it and
         the second removes it and returns it, so the caller can make the message
-        visible at once.
+        visible at once. A pending follow-up without such a receipt is returned too
+        (:attr:`Released.follow_up`): its message may be missing.
         """
         wake: str | None = None
+        follow_up: str | None = None
+        looked = False
         for attempt in range(6):
             e = _Expr()
             condition = f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)}"
-            if wake is None:
-                condition += f" AND attribute_not_exists({e.n('wake_receipt')})"
+            if not looked:
+                condition += (f" AND attribute_not_exists({e.n('wake_receipt')})"
+                              f" AND attribute_not_exists({e.n('follow_up')})")
             removes = [e.n(n) for n in ("run_id", "holder_owner", "trigger_id", "expires_at_ms",
                                         "wake_receipt")]
             removes += [e.n(_trigger_attr(p)) for p in prune if p != trigger_id]
@@ -428,7 +432,7 @@ class DynamoJobStore:
                     ],
                     ClientRequestToken=str(uuid.uuid4()),
                 )
-                return Released(released=True, wake_receipt=wake)
+                return Released(released=True, wake_receipt=wake, follow_up=follow_up)
             except (ClientError, BotoCoreError) as exc:
                 if not isinstance(exc, ClientError) or _code(exc) != "TransactionCanceledException":
                     if transient(exc) and attempt < 5:
@@ -441,8 +445,11 @@ class DynamoJobStore:
                 if reason.get("Code") != "ConditionalCheckFailed":
                     continue  # conflict with a concurrent decision write: retry
                 state = lease_state(job, reason.get("Item"))
-                if state.run_id == run_id and state.fence == fence and state.wake_receipt:
+                if state.run_id == run_id and state.fence == fence and not looked and (
+                        state.wake_receipt or state.follow_up):
+                    looked = True
                     wake = state.wake_receipt
+                    follow_up = None if wake else state.follow_up
                     continue
                 if state.run_id is None and state.last_run_id == run_id:
                     return Released(released=True)  # our own earlier attempt landed

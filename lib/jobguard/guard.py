@@ -439,6 +439,8 @@ class GuardedJob:
             rt.store.put_run(record, self._ttl(ended_ms))
         if released.wake_receipt:
             self._trigger_queue().wake(released.wake_receipt)
+        elif released.follow_up:
+            self._resend_follow_up(released.follow_up)
         rt.telemetry.milliseconds("RunDuration", (time.monotonic() - started) * 1000)
         if status is RunStatus.LEASE_LOST:
             rt.telemetry.count("LeaseLost")
@@ -485,6 +487,20 @@ class GuardedJob:
             extra={"previous_run_id": previous.run_id, "previous_fence": previous.fence,
                    "previous_owner": previous.owner, "status": status.value},
         )
+
+    def _resend_follow_up(self, follow_up_id: str) -> None:
+        """Send the pending follow-up's message again: it may never have been sent (its
+        send and the compensation both failed). Harmless if it was: SQS drops a resend
+        within 5 minutes, and later only the delivery that finds the mark runs."""
+        from .triggers import Trigger, TriggerKind
+
+        try:
+            self._trigger_queue().send(Trigger(self.config.name, follow_up_id,
+                                               TriggerKind.FOLLOW_UP))
+        except StoreError as exc:
+            self.runtime().telemetry.logger.warning(
+                "follow-up not re-sent: the next trigger absorbs it",
+                extra={"follow_up": follow_up_id, "error": str(exc)})
 
     def _tracer(self) -> Any:
         if not self.config.tracing:

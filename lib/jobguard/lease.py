@@ -209,3 +209,7 @@ class Released:
     released: bool
     wake_receipt: str | None = None
     state: LeaseState | None = None
+    follow_up: str | None = None
+    """A follow-up was pending with no deferred message waiting to be woken: its message
+    may never have been sent (a send and its compensation both failed), so the releasing
+    run sends it again (same deduplication id; only the delivery matching the mark runs)."""
