@@ -437,10 +437,11 @@ class GuardedJob:
                 record, status=status, detail=detail or "lease taken over before release"
             )
             rt.store.put_run(record, self._ttl(ended_ms))
-        if released.wake_receipt:
-            self._trigger_queue().wake(released.wake_receipt)
-        elif released.follow_up:
-            self._resend_follow_up(released.follow_up)
+        queue = self._queue_if_configured()
+        if queue is not None and released.wake_receipt:
+            queue.wake(released.wake_receipt)
+        elif queue is not None and released.follow_up:
+            self._resend_follow_up(queue, released.follow_up)
         rt.telemetry.milliseconds("RunDuration", (time.monotonic() - started) * 1000)
         if status is RunStatus.LEASE_LOST:
             rt.telemetry.count("LeaseLost")
@@ -488,15 +489,14 @@ class GuardedJob:
                    "previous_owner": previous.owner, "status": status.value},
         )
 
-    def _resend_follow_up(self, follow_up_id: str) -> None:
+    def _resend_follow_up(self, queue: Any, follow_up_id: str) -> None:
         """Send the pending follow-up's message again: it may never have been sent (its
         send and the compensation both failed). Harmless if it was: SQS drops a resend
         within 5 minutes, and later only the delivery that finds the mark runs."""
         from .triggers import Trigger, TriggerKind
 
         try:
-            self._trigger_queue().send(Trigger(self.config.name, follow_up_id,
-                                               TriggerKind.FOLLOW_UP))
+            queue.send(Trigger(self.config.name, follow_up_id, TriggerKind.FOLLOW_UP))
         except StoreError as exc:
             self.runtime().telemetry.logger.warning(
                 "follow-up not re-sent: the next trigger absorbs it",
@@ -561,6 +561,17 @@ class GuardedJob:
         if not (state.run_id and rt.store.set_wake(
                 self.config.name, holder_run_id=state.run_id, receipt=receipt)):
             queue.defer(receipt, 0)
+
+    def _queue_if_configured(self) -> Any:
+        """The trigger queue, or None where this function has none: a recovery or
+        reconciler run of a queued job releases like any run, but wakes and resends are
+        its queue's business, and a deferred message comes back by itself."""
+        if self.runtime().queue is None and not self.config.needs_queue:
+            return None
+        try:
+            return self._trigger_queue()
+        except ConfigError:
+            return None
 
     def _trigger_queue(self) -> Any:
         """The job's trigger queue, built the first time a decision needs it."""

@@ -209,3 +209,43 @@ def test_a_recovery_that_cannot_get_the_lease_in_time_names_the_holder(aws, cloc
     assert info.value.holder_run_id == holder.run_id
     assert info.value.lease_expires_at_ms == holder.expires_at_ms
     assert [r.trigger_kind for r in aws.runs(JOB)] == ["manual"]  # the recovery wrote nothing
+
+
+def test_a_recovery_of_a_coalesce_job_ends_cleanly_when_a_tick_coalesced_behind_it(
+        aws, clock, monkeypatch):
+    from jobguard.local.esm import deliver_once
+
+    # GIVEN a COALESCE job: its scheduled function has the trigger queue, the recovery
+    # function (like the deployed one) has none
+    monkeypatch.delenv("JOBGUARD_TRIGGER_QUEUE_URL", raising=False)
+    notes = NotesTable.create(aws.ddb)
+    url = aws.fifo_queue(JOB)
+    scheduled = make(aws, clock, notes, n=6, policy="COALESCE", trigger_queue_url=url)
+    recovery_job = make(aws, clock, notes, n=6, policy="COALESCE")
+    inside, go = threading.Event(), threading.Event()
+
+    def hold(**ctx):
+        inside.set()
+        assert go.wait(20)
+
+    # WHEN a tick arrives while the recovery holds the lease
+    with hooks.on("after_acquire", hold):
+        recovery, box = in_thread(lambda: recover(
+            {"job": JOB, "cursor_from": "0", "cursor_to": "6", "dry_run": False},
+            job=recovery_job))
+        assert inside.wait(10)
+    tick = scheduled.handler()(manual("tick-during-recovery"), None)
+    assert tick["decision"] == "coalesced"
+    go.set()
+    recovery.join(20)
+
+    # THEN the recovery reports its work (it has no queue to wake or resend: the
+    # follow-up's own message is already on the queue) ...
+    assert "error" not in box, box.get("error")
+    assert box["result"]["result"] == "executed"
+    assert box["result"]["summary"]["replayed"] == 6
+    # ... and the follow-up runs once, from the scheduled function's queue
+    assert deliver_once(aws.sqs, url, scheduled.handler()) == 1
+    kinds = Counter((r.trigger_kind, r.status.value) for r in aws.runs(JOB))
+    assert kinds[("follow_up", "succeeded")] == 1 and kinds[("recovery", "succeeded")] == 1
+    assert len(notes.all()) == 6 and Counter(notes.calls).most_common(1)[0][1] == 1

@@ -413,7 +413,8 @@ def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
     stack.wait_settled(CRM, since)
     ctx.disarm(CRM, "crash-before-recovery")
     summary = answer.get("summary", {})
-    result.check("runs", f"recovery {answer.get('result')}: reconciled "
+    refusal = f" ({answer.get('field')}: {answer.get('error')})" if answer.get("error") else ""
+    result.check("runs", f"recovery {answer.get('result')}{refusal}: reconciled "
                  f"{summary.get('reconciled')}, replayed {summary.get('replayed')} "
                  "(only the safe remainder)",
                  answer.get("result") == "executed"
