@@ -208,14 +208,14 @@ def paused_after_lock(ctx: DrillContext, result: DrillResult) -> None:
     stack.tick(CRM, ctx.tick_time(CRM))
     periods = [now_utc().replace(minute=0, second=0, microsecond=0) - timedelta(hours=h)
                for h in (3, 2, 1)]
-    stack.tick(REPORT, periods[0] + timedelta(minutes=5))
+    stack.tick(REPORT, _in_period(periods[0]))
     crm_held = ctx.held(CRM, "paused-crm")
     report_held = ctx.held(REPORT, "paused-report")
     before = stack.lease(CRM).expires_at_ms or 0
     stack.tick(CRM, ctx.tick_time(CRM))
     stack.tick(CRM, ctx.tick_time(CRM))
     for period in periods[1:]:
-        stack.tick(REPORT, period + timedelta(minutes=5))
+        stack.tick(REPORT, _in_period(period))
     result.injected.append("2 crm-sync ticks and 2 report-export ticks (the next periods) "
                            "during the pause")
     stack.wait("4 decisions behind the paused runs", lambda: (
@@ -250,6 +250,13 @@ def paused_after_lock(ctx: DrillContext, result: DrillResult) -> None:
                  and any(r.run_id == report_held["held_by"] for r in ran))
     _crm_checks(ctx, result, seeded, since)
     _report_checks(ctx, result, [_period(p) for p in periods], since)
+
+
+def _in_period(start: datetime) -> datetime:
+    """A scheduled time inside report-export's period ``start`` that no earlier drill run
+    this hour used: the period's own export is made once, but each drill run's ticks are
+    new triggers (a tick is job + scheduled time), so the drills can run again."""
+    return start + timedelta(seconds=int(time.time()) % 3600)
 
 
 def _period(at: datetime) -> str:
@@ -349,7 +356,7 @@ def duplicate_deliveries(ctx: DrillContext, result: DrillResult) -> None:
     """Two scheduler registrations for one tick, and one tick delivered three times."""
     stack, since = ctx.stack, _ms()
     period = now_utc().replace(minute=0, second=0, microsecond=0) - timedelta(hours=5)
-    at = period + timedelta(minutes=5)
+    at = _in_period(period)
     execution = str(uuid.uuid4())
     threads = [threading.Thread(target=stack.tick, args=(REPORT, at),
                                 kwargs={"execution_id": e})
