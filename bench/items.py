@@ -139,14 +139,9 @@ class Notes:
     @classmethod
     def create(cls, aws: Any) -> Notes:
         ddb = uncounted_client(aws)
-        name = unique_name("bench-notes")
-        ddb.create_table(
-            TableName=name,
-            KeySchema=[{"AttributeName": "work_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "work_id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        return cls(ddb, name)
+        from jobguard.destinations import DynamoDBDestination
+
+        return cls(ddb, DynamoDBDestination.create_table(ddb, unique_name("bench-notes")))
 
     def put(self, key: str, record: dict[str, Any]) -> str:
         """Create the note once per key; a repeat returns the existing note id."""

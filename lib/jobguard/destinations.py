@@ -233,6 +233,18 @@ class DynamoDBDestination:
         self._client = client
         self._key_attribute = key_attribute
 
+    @staticmethod
+    def create_table(client: Any, table_name: str, *, key_attribute: str = "work_id") -> str:
+        """Create an on-demand table keyed by ``key_attribute`` (for the local emulator,
+        tests and benchmarks; a deployment's table comes from its stack). Returns its name."""
+        client.create_table(
+            TableName=table_name,
+            KeySchema=[{"AttributeName": key_attribute, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": key_attribute, "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        return table_name
+
     @property
     def destination(self) -> str:
         """``dynamodb:<table_name>``, as named in errors."""

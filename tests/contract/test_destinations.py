@@ -68,13 +68,7 @@ class Harness:
 
 def _dynamodb_harness(aws: Any) -> Harness:
     client = aws.client("dynamodb")
-    table = f"notes-{uuid.uuid4().hex[:8]}"
-    client.create_table(
-        TableName=table,
-        AttributeDefinitions=[{"AttributeName": "work_id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "work_id", "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    table = DynamoDBDestination.create_table(client, f"notes-{uuid.uuid4().hex[:8]}")
     destination = DynamoDBDestination(table, client=client)
 
     def item(variant: int) -> dict[str, Any]:

@@ -27,14 +27,9 @@ class NotesTable:
 
     @classmethod
     def create(cls, ddb: Any) -> NotesTable:
-        name = f"notes-{uuid.uuid4().hex[:8]}"
-        ddb.create_table(
-            TableName=name,
-            KeySchema=[{"AttributeName": "work_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "work_id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        return cls(ddb, name)
+        from jobguard.destinations import DynamoDBDestination
+
+        return cls(ddb, DynamoDBDestination.create_table(ddb, f"notes-{uuid.uuid4().hex[:8]}"))
 
     def put(self, work_id: str, text: str) -> str:
         """Create the note once per work id; a repeat returns the existing note id."""

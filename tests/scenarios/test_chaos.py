@@ -116,16 +116,10 @@ class Notes:
 
     @classmethod
     def create(cls, ddb: Any) -> Notes:
-        names = []
-        for prefix in ("notes", "lookups"):
-            name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-            ddb.create_table(
-                TableName=name,
-                KeySchema=[{"AttributeName": "work_id", "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": "work_id", "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
-            names.append(name)
+        from jobguard.destinations import DynamoDBDestination
+
+        names = [DynamoDBDestination.create_table(ddb, f"{prefix}-{uuid.uuid4().hex[:8]}")
+                 for prefix in ("notes", "lookups")]
         return cls(ddb, names[0], names[1], ddb)
 
     def put(self, key: str, text: str, caller: str) -> str:

@@ -93,13 +93,9 @@ class World:
         sqs: Any = session.create_client("sqs", config=config())
         table = f"jobguard-{uuid.uuid4().hex[:8]}"
         create_table(ddb, table)
-        notes = f"notes-{uuid.uuid4().hex[:8]}"
-        ddb.create_table(
-            TableName=notes,
-            KeySchema=[{"AttributeName": "work_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "work_id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        from ..destinations import DynamoDBDestination
+
+        notes = DynamoDBDestination.create_table(ddb, f"notes-{uuid.uuid4().hex[:8]}")
         return cls(ddb, sqs, table, notes)
 
     def fifo_queue(self, job: str) -> str:

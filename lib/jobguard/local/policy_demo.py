@@ -144,9 +144,7 @@ def _crash_and_recover(aws: Any, table: str) -> dict[str, Any]:
     from jobguard.testing import ManualClock
 
     ddb = aws.client("dynamodb")
-    ddb.create_table(TableName="demo-notes", BillingMode="PAY_PER_REQUEST",
-                     KeySchema=[{"AttributeName": "work_id", "KeyType": "HASH"}],
-                     AttributeDefinitions=[{"AttributeName": "work_id", "AttributeType": "S"}])
+    DynamoDBDestination.create_table(ddb, "demo-notes")
     notes = DynamoDBDestination("demo-notes", client=ddb)
     feed = [{"seq": f"{i:06d}", "contact": f"contact-{i}"} for i in range(1, 13)]
     calls: list[str] = []
