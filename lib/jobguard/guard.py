@@ -437,7 +437,9 @@ class GuardedJob:
                 record, status=status, detail=detail or "lease taken over before release"
             )
             rt.store.put_run(record, self._ttl(ended_ms))
-        queue = self._queue_if_configured()
+        # The queue (and its SQS client) only when the release found something to do.
+        queue = self._queue_if_configured() if released.wake_receipt or released.follow_up \
+            else None
         if queue is not None and released.wake_receipt:
             queue.wake(released.wake_receipt)
         elif queue is not None and released.follow_up:
@@ -493,8 +495,6 @@ class GuardedJob:
         """Send the pending follow-up's message again: it may never have been sent (its
         send and the compensation both failed). Harmless if it was: SQS drops a resend
         within 5 minutes, and later only the delivery that finds the mark runs."""
-        from .triggers import Trigger, TriggerKind
-
         try:
             queue.send(Trigger(self.config.name, follow_up_id, TriggerKind.FOLLOW_UP))
         except StoreError as exc:
