@@ -114,6 +114,7 @@ from bench.common import Ticks, create_idempotency_table, create_jobguard_table 
 from jobguard.local.emulator import LocalAWS  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
+_NULL = open(os.devnull, "w")  # noqa: SIM115 - the process's /dev/null sink, never closed
 OUT: TextIO = sys.stdout
 """The real stdout: ``sys.stdout`` is ``/dev/null`` while the stages run."""
 
@@ -270,8 +271,11 @@ def say(text: str) -> None:
 
 @contextlib.contextmanager
 def discard_stdout() -> Any:
-    """Send what the libraries print (JSON logs, EMF metrics) to /dev/null."""
-    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+    """Send what the libraries print (JSON logs, EMF metrics) to /dev/null.
+
+    One sink for the whole run, never closed: a logger created inside one stage keeps
+    the stream it found, and a later stage must not find it closed."""
+    with contextlib.redirect_stdout(_NULL):
         yield
 
 
