@@ -1,15 +1,25 @@
-"""The DynamoDB job store: the only module that talks to DynamoDB.
+"""The DynamoDB job store: leases, trigger items and run records.
 
-Every state change is one conditional write (or one transaction), and every failed
-condition returns the row it failed against (``ReturnValuesOnConditionCheckFailure=
-ALL_OLD``), so a losing worker learns the holder without a second read.
+Every state change is one conditional write or one transaction, conditioned on the
+exact value it replaces (the lease row's run id and fence, a trigger item's state and
+run id), and every failed condition returns the item it failed against
+(``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so the caller decides again from
+what is there without a second read.
 
 Timeline of one job's lease row::
 
-    free ──acquire(fence+1)──► held by R1 ──renew──► held ──release──► free (fence kept)
-                                  │                                     ▲
-                                  └─ expired > skew ──acquire(fence+1)──┘ (R1 recorded
-                                                                           as abandoned)
+    free ──acquire(fence f→f+1)──► held by R1 ──renew──► held ──release──► free (fence kept)
+                                      │                                     ▲
+                                      └─ expired > skew ──takeover(f+1→f+2)─┘ (R1's trigger
+                                         ``lost`` and its record ``abandoned``, same
+                                         transaction)
+
+An acquisition is one transaction: the lease row (``fence = f`` → ``f + 1``), the fence
+high-water mark (``hw <= f`` → ``f + 1``: a damaged or deleted lease row can never lower
+the next fence), the trigger's own item (the state observed → ``running``) and, on a
+takeover, the displaced run's trigger and record. The fence ``f`` is known before the
+write (the last fence this process saw, else one consistent read), so the run knows its
+fence without reading it back.
 """
 
 from __future__ import annotations
@@ -22,58 +32,58 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ._dynamo import Expr as _Expr
 from ._dynamo import code as _code
-from ._dynamo import first_reason as _first_reason
 from ._dynamo import item as _item
 from ._dynamo import old_item as _old_item
 from ._dynamo import plain as _plain
+from ._dynamo import reasons as _reasons
 from ._dynamo import transient
 from .callsites import RETRY, SURFACE, call_site
-from .errors import StoreError
-from .lease import Acquired, Busy, LeaseState, Mark, Next, Released, TriggerMark
+from .errors import DamagedRowError, StoreError
+from .lease import Acquired, Busy, LeaseState, Refused, Released, backoff, parse_lease
 from .records import Decision, RunRecord, RunStatus
 from .schema import (
+    FENCE_SK,
     LEASE_SK,
     PARTITION_KEY,
     RUN_PREFIX,
     SORT_KEY,
-    TRIGGER_ATTR_PREFIX,
+    TRIGGER_PREFIX,
     TTL_ATTRIBUTE,
     UNRESOLVED_INDEX,
     UNRESOLVED_PK,
     UNRESOLVED_SK,
     job_pk,
     run_sk,
+    trigger_sk,
 )
-from .triggers import Trigger, TriggerKind
+from .trigger_state import Next, Route, State, TriggerRecord
 
-__all__ = ["Acquired", "Busy", "DynamoJobStore", "Released", "create_table"]
+__all__ = ["Acquired", "Busy", "DynamoJobStore", "Refused", "Released", "create_table",
+           "lease_state", "trigger_record"]
+
 
 def lease_state(job: str, item: dict[str, Any] | None) -> LeaseState:
-    """Read a lease row (DynamoDB JSON) as a :class:`LeaseState`."""
+    """Read a lease row (DynamoDB JSON) as a :class:`LeaseState` (damage refused)."""
+    return parse_lease(job, _plain(item) if item else None)
+
+
+def trigger_record(job: str, item: dict[str, Any] | None) -> TriggerRecord | None:
+    """Read a trigger item (DynamoDB JSON); None when absent."""
+    if not item:
+        return None
     row = _plain(item)
-    triggers = {
-        name[len(TRIGGER_ATTR_PREFIX):]: TriggerMark.decode(value)
-        for name, value in row.items()
-        if name.startswith(TRIGGER_ATTR_PREFIX) and isinstance(value, str)
-    }
-    return LeaseState(
-        job=job,
-        fence=int(row.get("fence", 0)),
-        run_id=row.get("run_id"),
-        owner=row.get("holder_owner"),
-        trigger_id=row.get("trigger_id"),
-        acquired_at_ms=row.get("acquired_at_ms"),
-        expires_at_ms=row.get("expires_at_ms"),
-        heartbeat_at_ms=row.get("heartbeat_at_ms"),
-        released_at_ms=row.get("released_at_ms"),
-        last_run_id=row.get("last_run_id"),
-        paused_at_ms=row.get("paused_at_ms"),
-        paused_reason=row.get("paused_reason"),
-        queued_n=int(row.get("queued_n", 0)),
-        follow_up=row.get("follow_up"),
-        wake_receipt=row.get("wake_receipt"),
-        triggers=triggers,
-    )
+    sk = str(row.get(SORT_KEY, ""))
+    trigger_id = sk[len(TRIGGER_PREFIX):]
+    try:
+        return TriggerRecord(
+            trigger_id=trigger_id, state=State(row["state"]), route=Route(row["route"]),
+            run_id=row.get("run_id"), fence=row.get("fence"), at_ms=int(row.get("at_ms", 0)),
+            ttl_epoch_s=int(row.get(TTL_ATTRIBUTE, 0)), gate_fence=row.get("gate_fence"),
+            into=row.get("into"),
+        )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise DamagedRowError(job, sk, str(exc).strip("'\""), "is missing or invalid",
+                              f"jobguard triggers {job} --forget {trigger_id}") from None
 
 
 def run_record(item: dict[str, Any]) -> RunRecord:
@@ -108,56 +118,40 @@ def run_record(item: dict[str, Any]) -> RunRecord:
     )
 
 
-def _spent_by_own_run(state: LeaseState, trigger_id: str, takeover_before_ms: int) -> bool:
-    """The trigger's pending mark was spent by a run of its own that failed, or that
-    died and whose lease has expired: a redelivery of its message should run again."""
-    mark = state.triggers.get(trigger_id)
-    if mark is None:
-        return False
-    if mark.mark is Mark.FAILED:
-        return state.run_id is None or (state.expires_at_ms or 0) < takeover_before_ms
-    return mark.mark is Mark.RUNNING and (
-        state.run_id is None or (state.expires_at_ms or 0) < takeover_before_ms)
+#: Fences seen by this process, per (table, job): the expected fence of the next
+#: acquisition (a wrong guess is refused by its condition, which returns the truth).
+_fences: dict[tuple[str, str], int] = {}
 
-
-def _trigger_attr(trigger_id: str) -> str:
-    return TRIGGER_ATTR_PREFIX + trigger_id
-
-
-_BACKOFF_S = 0.02
+_HOLDER_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acquired_at_ms",
+                 "heartbeat_at_ms", "wake_receipt", "follow_up")
 
 
 # -- call sites (see jobguard.callsites) --------------------------------------------
 
 ACQUIRE = call_site(
-    "dynamodb.acquire", "dynamodb", "UpdateItem", "DynamoJobStore.acquire",
+    "dynamodb.acquire", "dynamodb", "TransactWriteItems", "DynamoJobStore.acquire",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="a retry refused by its own write is recognised (run id on the row, fence, "
-         "the displaced run kept in `prev_run_id`); an ambiguous failure is resolved by a "
-         "consistent read of the row before `StoreError` reaches the trigger's sender",
+    note="a retry refused by its own write is recognised (the lease row names this run); "
+         "an unanswered attempt is resolved by the next attempt's refusal or a read",
 )
-ACQUIRE_RESOLVE = call_site(
-    "dynamodb.acquire_resolve", "dynamodb", "GetItem", "DynamoJobStore._acquire_unknown",
+READ_LEASE = call_site(
+    "dynamodb.read_lease", "dynamodb", "GetItem", "DynamoJobStore.read_lease",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="the read that resolves an unanswered acquisition; if it fails too, `StoreError` "
-         "(a lease it may have taken expires and is taken over)",
+    note="a read (cold start's expected fence, status, the heartbeat's resolution)",
 )
 RENEW = call_site(
     "dynamodb.renew", "dynamodb", "UpdateItem", "DynamoJobStore.renew",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
     note="the heartbeat resolves a failed renewal with a consistent read and retries "
-         "before its local deadline; past it the run stops (`lease_lost`)",
+         "before its local deadline; past it the run stops (`lease_lost`); an expiry "
+         "never moves backwards",
 )
 RELEASE = call_site(
     "dynamodb.release", "dynamodb", "TransactWriteItems", "DynamoJobStore.release",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
     note="retried with backoff while the lease is still the run's; a retry refused by its "
-         "own release (row free, `last_run_id` = run id) counts as released",
-)
-READ_LEASE = call_site(
-    "dynamodb.read_lease", "dynamodb", "GetItem", "DynamoJobStore.read_lease",
-    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="a read: the SDK retries; the heartbeat treats a failed read as unresolved",
+         "own release (`last_run_id` = run id, released by `run`) counts as released and "
+         "keeps the wake receipt and follow-up the first attempt found",
 )
 SET_WAKE = call_site(
     "dynamodb.set_wake", "dynamodb", "UpdateItem", "DynamoJobStore.set_wake",
@@ -176,29 +170,35 @@ RESUME = call_site(
     note="operator command; the update is idempotent",
 )
 FORCE_RELEASE = call_site(
-    "dynamodb.force_release", "dynamodb", "UpdateItem", "DynamoJobStore.force_release",
+    "dynamodb.force_release", "dynamodb", "TransactWriteItems",
+    "DynamoJobStore.force_release",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="operator command; a retry refused by its own write (holder gone, fence + 1, "
-         "`last_run_id` = holder) counts as released",
+    note="operator command, one transaction (lease, fence mark, the run's trigger and "
+         "record); a retry refused by its own write (released by this operator) counts",
+)
+REPAIR = call_site(
+    "dynamodb.repair", "dynamodb", "TransactWriteItems", "DynamoJobStore.repair",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="operator command on a damaged lease row; conditioned on the row as read",
 )
 RECORD_DECISION = call_site(
     "dynamodb.record_decision", "dynamodb", "TransactWriteItems",
     "DynamoJobStore.record_decision",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="nothing half-written (one transaction); a retry refused by its own mark is "
-         "recognised by reading back its run record (same run id), not recorded twice",
+    note="nothing half-written (one transaction); a retry refused by its own write is "
+         "recognised (the trigger item names this decision's run id)",
 )
-UNDO_PENDING = call_site(
-    "dynamodb.undo_pending", "dynamodb", "UpdateItem", "DynamoJobStore.undo_pending",
+UNDO_QUEUED = call_site(
+    "dynamodb.undo_queued", "dynamodb", "TransactWriteItems", "DynamoJobStore.undo_queued",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="compensation after a failed send; if it fails too, a redelivery of the trigger "
-         "finds its `queued` mark and sends the message again",
+    note="compensation after a failed send: the trigger back to what it was, queued_n - 1, "
+         "its record deleted; if it fails too, the trigger's redelivery finds it `queued` "
+         "and sends its message again",
 )
 PUT_RUN = call_site(
     "dynamodb.put_run", "dynamodb", "PutItem", "DynamoJobStore.put_run",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="stale/duplicate records surface to the sender; a displaced run's record is best "
-         "effort (the new run's record names it); the put is idempotent",
+    note="stale/duplicate records surface to the sender; the put is idempotent",
 )
 LIST_RUNS = call_site(
     "dynamodb.list_runs", "dynamodb", "Query", "DynamoJobStore.list_runs",
@@ -210,10 +210,15 @@ GET_RUN = call_site(
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read (CLI)",
 )
+READ_TRIGGER = call_site(
+    "dynamodb.read_trigger", "dynamodb", "GetItem", "DynamoJobStore.read_trigger",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a read (CLI, tests)",
+)
 
 
 class DynamoJobStore:
-    """Leases and run records for any number of jobs in one DynamoDB table.
+    """Leases, trigger items and run records for any number of jobs in one table.
 
     Example:
         >>> import boto3
@@ -230,151 +235,339 @@ class DynamoJobStore:
         """The DynamoDB client this store writes through."""
         return self._client
 
+    # -- keys and rows -------------------------------------------------------------
+
+    def _lease_key(self, job: str) -> dict[str, Any]:
+        return {PARTITION_KEY: {"S": job_pk(job)}, SORT_KEY: {"S": LEASE_SK}}
+
+    def _fence_key(self, job: str) -> dict[str, Any]:
+        return {PARTITION_KEY: {"S": job_pk(job)}, SORT_KEY: {"S": FENCE_SK}}
+
+    def _trigger_key(self, job: str, trigger_id: str) -> dict[str, Any]:
+        return {PARTITION_KEY: {"S": job_pk(job)}, SORT_KEY: {"S": trigger_sk(trigger_id)}}
+
+    def _seen(self, state: LeaseState) -> LeaseState:
+        if state.exists:
+            _fences[(self.table_name, state.job)] = state.fence
+        return state
+
+    def expected_lease(self, job: str) -> LeaseState:
+        """What the next acquisition expects: a free row with the last fence this
+        process saw, or (first time) the row itself, read consistently."""
+        fence = _fences.get((self.table_name, job))
+        if fence is not None:
+            return LeaseState(job=job, fence=fence)
+        return self.read_lease(job)
+
+    def read_lease(self, job: str) -> LeaseState:
+        """A strongly consistent read of the lease row.
+
+        Raises:
+            DamagedRowError: the row holds an attribute of the wrong type or lacks one.
+        """
+        try:
+            response = self._client.get_item(
+                TableName=self.table_name, Key=self._lease_key(job), ConsistentRead=True
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise StoreError("read_lease", job, str(exc)) from exc
+        return self._seen(lease_state(job, response.get("Item")))
+
+    def read_lease_raw(self, job: str) -> dict[str, Any] | None:
+        """The lease row as stored (plain values), damaged or not (status, repair)."""
+        response = self._client.get_item(
+            TableName=self.table_name, Key=self._lease_key(job), ConsistentRead=True)
+        item = response.get("Item")
+        return _plain(item) if item else None
+
+    def read_trigger(self, job: str, trigger_id: str) -> TriggerRecord | None:
+        """A strongly consistent read of one trigger's item (None when absent)."""
+        response = self._client.get_item(
+            TableName=self.table_name, Key=self._trigger_key(job, trigger_id),
+            ConsistentRead=True)
+        return trigger_record(job, response.get("Item"))
+
+    def high_water(self, job: str) -> int:
+        """The highest fence ever issued for ``job`` (0 for a new job)."""
+        response = self._client.get_item(
+            TableName=self.table_name, Key=self._fence_key(job), ConsistentRead=True)
+        value = _plain(response.get("Item")).get("hw", 0)
+        return int(value) if isinstance(value, int) else 0
+
+    # -- building blocks of transactions ---------------------------------------------
+
+    def _lease_condition(self, e: _Expr, lease: LeaseState) -> str:
+        """The lease row is exactly as observed: its fence, and its holder (or none)."""
+        if not lease.exists:
+            return f"attribute_not_exists({e.n('fence')})"
+        cond = f"{e.n('fence')} = {e.v(lease.fence)}"
+        if lease.run_id is None:
+            return f"{cond} AND attribute_not_exists({e.n('run_id')})"
+        return f"{cond} AND {e.n('run_id')} = {e.v(lease.run_id)}"
+
+    def _trigger_condition(self, e: _Expr, item: TriggerRecord | None, now_ms: int) -> str:
+        """The trigger's item is exactly as observed (absent: none, or past its TTL)."""
+        if item is None or not item.live(now_ms):
+            ttl = e.n(TTL_ATTRIBUTE)
+            return (f"(attribute_not_exists({e.n('state')}) OR "
+                    f"{ttl} < {e.v(now_ms // 1000)})")
+        condition = f"{e.n('state')} = {e.v(item.state.value)}"
+        if item.run_id is not None:
+            condition += f" AND {e.n('run_id')} = {e.v(item.run_id)}"
+        return condition
+
+    def _update(self, key: dict[str, Any], e: _Expr, update: str,
+                condition: str | None = None) -> dict[str, Any]:
+        action: dict[str, Any] = {"TableName": self.table_name, "Key": key,
+                                  "UpdateExpression": update,
+                                  **e.params(update, condition or "")}
+        if condition:
+            action["ConditionExpression"] = condition
+            action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        return {"Update": action}
+
+    def _check(self, key: dict[str, Any], e: _Expr, condition: str) -> dict[str, Any]:
+        return {"ConditionCheck": {"TableName": self.table_name, "Key": key,
+                                   "ConditionExpression": condition,
+                                   "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                                   **e.params(condition)}}
+
+    def _trigger_write(self, job: str, trigger_id: str, observed: TriggerRecord | None,
+                       *, state: State, route: Route, run_id: str, now_ms: int,
+                       ttl_epoch_s: int, fence: int | None = None,
+                       gate_fence: int | None = None, into: str | None = None,
+                       kind: str | None = None, gate: int | None = None) -> dict[str, Any]:
+        e = _Expr()
+        sets = [f"{e.n('state')} = {e.v(state.value)}", f"{e.n('route')} = {e.v(route.value)}",
+                f"{e.n('run_id')} = {e.v(run_id)}", f"{e.n('at_ms')} = {e.v(now_ms)}",
+                f"{e.n(TTL_ATTRIBUTE)} = {e.v(ttl_epoch_s)}", f"{e.n('job')} = {e.v(job)}"]
+        for name, value in (("fence", fence), ("gate_fence", gate_fence), ("into", into),
+                            ("kind", kind)):
+            if value is not None:
+                sets.append(f"{e.n(name)} = {e.v(value)}")
+        condition = self._trigger_condition(e, observed, now_ms)
+        if gate is not None:
+            # a follow-up runs only while no run started since the one it follows
+            condition = f"({condition}) AND {e.n('gate_fence')} = {e.v(gate)}"
+        return self._update(self._trigger_key(job, trigger_id), e,
+                            "SET " + ", ".join(sets), condition)
+
+    def _run_put(self, record: RunRecord, ttl_epoch_s: int) -> dict[str, Any]:
+        return {"Put": {"TableName": self.table_name, "Item": self._run_item(record, ttl_epoch_s)}}
+
+    def _transact(self, operation: str, job: str, actions: list[dict[str, Any]],
+                  kinds: list[str]) -> Refused | None:
+        """Run one transaction. None when it was applied; else what refused it.
+
+        ``kinds`` names each action (``lease``, ``fence``, ``trigger``, anything else)
+        so that refusals come back as the values they were.
+        """
+        try:
+            self._client.transact_write_items(
+                TransactItems=actions, ClientRequestToken=str(uuid.uuid4()))
+        except ClientError as exc:
+            error = _code(exc)
+            if error == "ValidationException":
+                # A damaged row makes an update expression invalid (a fence that is not a
+                # number): name the row and attribute instead of the service's words.
+                self.read_lease(job)
+                raise StoreError(operation, job, str(exc)) from exc
+            if error != "TransactionCanceledException":
+                raise StoreError(operation, job, str(exc)) from exc
+            lease: LeaseState | None = None
+            trigger: TriggerRecord | None = None
+            trigger_failed = False
+            high_water: int | None = None
+            conflict = False
+            for kind, reason in zip(kinds, _reasons(exc), strict=False):
+                code = reason.get("Code")
+                if code in (None, "None"):
+                    continue
+                if code != "ConditionalCheckFailed":
+                    conflict = True
+                    continue
+                found = reason.get("Item")
+                if kind == "lease":
+                    lease = self._seen(lease_state(job, found))
+                elif kind == "trigger":
+                    trigger, trigger_failed = trigger_record(job, found), True
+                elif kind == "fence":
+                    value = _plain(found).get("hw", 0)
+                    high_water = int(value) if isinstance(value, int) else 0
+            return Refused(lease=lease, trigger=trigger, trigger_failed=trigger_failed,
+                           high_water=high_water, conflict=conflict and lease is None
+                           and not trigger_failed and high_water is None)
+        return None
+
     # -- lease ---------------------------------------------------------------------
 
     def acquire(
         self,
-        trigger: Trigger,
+        trigger_id: str,
         *,
+        job: str,
         run_id: str,
         owner: str,
         now_ms: int,
         lease_ms: int,
         skew_ms: int,
+        lease: LeaseState,
+        item: TriggerRecord | None,
+        route: Route,
+        trigger_kind: str,
+        trigger_ttl_s: int,
+        high_water: int = 0,
         replace: bool = False,
-        respect_queue: bool = False,
-        absorb_follow_up: bool = False,
+        queue_gate: bool = False,
         ignore_pause: bool = False,
-        _rerun: bool = False,
-    ) -> Acquired | Busy:
-        """Take the job's lease in one conditional write, or learn why not.
+        displaced: RunRecord | None = None,
+        record_ttl_s: int = 0,
+    ) -> Acquired | Refused:
+        """Take the job's lease from the row as observed, in one transaction.
 
-        The condition is assembled from named pieces:
+        The conditions, each on the value this write replaces:
 
-        - ``free``: nobody holds it, or the holder's lease ended more than the skew
-          margin ago (``replace`` drops this piece);
-        - ``not_paused``;
-        - ``trigger_open``: this trigger was not already decided (the dedup ledger);
-          queued triggers and follow-ups instead require their pending mark;
-        - ``queue_empty`` (``QUEUE`` direct triggers): no pending trigger would be
-          overtaken.
+        - the lease row: exactly ``lease`` (its fence, and no holder; or the holder
+          named, expired by more than the skew margin unless ``replace``), not paused,
+          and (``queue_gate``, a direct ``QUEUE`` trigger) no pending queued trigger;
+        - the fence high-water mark: no higher than the fence observed;
+        - the trigger's item: exactly ``item`` (absent, or its state and run id);
+        - on a takeover, the displaced run's trigger becomes ``lost`` (``replaced``
+          under REPLACE) and its record is written (``displaced``).
+
+        Returns :class:`Acquired` with the new fence, or :class:`Refused` with what
+        was there instead.
         """
+        fence = max(lease.fence, high_water) + 1
         e = _Expr()
-        t = e.n(_trigger_attr(trigger.trigger_id))
-        takeover_before = e.v(now_ms - skew_ms)
-        run_id_a, expires = e.n("run_id"), e.n("expires_at_ms")
-        free = f"(attribute_not_exists({run_id_a}) OR {expires} < {takeover_before})"
-        not_paused = f"attribute_not_exists({e.n('paused_at_ms')})"
-        if _rerun:
-            # A queued trigger or follow-up whose own run failed or died: its message came
-            # back, and it runs again (its pending mark was spent when it first ran).
-            trigger_open = (f"(begins_with({t}, {e.v('failed@')}) OR "
-                            f"(begins_with({t}, {e.v('running@')}) AND {free}))")
-        elif trigger.kind is TriggerKind.QUEUED:
-            trigger_open = f"begins_with({t}, {e.v(Mark.QUEUED.value + '@')})"
-        elif trigger.kind is TriggerKind.FOLLOW_UP:
-            trigger_open = f"{e.n('follow_up')} = {e.v(trigger.trigger_id)}"
-        else:
-            # A trigger marked running may run again only once no live run holds the
-            # lease (its own run crashed and expired): never by replacing a live run.
-            trigger_open = (
-                f"(attribute_not_exists({t}) OR begins_with({t}, {e.v('failed@')}) OR "
-                f"(begins_with({t}, {e.v('running@')}) AND {free}))"
-            )
-        pieces = [trigger_open] if ignore_pause else [not_paused, trigger_open]
-        if not replace:
-            pieces.insert(0, free)
-        if respect_queue:
-            queued = e.n("queued_n")
+        pieces = [self._lease_condition(e, lease)]
+        if lease.run_id is not None and not replace:
+            pieces.append(f"{e.n('expires_at_ms')} < {e.v(now_ms - skew_ms)}")
+        if not ignore_pause:
+            pieces.append(f"attribute_not_exists({e.n('paused_at_ms')})")
+        queued = e.n("queued_n")
+        if queue_gate:
             pieces.append(f"(attribute_not_exists({queued}) OR {queued} <= {e.v(0)})")
         sets = [
-            f"{e.n('fence')} = if_not_exists({e.n('fence')}, {e.v(0)}) + {e.v(1)}",
-            f"{run_id_a} = {e.v(run_id)}",
+            f"{e.n('fence')} = {e.v(fence)}",
+            f"{e.n('run_id')} = {e.v(run_id)}",
             f"{e.n('holder_owner')} = {e.v(owner)}",
-            f"{e.n('trigger_id')} = {e.v(trigger.trigger_id)}",
+            f"{e.n('trigger_id')} = {e.v(trigger_id)}",
             f"{e.n('acquired_at_ms')} = {e.v(now_ms)}",
             f"{e.n('heartbeat_at_ms')} = {e.v(now_ms)}",
-            f"{expires} = {e.v(now_ms + lease_ms)}",
-            f"{t} = {e.v(TriggerMark(Mark.RUNNING, now_ms).encode())}",
-            # Who held it before us (evaluated on the row before this write): what a
-            # retry of this write, after a lost response, needs to record the run it
-            # displaced.
-            f"{e.n('prev_run_id')} = if_not_exists({run_id_a}, {e.v('-')})",
+            f"{e.n('expires_at_ms')} = {e.v(now_ms + lease_ms)}",
+            f"{e.n('prev_run_id')} = {e.v(lease.run_id or lease.last_run_id or '-')}",
         ]
-        removes = [e.n("wake_receipt")]
-        if trigger.kind is TriggerKind.FOLLOW_UP or absorb_follow_up:
-            removes.append(e.n("follow_up"))
-        update = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
-        if trigger.kind is TriggerKind.QUEUED and not _rerun:
-            update += f" ADD {e.n('queued_n')} {e.v(-1)}"
-        condition = " AND ".join(pieces)
+        update = "SET " + ", ".join(sets) + f" REMOVE {e.n('wake_receipt')}, {e.n('follow_up')}"
+        if route is Route.QUEUE and item is not None and item.state is State.QUEUED \
+                and trigger_kind == "queued":
+            update += f" ADD {queued} {e.v(-1)}"
+        actions = [self._update(self._lease_key(job), e, update, " AND ".join(pieces))]
+        kinds = ["lease"]
+        f = _Expr()
+        hw = f.n("hw")
+        actions.append(self._update(
+            self._fence_key(job), f, f"SET {hw} = {f.v(fence)}",
+            f"attribute_not_exists({hw}) OR {hw} < {f.v(fence)}"))
+        kinds.append("fence")
+        actions.append(self._trigger_write(
+            job, trigger_id, item, state=State.RUNNING, route=route, run_id=run_id,
+            now_ms=now_ms, ttl_epoch_s=trigger_ttl_s, fence=fence,
+            gate_fence=fence if trigger_kind == "follow_up" else None, kind=trigger_kind,
+            gate=lease.fence if trigger_kind == "follow_up" else None))
+        kinds.append("trigger")
+        if lease.run_id is not None and lease.trigger_id and lease.trigger_id != trigger_id:
+            d = _Expr()
+            target = State.REPLACED if replace and lease.is_held(now_ms, skew_ms) else State.LOST
+            actions.append(self._update(
+                self._trigger_key(job, lease.trigger_id), d,
+                f"SET {d.n('state')} = {d.v(target.value)}, {d.n('at_ms')} = {d.v(now_ms)}",
+                f"attribute_not_exists({d.n('state')}) OR "
+                f"{d.n('run_id')} = {d.v(lease.run_id)}"))
+            kinds.append("displaced_trigger")
+        if displaced is not None:
+            actions.append(self._run_put(displaced, record_ttl_s))
+            kinds.append("displaced_record")
         try:
-            response = self._client.update_item(
-                TableName=self.table_name,
-                Key=self._lease_key(trigger.job),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ReturnValues="ALL_OLD",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **e.params(update, condition),
-            )
-        except (ClientError, BotoCoreError) as exc:
-            if not isinstance(exc, ClientError) or _code(exc) != "ConditionalCheckFailedException":
-                return self._acquire_unknown(trigger.job, run_id, exc)
-            state = lease_state(trigger.job, _old_item(exc))
-            if state.run_id == run_id:
-                # Our own earlier attempt succeeded and its response was lost; the SDK
-                # retried and the retry failed against our own write. The row we
-                # displaced is gone; what we know of it is its run id.
-                prev = _plain(_old_item(exc)).get("prev_run_id")
-                previous = LeaseState(job=trigger.job, fence=state.fence - 1,
-                                      run_id=None if prev in (None, "-") else str(prev))
-                return Acquired(fence=state.fence, previous=previous)
-            if trigger.is_from_queue and not _rerun and _spent_by_own_run(
-                    state, trigger.trigger_id, now_ms - skew_ms):
-                return self.acquire(
-                    trigger, run_id=run_id, owner=owner, now_ms=now_ms, lease_ms=lease_ms,
-                    skew_ms=skew_ms, replace=replace, absorb_follow_up=absorb_follow_up,
-                    ignore_pause=ignore_pause, _rerun=True)
-            return Busy(state)
-        previous = lease_state(trigger.job, response.get("Attributes"))
-        return Acquired(fence=previous.fence + 1, previous=previous)
+            refused = self._transact("acquire", job, actions, kinds)
+        except BotoCoreError as exc:
+            return self._acquire_unknown(job, run_id, exc)
+        except StoreError as exc:
+            if exc.__cause__ is not None and transient(exc.__cause__):
+                return self._acquire_unknown(job, run_id, exc)
+            raise
+        if refused is None:
+            _fences[(self.table_name, job)] = fence
+            return Acquired(fence=fence, displaced_run_id=lease.run_id)
+        if refused.lease is not None and refused.lease.run_id == run_id:
+            # Our own earlier attempt landed; its response was lost.
+            return Acquired(fence=refused.lease.fence,
+                            displaced_run_id=refused.lease.prev_run_id
+                            if refused.lease.prev_run_id not in (None, "-") else None)
+        return refused
 
-    def _acquire_unknown(self, job: str, run_id: str, exc: Exception) -> Acquired:
-        """The acquisition failed without an answer (every attempt throttled, a 5xx, a
-        timeout): it may have landed. A consistent read tells; ours, the run goes on."""
-        try:
-            response = self._client.get_item(
-                TableName=self.table_name, Key=self._lease_key(job), ConsistentRead=True)
-        except (ClientError, BotoCoreError):
-            raise StoreError("acquire", job, str(exc)) from exc
-        row = response.get("Item")
-        state = lease_state(job, row)
-        if state.run_id != run_id:
-            raise StoreError("acquire", job, str(exc)) from exc
-        prev = _plain(row).get("prev_run_id")
-        return Acquired(fence=state.fence, previous=LeaseState(
-            job=job, fence=state.fence - 1, run_id=None if prev in (None, "-") else str(prev)))
+    def take(self, trigger: Any, *, run_id: str, owner: str, now_ms: int, lease_ms: int,
+             skew_ms: int = 0, replace: bool = False) -> Acquired | Busy:
+        """Take the lease for a direct trigger if it is free (or expired, or ``replace``),
+        deciding again from each refusal; :class:`Busy` when a live run holds it or the
+        trigger was already decided. For tools and tests; handlers go through the guard.
+        """
+        job = trigger.job
+        lease = self.expected_lease(job)
+        item: TriggerRecord | None = None
+        high_water = 0
+        for _ in range(8):
+            if item is not None and item.live(now_ms) and item.state not in (
+                    State.FAILED, State.LOST, State.RUNNING):
+                return Busy(lease)
+            if lease.is_held(now_ms, skew_ms) and not replace:
+                return Busy(lease)
+            result = self.acquire(
+                trigger.trigger_id, job=job, run_id=run_id, owner=owner, now_ms=now_ms,
+                lease_ms=lease_ms, skew_ms=skew_ms, lease=lease, item=item,
+                route=Route.DIRECT, trigger_kind=trigger.kind.value,
+                trigger_ttl_s=now_ms // 1000 + 86_400, high_water=high_water,
+                replace=replace, ignore_pause=True)
+            if isinstance(result, Acquired):
+                return result
+            lease = result.lease or lease
+            if result.trigger_failed:
+                item = result.trigger
+            if result.high_water is not None:
+                high_water = result.high_water
+        return Busy(lease)
+
+    def _acquire_unknown(self, job: str, run_id: str, exc: Exception) -> Acquired | Refused:
+        """The acquisition got no answer: it may have landed. A consistent read tells."""
+        state = self.read_lease(job)
+        if state.run_id == run_id:
+            return Acquired(fence=state.fence, displaced_run_id=None)
+        return Refused(lease=state)
 
     def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int) -> bool:
-        """Extend the lease; False when it is no longer ours (never re-creates a row)."""
+        """Extend the lease; False when it is no longer ours (never re-creates a row).
+
+        An expiry never moves backwards: a worker whose wall clock stepped back asks
+        for an earlier expiry than the row has, its condition fails, and the lease (still
+        ours, with the later expiry) counts as renewed.
+        """
         e = _Expr()
-        condition = f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)}"
-        update = (
-            f"SET {e.n('expires_at_ms')} = {e.v(now_ms + lease_ms)}, "
-            f"{e.n('heartbeat_at_ms')} = {e.v(now_ms)}"
-        )
+        new_expiry = e.v(now_ms + lease_ms)
+        condition = (f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)} "
+                     f"AND {e.n('expires_at_ms')} < {new_expiry}")
+        update = (f"SET {e.n('expires_at_ms')} = {new_expiry}, "
+                  f"{e.n('heartbeat_at_ms')} = {e.v(now_ms)}")
         try:
             self._client.update_item(
-                TableName=self.table_name,
-                Key=self._lease_key(job),
-                UpdateExpression=update,
-                ConditionExpression=condition,
+                TableName=self.table_name, Key=self._lease_key(job),
+                UpdateExpression=update, ConditionExpression=condition,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 **e.params(update, condition),
             )
         except ClientError as exc:
             if _code(exc) == "ConditionalCheckFailedException":
-                return False
+                row = _plain(_old_item(exc))
+                return row.get("run_id") == run_id and row.get("fence") == fence
             raise StoreError("renew", job, str(exc)) from exc
         return True
 
@@ -385,86 +578,68 @@ class DynamoJobStore:
         run_id: str,
         fence: int,
         trigger_id: str,
-        mark: TriggerMark,
-        prune: list[str],
+        outcome: State,
         record: RunRecord,
-        ttl_epoch_s: int,
+        record_ttl_s: int,
+        trigger_ttl_s: int,
     ) -> Released:
-        """Free the lease and write the run record in one transaction.
+        """Free the lease, end the trigger and write the run record, in one transaction.
 
-        The row is kept (with its fence) so the fence never resets. If a deferred
-        queue message registered a wake-up receipt, the first attempt fails on it and
-        the second removes it and returns it, so the caller can make the message
-        visible at once. A pending follow-up without such a receipt is returned too
-        (:attr:`Released.follow_up`): its message may be missing.
+        The row is kept (with its fence) so the fence never resets. A deferred message's
+        wake-up receipt and the holder's pending follow-up are removed by the write that
+        saw them (a first attempt conditioned on their absence returns them) and
+        returned, also when a retry finds that an earlier attempt landed.
         """
         wake: str | None = None
         follow_up: str | None = None
-        looked = False
-        for attempt in range(6):
+        for attempt in range(8):
             e = _Expr()
             condition = f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)}"
-            if not looked:
-                condition += (f" AND attribute_not_exists({e.n('wake_receipt')})"
-                              f" AND attribute_not_exists({e.n('follow_up')})")
-            removes = [e.n(n) for n in ("run_id", "holder_owner", "trigger_id", "expires_at_ms",
-                                        "wake_receipt")]
-            removes += [e.n(_trigger_attr(p)) for p in prune if p != trigger_id]
+            for name, value in (("wake_receipt", wake), ("follow_up", follow_up)):
+                condition += (f" AND attribute_not_exists({e.n(name)})" if value is None
+                              else f" AND {e.n(name)} = {e.v(value)}")
             update = (
                 f"SET {e.n('released_at_ms')} = {e.v(record.ended_at_ms)}, "
-                f"{e.n('last_run_id')} = {e.v(run_id)}, "
-                f"{e.n(_trigger_attr(trigger_id))} = {e.v(mark.encode())} "
-                f"REMOVE {', '.join(removes)}"
+                f"{e.n('last_run_id')} = {e.v(run_id)}, {e.n('released_by')} = {e.v('run')} "
+                f"REMOVE {', '.join(e.n(n) for n in _HOLDER_ATTRS)}"
             )
+            t = _Expr()
+            trigger_action = self._update(
+                self._trigger_key(job, trigger_id), t,
+                f"SET {t.n('state')} = {t.v(outcome.value)}, {t.n('at_ms')} = "
+                f"{t.v(record.ended_at_ms)}, {t.n(TTL_ATTRIBUTE)} = {t.v(trigger_ttl_s)}",
+                f"attribute_not_exists({t.n('state')}) OR {t.n('run_id')} = {t.v(run_id)}")
             try:
-                self._client.transact_write_items(
-                    TransactItems=[
-                        {"Update": {
-                            "TableName": self.table_name,
-                            "Key": self._lease_key(job),
-                            "UpdateExpression": update,
-                            "ConditionExpression": condition,
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                            **e.params(update, condition),
-                        }},
-                        {"Put": {"TableName": self.table_name,
-                                 "Item": self._run_item(record, ttl_epoch_s)}},
-                    ],
-                    ClientRequestToken=str(uuid.uuid4()),
-                )
-                return Released(released=True, wake_receipt=wake, follow_up=follow_up)
-            except (ClientError, BotoCoreError) as exc:
-                if not isinstance(exc, ClientError) or _code(exc) != "TransactionCanceledException":
-                    if transient(exc) and attempt < 5:
-                        # Unanswered: the next attempt either lands or is refused by
-                        # this one's effect, which the checks below recognise.
-                        time.sleep(_BACKOFF_S * 2**attempt)
-                        continue
-                    raise StoreError("release", job, str(exc)) from exc
-                reason = _first_reason(exc)
-                if reason.get("Code") != "ConditionalCheckFailed":
-                    continue  # conflict with a concurrent decision write: retry
-                state = lease_state(job, reason.get("Item"))
-                if state.run_id == run_id and state.fence == fence and not looked and (
-                        state.wake_receipt or state.follow_up):
-                    looked = True
-                    wake = state.wake_receipt
-                    follow_up = None if wake else state.follow_up
+                refused = self._transact(
+                    "release", job,
+                    [self._update(self._lease_key(job), e, update, condition), trigger_action,
+                     self._run_put(record, record_ttl_s)],
+                    ["lease", "trigger", "record"])
+            except StoreError as exc:
+                if attempt < 7 and exc.__cause__ is not None and transient(exc.__cause__):
+                    backoff(attempt)
                     continue
-                if state.run_id is None and state.last_run_id == run_id:
-                    return Released(released=True)  # our own earlier attempt landed
-                return Released(released=False, state=state)
+                raise
+            except BotoCoreError as exc:
+                if attempt < 7:
+                    # Unanswered: the next attempt either lands or is refused by this
+                    # one's effect, which the checks below recognise.
+                    backoff(attempt)
+                    continue
+                raise StoreError("release", job, str(exc)) from exc
+            if refused is None:
+                return Released(released=True, wake_receipt=wake, follow_up=follow_up)
+            state = refused.lease
+            if state is None:
+                backoff(attempt)  # a conflict, or the trigger item moved: look again
+                continue
+            if state.run_id == run_id and state.fence == fence:
+                wake, follow_up = state.wake_receipt, state.follow_up
+                continue
+            if state.last_run_id == run_id and state.released_by == "run":
+                return Released(released=True, wake_receipt=wake, follow_up=follow_up)
+            return Released(released=False, state=state)
         raise StoreError("release", job, "transaction kept conflicting")
-
-    def read_lease(self, job: str) -> LeaseState:
-        """A strongly consistent read of the lease row."""
-        try:
-            response = self._client.get_item(
-                TableName=self.table_name, Key=self._lease_key(job), ConsistentRead=True
-            )
-        except ClientError as exc:
-            raise StoreError("read_lease", job, str(exc)) from exc
-        return lease_state(job, response.get("Item"))
 
     def set_wake(self, job: str, *, holder_run_id: str, receipt: str) -> bool:
         """Leave a deferred message's receipt for the holder to wake at release."""
@@ -473,10 +648,8 @@ class DynamoJobStore:
         condition = f"{e.n('run_id')} = {e.v(holder_run_id)}"
         try:
             self._client.update_item(
-                TableName=self.table_name,
-                Key=self._lease_key(job),
-                UpdateExpression=update,
-                ConditionExpression=condition,
+                TableName=self.table_name, Key=self._lease_key(job),
+                UpdateExpression=update, ConditionExpression=condition,
                 **e.params(update, condition),
             )
         except ClientError as exc:
@@ -485,42 +658,17 @@ class DynamoJobStore:
             raise StoreError("set_wake", job, str(exc)) from exc
         return True
 
+    # -- operator commands -----------------------------------------------------------
+
     def pause(self, job: str, *, reason: str, now_ms: int) -> None:
         """Pause a job: triggers are recorded as ``paused`` until :meth:`resume`."""
         e = _Expr()
-        update = (
-            f"SET {e.n('paused_at_ms')} = {e.v(now_ms)}, "
-            f"{e.n('paused_reason')} = {e.v(reason)}"
-        )
+        update = (f"SET {e.n('paused_at_ms')} = {e.v(now_ms)}, "
+                  f"{e.n('paused_reason')} = {e.v(reason)}")
         self._client.update_item(
             TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
             **e.params(update),
         )
-
-    def force_release(self, job: str, *, holder_run_id: str, fence: int, now_ms: int) -> bool:
-        """Free a stuck lease and bump the fence, so the old holder can write nothing
-        more. Conditioned on the holder the operator saw: never frees a newer one."""
-        e = _Expr()
-        condition = f"{e.n('run_id')} = {e.v(holder_run_id)} AND {e.n('fence')} = {e.v(fence)}"
-        removes = ", ".join(e.n(n) for n in ("run_id", "holder_owner", "trigger_id",
-                                              "expires_at_ms", "wake_receipt"))
-        update = (f"SET {e.n('fence')} = {e.n('fence')} + {e.v(1)}, "
-                  f"{e.n('released_at_ms')} = {e.v(now_ms)}, "
-                  f"{e.n('last_run_id')} = {e.v(holder_run_id)} REMOVE {removes}")
-        try:
-            self._client.update_item(
-                TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
-                ConditionExpression=condition, ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **e.params(update, condition),
-            )
-        except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                # A retry refused by our own earlier write (response lost): released.
-                state = lease_state(job, _old_item(exc))
-                return (state.run_id is None and state.last_run_id == holder_run_id
-                        and state.fence == fence + 1 and state.released_at_ms == now_ms)
-            raise StoreError("force_release", job, str(exc)) from exc
-        return True
 
     def resume(self, job: str) -> None:
         e = _Expr()
@@ -530,148 +678,274 @@ class DynamoJobStore:
             **e.params(update),
         )
 
+    def force_release(self, job: str, *, holder_run_id: str, fence: int, now_ms: int,
+                      by: str = "operator", reason: str | None = None,
+                      record_ttl_s: int | None = None) -> bool:
+        """Free a stuck lease and move the fence on, so the old holder can write nothing
+        more: one transaction with the fence mark, the run's trigger (``released``: a
+        redelivery never runs it again) and its record (``released_by_operator``).
+        Conditioned on the holder the operator saw: never frees a newer one."""
+        lease = self.read_lease(job)
+        if lease.run_id != holder_run_id or lease.fence != fence:
+            # True only when our own earlier attempt landed (its response was lost)
+            return lease.released_by == f"operator:{by}" and lease.last_run_id == holder_run_id
+        new_fence = max(fence, self.high_water(job)) + 1
+        record = RunRecord(
+            job=job, run_id=holder_run_id, trigger_id=lease.trigger_id or "", trigger_kind="",
+            policy="", decision=Decision.RAN, status=RunStatus.RELEASED_BY_OPERATOR,
+            started_at_ms=lease.acquired_at_ms or now_ms, ended_at_ms=now_ms, fence=fence,
+            owner=lease.owner, detail=f"lease force-released by {by}"
+            + (f": {reason}" if reason else ""),
+        )
+        ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
+        return self._operator_release(job, lease, new_fence, now_ms, by, record, ttl)
+
+    def _operator_release(self, job: str, lease: LeaseState, new_fence: int, now_ms: int,
+                          by: str, record: RunRecord | None, ttl: int) -> bool:
+        e = _Expr()
+        condition = self._lease_condition(e, lease)
+        update = (f"SET {e.n('fence')} = {e.v(new_fence)}, "
+                  f"{e.n('released_at_ms')} = {e.v(now_ms)}, "
+                  f"{e.n('released_by')} = {e.v('operator:' + by)}")
+        if lease.run_id is not None:
+            update += f", {e.n('last_run_id')} = {e.v(lease.run_id)}"
+        update += f" REMOVE {', '.join(e.n(n) for n in _HOLDER_ATTRS)}"
+        f = _Expr()
+        hw = f.n("hw")
+        actions = [self._update(self._lease_key(job), e, update, condition),
+                   self._update(self._fence_key(job), f, f"SET {hw} = {f.v(new_fence)}",
+                                f"attribute_not_exists({hw}) OR {hw} < {f.v(new_fence)}")]
+        kinds = ["lease", "fence"]
+        if lease.run_id is not None and lease.trigger_id:
+            t = _Expr()
+            actions.append(self._update(
+                self._trigger_key(job, lease.trigger_id), t,
+                f"SET {t.n('state')} = {t.v(State.RELEASED.value)}, "
+                f"{t.n('at_ms')} = {t.v(now_ms)}",
+                f"attribute_not_exists({t.n('state')}) OR "
+                f"{t.n('run_id')} = {t.v(lease.run_id)}"))
+            kinds.append("trigger")
+        if record is not None:
+            actions.append(self._run_put(record, ttl))
+            kinds.append("record")
+        refused = self._transact("force_release", job, actions, kinds)
+        if refused is None:
+            _fences[(self.table_name, job)] = new_fence
+            return True
+        return False
+
+    def repair(self, job: str, *, now_ms: int, by: str = "operator") -> int:
+        """Rewrite a damaged lease row: holder cleared, fence past every fence issued,
+        pause kept, the queued count recounted from the trigger items. Returns the new
+        fence. Conditioned on the row's holder as read (never clobbers a new holder)."""
+        raw = self.read_lease_raw(job) or {}
+        fence = raw.get("fence")
+        known = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
+        new_fence = max(known, self.high_water(job)) + 1
+        queued = self._count_queued(job)
+        e = _Expr()
+        run = raw.get("run_id")
+        condition = (f"{e.n('run_id')} = {e.v(run)}" if isinstance(run, str)
+                     else f"attribute_not_exists({e.n('run_id')})")
+        paused_at, paused_reason = raw.get("paused_at_ms"), raw.get("paused_reason")
+        sets = [f"{e.n('fence')} = {e.v(new_fence)}", f"{e.n('queued_n')} = {e.v(queued)}",
+                f"{e.n('released_at_ms')} = {e.v(now_ms)}",
+                f"{e.n('released_by')} = {e.v('operator:' + by)}"]
+        removes = list(_HOLDER_ATTRS) + ["prev_run_id"]
+        if isinstance(paused_at, int) and not isinstance(paused_at, bool):
+            sets.append(f"{e.n('paused_reason')} = {e.v(str(paused_reason or 'paused'))}")
+        else:
+            removes += ["paused_at_ms", "paused_reason"]
+        if isinstance(run, str):
+            sets.append(f"{e.n('last_run_id')} = {e.v(run)}")
+        else:
+            removes.append("last_run_id")
+        update = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(e.n(n) for n in removes)
+        f = _Expr()
+        hw = f.n("hw")
+        actions = [self._update(self._lease_key(job), e, update, condition),
+                   self._update(self._fence_key(job), f, f"SET {hw} = {f.v(new_fence)}",
+                                f"attribute_not_exists({hw}) OR {hw} < {f.v(new_fence)}")]
+        kinds = ["lease", "fence"]
+        trigger = raw.get("trigger_id")
+        if isinstance(run, str) and isinstance(trigger, str):
+            t = _Expr()
+            actions.append(self._update(
+                self._trigger_key(job, trigger), t,
+                f"SET {t.n('state')} = {t.v(State.RELEASED.value)}",
+                f"attribute_not_exists({t.n('state')}) OR {t.n('run_id')} = {t.v(run)}"))
+            kinds.append("trigger")
+        try:
+            self._client.transact_write_items(TransactItems=actions,
+                                              ClientRequestToken=str(uuid.uuid4()))
+        except ClientError as exc:
+            raise StoreError("repair", job, f"the lease row changed while it was being "
+                             f"repaired; run the command again ({exc})") from exc
+        _fences[(self.table_name, job)] = new_fence
+        return new_fence
+
+    def _count_queued(self, job: str) -> int:
+        count = 0
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :t)",
+            "FilterExpression": "#s = :q AND #k = :kind AND #ttl >= :now",
+            "ExpressionAttributeNames": {"#pk": PARTITION_KEY, "#sk": SORT_KEY, "#s": "state",
+                                         "#k": "kind", "#ttl": TTL_ATTRIBUTE},
+            "ExpressionAttributeValues": {":pk": {"S": job_pk(job)}, ":t": {"S": TRIGGER_PREFIX},
+                                          ":q": {"S": "queued"}, ":kind": {"S": "queued"},
+                                          ":now": {"N": str(int(time.time()))}},
+            "ConsistentRead": True, "Select": "COUNT",
+        }
+        while True:
+            response = self._client.query(**kwargs)
+            count += int(response.get("Count", 0))
+            if "LastEvaluatedKey" not in response:
+                return count
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     # -- decisions and run records -----------------------------------------------------
 
     def record_decision(
         self,
         record: RunRecord,
         *,
-        next_step: Next,
-        observed: LeaseState,
+        step: Next,
+        lease: LeaseState,
+        item: TriggerRecord | None,
+        route: Route,
         now_ms: int,
         skew_ms: int,
         max_queued: int,
-        prune: list[str],
-        ttl_epoch_s: int,
-        follow_up_id: str | None = None,
-    ) -> LeaseState | None:
-        """Write a non-run decision and its mark on the lease row, atomically.
+        trigger_ttl_s: int,
+        record_ttl_s: int,
+        follow_up: tuple[str, int, int] | None = None,
+    ) -> Refused | None:
+        """Write a non-run decision, the trigger's new state and its record, atomically.
 
-        The lease-row condition re-checks what the decision was based on (the holder is
-        still the one observed, the trigger is still undecided, the queue bound). Returns
-        None when written, or the current row when the condition no longer holds, for
-        the caller to classify again.
+        The lease row is checked for what the decision was based on (the holder still
+        the one observed, the queue bound, pause) and the trigger item for the state it
+        replaces. ``follow_up`` (COALESCE): the follow-up's id, its gate fence (the
+        holder's) and its item's TTL. Returns None when written, or what refused it.
         """
         job = record.job
-        if next_step in (Next.DUPLICATE, Next.ABSORBED):
-            self.put_run(record, ttl_epoch_s)
+        if step is Next.DUPLICATE:
+            self.put_run(record, record_ttl_s)
             return None
+        target = {Next.SKIP: State.SKIPPED, Next.QUEUE: State.QUEUED, Next.DROP: State.DROPPED,
+                  Next.COALESCE: State.COALESCED, Next.PAUSED: State.PAUSED,
+                  Next.ABSORB: State.ABSORBED}[step]
         e = _Expr()
-        t = e.n(_trigger_attr(record.trigger_id))
-        mark_value = {
-            Next.SKIP: Mark.SKIPPED, Next.QUEUE: Mark.QUEUED, Next.DROP: Mark.DROPPED,
-            Next.COALESCE: Mark.COALESCED, Next.PAUSED: Mark.PAUSED,
-        }[next_step]
-        sets = [f"{t} = {e.v(TriggerMark(mark_value, now_ms).encode())}"]
-        removes = [e.n(_trigger_attr(p)) for p in prune if p != record.trigger_id]
-        adds: list[str] = []
-        undecided = f"attribute_not_exists({t})"
-        retryable = (
-            f"({undecided} OR begins_with({t}, {e.v('failed@')}) OR "
-            f"begins_with({t}, {e.v('running@')}))"
-        )
         run_id_a, expires = e.n("run_id"), e.n("expires_at_ms")
-        holder, alive_after = e.v(observed.run_id or "-"), e.v(now_ms - skew_ms)
-        held = f"({run_id_a} = {holder} AND {expires} >= {alive_after})"
+        held = (f"({run_id_a} = {e.v(lease.run_id or '-')} AND "
+                f"{expires} >= {e.v(now_ms - skew_ms)})")
+        not_paused = f"attribute_not_exists({e.n('paused_at_ms')})"
         queued_n = e.n("queued_n")
-        kind = TriggerKind(record.trigger_kind)
-        if next_step is Next.SKIP:
-            condition = f"{retryable} AND {held}"
-        elif next_step is Next.QUEUE:
-            condition = (
-                f"{retryable} AND (attribute_not_exists({queued_n}) OR {queued_n} < "
-                f"{e.v(max_queued)}) AND ({held} OR {queued_n} > {e.v(0)})"
-            )
-            adds.append(f"{queued_n} {e.v(1)}")
-        elif next_step is Next.DROP:
-            condition = f"{retryable} AND {queued_n} >= {e.v(max_queued)}"
-        elif next_step is Next.COALESCE:
-            follow_up = e.n("follow_up")
-            if follow_up_id is not None:
-                condition = f"{retryable} AND {held} AND attribute_not_exists({follow_up})"
-                sets.append(f"{follow_up} = {e.v(follow_up_id)}")
-            else:
-                condition = f"{retryable} AND {held} AND attribute_exists({follow_up})"
-        elif next_step is Next.PAUSED:
+        lease_key = self._lease_key(job)
+        if step is Next.SKIP:
+            lease_action = self._check(lease_key, e, f"{held} AND {not_paused}")
+        elif step is Next.QUEUE:
+            condition = (f"(attribute_not_exists({queued_n}) OR {queued_n} < {e.v(max_queued)})"
+                         f" AND ({held} OR {queued_n} > {e.v(0)}) AND {not_paused}")
+            lease_action = self._update(lease_key, e, f"ADD {queued_n} {e.v(1)}", condition)
+        elif step is Next.DROP:
+            lease_action = self._check(lease_key, e, f"{queued_n} >= {e.v(max_queued)}")
+        elif step is Next.COALESCE:
+            assert follow_up is not None
+            fu = e.n("follow_up")
+            condition = (f"{held} AND {not_paused} AND (attribute_not_exists({fu}) OR "
+                         f"{fu} = {e.v(follow_up[0])})")
+            lease_action = self._update(lease_key, e, f"SET {fu} = {e.v(follow_up[0])}",
+                                        condition)
+        elif step is Next.PAUSED:
             paused = f"attribute_exists({e.n('paused_at_ms')})"
-            if kind is TriggerKind.QUEUED:
-                condition = f"{paused} AND begins_with({t}, {e.v('queued@')})"
-                adds.append(f"{queued_n} {e.v(-1)}")
-            elif kind is TriggerKind.FOLLOW_UP:
-                condition = f"{paused} AND {e.n('follow_up')} = {e.v(record.trigger_id)}"
-                removes.append(e.n("follow_up"))
+            if item is not None and item.state is State.QUEUED and \
+                    record.trigger_kind == "queued":
+                lease_action = self._update(lease_key, e, f"ADD {queued_n} {e.v(-1)}", paused)
             else:
-                condition = f"{paused} AND {retryable}"
-        else:  # pragma: no cover - classify() produces nothing else here
-            raise ValueError(f"no decision record for {next_step}")
-        update = "SET " + ", ".join(sets)
-        if removes:
-            update += " REMOVE " + ", ".join(removes)
-        if adds:
-            update += " ADD " + ", ".join(adds)
+                lease_action = self._check(lease_key, e, paused)
+        else:  # ABSORB: a run started after the one the follow-up follows
+            gate = item.gate_fence if item is not None and item.gate_fence is not None else 0
+            lease_action = self._check(lease_key, e, f"{e.n('fence')} > {e.v(gate)}")
+        trigger_action = self._trigger_write(
+            job, record.trigger_id, item, state=target,
+            route=Route.QUEUE if step is Next.QUEUE else route, run_id=record.run_id,
+            now_ms=now_ms, ttl_epoch_s=trigger_ttl_s,
+            into=follow_up[0] if follow_up is not None else None,
+            kind=record.trigger_kind or None)
+        actions = [lease_action, trigger_action, self._run_put(record, record_ttl_s)]
+        kinds = ["lease", "trigger", "record"]
+        if follow_up is not None:
+            follow_up_id, gate_fence, follow_up_ttl = follow_up
+            f = _Expr()
+            state = f.n("state")
+            actions.append(self._update(
+                self._trigger_key(job, follow_up_id), f,
+                f"SET {state} = {f.v(State.QUEUED.value)}, {f.n('route')} = "
+                f"{f.v(Route.QUEUE.value)}, {f.n('gate_fence')} = {f.v(gate_fence)}, "
+                f"{f.n('run_id')} = if_not_exists({f.n('run_id')}, {f.v(record.run_id)}), "
+                f"{f.n('kind')} = {f.v('follow_up')}, {f.n('job')} = {f.v(job)}, "
+                f"{f.n('at_ms')} = if_not_exists({f.n('at_ms')}, {f.v(now_ms)}), "
+                f"{f.n(TTL_ATTRIBUTE)} = {f.v(follow_up_ttl)}",
+                f"attribute_not_exists({state}) OR {state} = {f.v(State.QUEUED.value)}"))
+            kinds.append("follow_up")
         try:
-            self._client.transact_write_items(
-                TransactItems=[
-                    {"Update": {
-                        "TableName": self.table_name,
-                        "Key": self._lease_key(job),
-                        "UpdateExpression": update,
-                        "ConditionExpression": condition,
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        **e.params(update, condition),
-                    }},
-                    {"Put": {"TableName": self.table_name,
-                             "Item": self._run_item(record, ttl_epoch_s)}},
-                ],
-                ClientRequestToken=str(uuid.uuid4()),
-            )
-        except ClientError as exc:
-            if _code(exc) != "TransactionCanceledException":
-                raise StoreError("record_decision", job, str(exc)) from exc
-            reason = _first_reason(exc)
-            if reason.get("Code") == "ConditionalCheckFailed":
-                state = lease_state(job, reason.get("Item"))
-                if (state.mark_of(record.trigger_id) == TriggerMark(mark_value, now_ms)
-                        and self.get_run(job, record.run_id) is not None):
-                    # Our own earlier attempt landed (its response was lost and the SDK
-                    # sent it again): the mark is ours and so is the run record, which
-                    # only this attempt writes under this run id.
-                    return None
-                return state
-            return self.read_lease(job)  # conflict: look again
-        return None
+            refused = self._transact("record_decision", job, actions, kinds)
+        except BotoCoreError as exc:
+            raise StoreError("record_decision", job, str(exc)) from exc
+        if refused is not None and refused.trigger_failed and refused.trigger is not None \
+                and refused.trigger.run_id == record.run_id:
+            return None  # our own earlier attempt landed (its response was lost)
+        return refused
 
-    def undo_pending(self, job: str, *, trigger_id: str, follow_up_id: str | None) -> None:
-        """Compensate a queued/coalesced mark whose SQS message could not be sent."""
-        e = _Expr()
-        t = e.n(_trigger_attr(trigger_id))
-        if follow_up_id is not None:
-            # The trigger's mark goes back to retryable too: its redelivery decides again.
-            update = (f"SET {t} = {e.v(TriggerMark(Mark.FAILED, 0).encode())} "
-                      f"REMOVE {e.n('follow_up')}")
-            condition = f"{e.n('follow_up')} = {e.v(follow_up_id)}"
+    def undo_queued(self, record: RunRecord, *, prior: TriggerRecord | None,
+                    now_ms: int) -> bool:
+        """Take back a ``queued`` decision whose message could not be sent: the trigger
+        back to ``prior``, ``queued_n - 1``, the decision's record deleted. One
+        transaction, conditioned on the trigger still being queued by that decision."""
+        job = record.job
+        key = self._trigger_key(job, record.trigger_id)
+        t = _Expr()
+        condition = (f"{t.n('state')} = {t.v(State.QUEUED.value)} AND "
+                     f"{t.n('run_id')} = {t.v(record.run_id)}")
+        if prior is None:
+            trigger_action: dict[str, Any] = {"Delete": {
+                "TableName": self.table_name, "Key": key, "ConditionExpression": condition,
+                **t.params(condition)}}
         else:
-            update = (
-                f"SET {t} = {e.v(TriggerMark(Mark.FAILED, 0).encode())} "
-                f"ADD {e.n('queued_n')} {e.v(-1)}"
-            )
-            condition = f"begins_with({t}, {e.v('queued@')})"
+            update = (f"SET {t.n('state')} = {t.v(prior.state.value)}, "
+                      f"{t.n('route')} = {t.v(prior.route.value)}, "
+                      f"{t.n('run_id')} = {t.v(prior.run_id or '-')}")
+            trigger_action = self._update(key, t, update, condition)
+        e = _Expr()
+        queued_n = e.n("queued_n")
+        actions = [
+            trigger_action,
+            self._update(self._lease_key(job), e, f"ADD {queued_n} {e.v(-1)}",
+                         f"{queued_n} > {e.v(0)}"),
+            {"Delete": {"TableName": self.table_name,
+                        "Key": {PARTITION_KEY: {"S": job_pk(job)},
+                                SORT_KEY: {"S": run_sk(record.run_id)}}}},
+        ]
         try:
-            self._client.update_item(
-                TableName=self.table_name, Key=self._lease_key(job),
-                UpdateExpression=update, ConditionExpression=condition,
-                **e.params(update, condition),
-            )
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise StoreError("undo_pending", job, str(exc)) from exc
+            return self._transact("undo_queued", job, actions,
+                                  ["trigger", "lease", "record"]) is None
+        except BotoCoreError as exc:
+            raise StoreError("undo_queued", job, str(exc)) from exc
 
-    def put_run(self, record: RunRecord, ttl_epoch_s: int, *, only_if_absent: bool = False) -> bool:
-        """Write a run record. With ``only_if_absent``, never overwrite an existing one."""
+    def put_run(self, record: RunRecord, ttl_epoch_s: int, *, only_if_absent: bool = False,
+                keep_operator_record: bool = False) -> bool:
+        """Write a run record. With ``only_if_absent``, never overwrite an existing one;
+        with ``keep_operator_record``, never overwrite one an operator's release wrote."""
         params: dict[str, Any] = {}
         if only_if_absent:
             params["ConditionExpression"] = "attribute_not_exists(#sk)"
             params["ExpressionAttributeNames"] = {"#sk": SORT_KEY}
+        elif keep_operator_record:
+            params["ConditionExpression"] = "attribute_not_exists(#sk) OR #st <> :op"
+            params["ExpressionAttributeNames"] = {"#sk": SORT_KEY, "#st": "status"}
+            params["ExpressionAttributeValues"] = {
+                ":op": {"S": RunStatus.RELEASED_BY_OPERATOR.value}}
         try:
             self._client.put_item(
                 TableName=self.table_name, Item=self._run_item(record, ttl_epoch_s), **params
@@ -712,12 +986,6 @@ class DynamoJobStore:
         )
         item = response.get("Item")
         return run_record(item) if item else None
-
-    # -- helpers ---------------------------------------------------------------------
-
-    @staticmethod
-    def _lease_key(job: str) -> dict[str, Any]:
-        return {PARTITION_KEY: {"S": job_pk(job)}, SORT_KEY: {"S": LEASE_SK}}
 
     @staticmethod
     def _run_item(record: RunRecord, ttl_epoch_s: int) -> dict[str, Any]:

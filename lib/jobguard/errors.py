@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "DamagedRowError",
     "InvalidRequestError",
     "LeaseBusyError",
     "InvalidTriggerError",
@@ -78,6 +79,25 @@ class StoreError(JobGuardError):
         self.operation = operation
         self.job = job
         super().__init__(f"{operation} for job {job!r}: {message}")
+
+
+class DamagedRowError(StoreError):
+    """A row jobguard wrote holds an attribute of the wrong type, or lacks one it needs
+    (edited by hand, restored from an old backup, written by a bug). Nothing is decided
+    from it: the error names the row, the attribute and the command that repairs it.
+
+    Attributes:
+        row: the row's sort key, e.g. ``"LEASE"``.
+        attribute: the damaged attribute, e.g. ``"expires_at_ms"``.
+        repair: the command that repairs it, e.g. ``"jobguard release --force crm-sync"``.
+    """
+
+    def __init__(self, job: str, row: str, attribute: str, problem: str, repair: str) -> None:
+        self.row = row
+        self.attribute = attribute
+        self.repair = repair
+        super().__init__("read", job, f"row {row} is damaged: {attribute} {problem}; "
+                         f"repair it with `{repair}`")
 
 
 class InvalidRequestError(JobGuardError, ValueError):

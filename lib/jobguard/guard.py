@@ -14,16 +14,19 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
+from ._bounds import bounded_extra, bounded_text
 from .clock import Clock, SystemClock, to_ms
-from .config import JobConfig, OverlapPolicy
+from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
 from .errors import ConfigError, InvalidTriggerError, JobGuardError, LeaseLostError, StoreError
 from .hooks import fire
 from .ids import new_run_id
-from .lease import Busy, LeaseState, Mark, Next, TriggerMark, classify, prunable
+from .lease import Acquired, LeaseState, Refused, backoff
 from .records import Decision, Outcome, RunRecord, RunStatus
 from .run import Heartbeat, Run, _reset_current, _set_current
+from .trigger_state import TERMINAL, Next, Route, State, TriggerRecord, decide, route_of
 from .triggers import (
     Trigger,
     TriggerKind,
@@ -34,7 +37,12 @@ from .triggers import (
     parse_queue_message,
 )
 
-__all__ = ["GuardedJob", "guarded"]
+__all__ = ["TICK_AHEAD_LIMIT", "GuardedJob", "guarded"]
+
+TICK_AHEAD_LIMIT = timedelta(minutes=15)
+"""A tick is delivered at or after its scheduled time; one scheduled further ahead of
+the worker's clock than this is refused (``InvalidTriggerError`` on ``scheduled_at``)
+before anything is written, so a far-future tick can never outlive its own memory."""
 
 Handler = Callable[[Any, Any], Any]
 F = TypeVar("F", bound=Handler)
@@ -47,7 +55,7 @@ _DECISION_OF = {
     Next.QUEUE: Decision.QUEUED,
     Next.DROP: Decision.DROPPED,
     Next.COALESCE: Decision.COALESCED,
-    Next.ABSORBED: Decision.COALESCED,
+    Next.ABSORB: Decision.COALESCED,
     Next.PAUSED: Decision.PAUSED,
     Next.DUPLICATE: Decision.DUPLICATE,
 }
@@ -167,59 +175,92 @@ class GuardedJob:
     def handle(self, trigger: Trigger, event: Any, context: Any) -> Any:
         """Take one parsed trigger through its decision; run the handler if it wins.
 
+        The decision is :func:`jobguard.trigger_state.decide` (pure: the lease row and
+        the trigger's item as last seen); each effect is one conditional write of the
+        store, refused with what is there when the row moved, and decided again.
+
         Returns the handler's result when it ran, else the decision as a dict
         (:meth:`jobguard.Outcome.as_dict`).
+
+        Raises:
+            InvalidTriggerError: a tick scheduled further ahead than
+                :data:`TICK_AHEAD_LIMIT` (``scheduled_at``); nothing written.
         """
         rt = self.runtime()
         config = self.config
         now = self.clock.now()
         now_ms = to_ms(now)
         run_id = new_run_id(now_ms)
-        if (
-            trigger.scheduled_at is not None
-            and not trigger.is_from_queue
-            and now - trigger.scheduled_at > config.stale_after
-        ):
-            age = now - trigger.scheduled_at
-            record = self._decision_record(
-                trigger, run_id, Decision.STALE, None, now_ms,
-                detail=f"delivered {age} after its scheduled time "
-                f"(stale_after {config.stale_after})",
-            )
-            rt.store.put_run(record, self._ttl(now_ms))
-            return self._outcome(record)
+        if trigger.scheduled_at is not None and not trigger.is_from_queue:
+            if trigger.scheduled_at - now > TICK_AHEAD_LIMIT:
+                raise InvalidTriggerError(
+                    "scheduled_at",
+                    f"{format_instant(trigger.scheduled_at)} is more than {TICK_AHEAD_LIMIT} "
+                    "ahead of this worker's clock: a tick is delivered at or after its "
+                    "scheduled time, so this event was not written by a schedule")
+            if now - trigger.scheduled_at > config.stale_after:
+                age = now - trigger.scheduled_at
+                record = self._decision_record(
+                    trigger, run_id, Decision.STALE, None, now_ms,
+                    detail=f"delivered {age} after its scheduled time "
+                    f"(stale_after {config.stale_after})",
+                )
+                rt.store.put_run(record, self._ttl(now_ms))
+                return self._outcome(record)
 
-        for _ in range(_MAX_ATTEMPTS):
-            rt.telemetry.count("LeaseAcquireAttempts")
-            acquired_mono = self.clock.monotonic()
-            result = rt.store.acquire(
-                trigger,
-                run_id=run_id,
-                owner=self.owner,
-                now_ms=now_ms,
-                lease_ms=self._lease_ms,
-                skew_ms=self._skew_ms,
-                replace=config.policy is OverlapPolicy.REPLACE,
-                respect_queue=(
-                    config.policy is OverlapPolicy.QUEUE and not trigger.is_from_queue
-                ),
-                absorb_follow_up=config.policy is OverlapPolicy.COALESCE,
-            )
-            if not isinstance(result, Busy):
-                return self._run(trigger, run_id, result.fence, result.previous, now_ms,
-                                 acquired_mono, event, context)
-            state: LeaseState = result.state
-            fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
-            step = classify(state, trigger, config, now_ms)
+        route = route_of(trigger)
+        lease: LeaseState = rt.store.expected_lease(config.name)
+        item: TriggerRecord | None = None
+        if route is Route.QUEUE:
+            # what its message promises: queued (its run id and gate come with a refusal)
+            item = TriggerRecord(trigger_id=trigger.trigger_id, state=State.QUEUED,
+                                 route=Route.QUEUE, ttl_epoch_s=2**40)
+        high_water = 0
+        seen: list[str] = []
+        for attempt in range(_MAX_ATTEMPTS):
+            step = decide(lease, item, trigger, config, now_ms)
+            seen.append(step.value)
             if step is Next.DEFER:
-                raise _Deferred(state)
-            if step is not Next.RETRY:
-                outcome = self._decide(trigger, step, state, run_id, now_ms, event)
+                raise _Deferred(lease)
+            if step is Next.RUN:
+                rt.telemetry.count("LeaseAcquireAttempts")
+                acquired_mono = self.clock.monotonic()
+                result = rt.store.acquire(
+                    trigger.trigger_id, job=config.name, run_id=run_id, owner=self.owner,
+                    now_ms=now_ms, lease_ms=self._lease_ms, skew_ms=self._skew_ms,
+                    lease=lease, item=item, route=route, trigger_kind=trigger.kind.value,
+                    trigger_ttl_s=self._trigger_ttl(trigger, now_ms),
+                    high_water=high_water,
+                    replace=config.policy is OverlapPolicy.REPLACE,
+                    queue_gate=config.policy is OverlapPolicy.QUEUE and route is Route.DIRECT,
+                    displaced=self._displaced_record(lease, now_ms),
+                    record_ttl_s=self._ttl(now_ms),
+                )
+                if isinstance(result, Acquired):
+                    return self._run(trigger, run_id, result, now_ms, acquired_mono,
+                                     event, context)
+            else:
+                outcome, result = self._decide(trigger, step, lease, item, run_id, now_ms,
+                                               event)
                 if outcome is not None:
                     return outcome
+            assert result is not None
+            if result.lease is not None:
+                lease = result.lease
+            if result.trigger_failed:
+                item = result.trigger
+            if result.high_water is not None:
+                high_water = result.high_water
+            if result.conflict:
+                backoff(attempt)
+            fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
             now = self.clock.now()
             now_ms = to_ms(now)
-        raise StoreError("acquire", config.name, f"no stable decision after {_MAX_ATTEMPTS} tries")
+        raise StoreError(
+            "acquire", config.name,
+            f"no stable decision for trigger {trigger.trigger_id} after {_MAX_ATTEMPTS} tries "
+            f"({' -> '.join(seen)}); lease row: holder {lease.run_id}, fence {lease.fence}; "
+            f"trigger item: {item.state.value if item else 'absent'}")
 
     def run_exclusive(self, trigger: Trigger, *, wait: float, ignore_pause: bool = False,
                       event: Any = None, context: Any = None) -> Any:
@@ -233,99 +274,118 @@ class GuardedJob:
 
         rt = self.runtime()
         deadline = self.clock.monotonic() + wait
+        lease = rt.store.expected_lease(self.config.name)
+        item: TriggerRecord | None = None
+        high_water = 0
         while True:
             now_ms = to_ms(self.clock.now())
             run_id = new_run_id(now_ms)
+            held = lease.is_held(now_ms, self._skew_ms)
+            paused = lease.paused_at_ms is not None and not ignore_pause
+            if held or paused:
+                left = deadline - self.clock.monotonic()
+                if left <= 0 or paused:
+                    raise LeaseBusyError(self.config.name, lease.run_id, lease.expires_at_ms,
+                                         lease.paused_reason)
+                time.sleep(min(left, 0.5))
+                lease = rt.store.read_lease(self.config.name)
+                continue
             acquired_mono = self.clock.monotonic()
             rt.telemetry.count("LeaseAcquireAttempts")
             result = rt.store.acquire(
-                trigger, run_id=run_id, owner=self.owner, now_ms=now_ms,
-                lease_ms=self._lease_ms, skew_ms=self._skew_ms, ignore_pause=ignore_pause,
+                trigger.trigger_id, job=self.config.name, run_id=run_id, owner=self.owner,
+                now_ms=now_ms, lease_ms=self._lease_ms, skew_ms=self._skew_ms, lease=lease,
+                item=item, route=Route.DIRECT, trigger_kind=trigger.kind.value,
+                trigger_ttl_s=self._trigger_ttl(trigger, now_ms), high_water=high_water,
+                ignore_pause=ignore_pause, displaced=self._displaced_record(lease, now_ms),
+                record_ttl_s=self._ttl(now_ms),
             )
-            if not isinstance(result, Busy):
-                return self._run(trigger, run_id, result.fence, result.previous, now_ms,
-                                 acquired_mono, event, context)
-            state = result.state
-            left = deadline - self.clock.monotonic()
-            if left <= 0 or (state.paused_at_ms is not None and not ignore_pause):
-                raise LeaseBusyError(self.config.name, state.run_id, state.expires_at_ms,
-                                     state.paused_reason)
-            time.sleep(min(left, 0.5))
+            if isinstance(result, Acquired):
+                return self._run(trigger, run_id, result, now_ms, acquired_mono, event,
+                                 context)
+            if result.lease is not None:
+                lease = result.lease
+            if result.trigger_failed:
+                item = result.trigger
+                if item is not None and item.state in TERMINAL:
+                    raise StoreError("acquire", self.config.name,
+                                     f"trigger {trigger.trigger_id} already {item.state.value}")
+            if result.high_water is not None:
+                high_water = result.high_water
 
     # -- decisions -----------------------------------------------------------------------
 
     def _decide(
-        self, trigger: Trigger, step: Next, state: LeaseState, run_id: str, now_ms: int,
-        event: Any,
-    ) -> Any | None:
-        """Record a non-run decision. None when the row changed under us (classify again)."""
+        self, trigger: Trigger, step: Next, lease: LeaseState, item: TriggerRecord | None,
+        run_id: str, now_ms: int, event: Any,
+    ) -> tuple[Any | None, Refused | None]:
+        """Record a non-run decision: (outcome, None), or (None, what refused it)."""
         rt = self.runtime()
+        config = self.config
         decision = _DECISION_OF[step]
-        follow_up_id = None
+        follow_up: tuple[str, int, int] | None = None
         detail = None
-        if step is Next.COALESCE and state.follow_up is None and state.run_id:
-            follow_up_id = follow_up_trigger_id(self.config.name, state.run_id)
-        elif step is Next.ABSORBED:
+        route = route_of(trigger)
+        if step is Next.COALESCE and lease.run_id:
+            follow_up = (lease.follow_up or follow_up_trigger_id(config.name, lease.run_id),
+                         lease.fence, self._queue_ttl(now_ms))
+        elif step is Next.ABSORB:
             detail = "follow-up absorbed: a run started after the coalesced triggers"
         elif step is Next.DUPLICATE:
-            mark = state.mark_of(trigger.trigger_id)
-            detail = (
-                f"trigger already {mark.mark.value}" if mark
-                else f"trigger is running as {state.run_id}"
-            )
-            if mark is not None and mark.mark is Mark.QUEUED and not trigger.is_from_queue:
+            detail = (f"trigger already {item.state.value}" if item is not None
+                      else f"trigger is running as {lease.run_id}" if lease.run_id
+                      else "trigger is not pending (its decision was undone or forgotten)")
+            if item is not None and item.state is State.QUEUED and route is Route.DIRECT:
                 # Queued, but its message may never have been sent (the send failed and
-                # so did undoing the mark). Sending it again is always safe: the same
-                # deduplication id, and only a delivery that finds the mark runs.
-                self._trigger_queue().send(
-                    Trigger(trigger.job, trigger.trigger_id, TriggerKind.QUEUED,
-                            scheduled_at=trigger.scheduled_at,
-                            requested_by=trigger.requested_by), event=event)
+                # so did undoing the decision). Sending it again is always safe: the
+                # same deduplication id, and only a delivery that finds it queued runs.
+                self._trigger_queue().send(self._queued_message(trigger), event=event)
         elif step is Next.PAUSED:
-            detail = state.paused_reason
-        if step is Next.QUEUE or follow_up_id is not None:
+            detail = lease.paused_reason
+        if step is Next.QUEUE or follow_up is not None:
             self._trigger_queue()  # no (or a malformed) queue URL: refused before any write
-        record = self._decision_record(trigger, run_id, decision, state, now_ms, detail=detail)
-        changed = rt.store.record_decision(
-            record,
-            next_step=step,
-            observed=state,
-            now_ms=now_ms,
-            skew_ms=self._skew_ms,
-            max_queued=self.config.max_queued,
-            prune=prunable(state, now_ms, self.config),
-            ttl_epoch_s=self._ttl(now_ms),
-            follow_up_id=follow_up_id,
+        record = self._decision_record(trigger, run_id, decision, lease, now_ms, detail=detail)
+        refused = rt.store.record_decision(
+            record, step=step, lease=lease, item=item, route=route, now_ms=now_ms,
+            skew_ms=self._skew_ms, max_queued=config.max_queued,
+            trigger_ttl_s=(self._queue_ttl(now_ms) if step is Next.QUEUE or route is Route.QUEUE
+                           else self._trigger_ttl(trigger, now_ms)),
+            record_ttl_s=self._ttl(now_ms), follow_up=follow_up,
         )
-        if changed is not None:
-            return None
-        # Recorded first, sent second: the mark on the lease row is the truth the
-        # consumer checks; a message without a mark is ignored, a mark whose message
-        # could not be sent is undone before the error surfaces (and the trigger retried).
-        message: Trigger | None = None
+        if refused is not None:
+            return None, refused
+        # Recorded first, sent second: the trigger's item is the truth the consumer
+        # checks; a message without a queued item is ignored.
         if step is Next.QUEUE:
-            message = Trigger(trigger.job, trigger.trigger_id, TriggerKind.QUEUED,
-                              scheduled_at=trigger.scheduled_at,
-                              requested_by=trigger.requested_by)
-        elif follow_up_id is not None:
-            message = Trigger(trigger.job, follow_up_id, TriggerKind.FOLLOW_UP)
-        if message is not None:
             try:
-                self._trigger_queue().send(message, event=event)
+                self._trigger_queue().send(self._queued_message(trigger), event=event)
             except StoreError:
-                rt.store.undo_pending(
-                    trigger.job, trigger_id=trigger.trigger_id, follow_up_id=follow_up_id
-                )
+                rt.store.undo_queued(record, prior=item, now_ms=now_ms)
                 raise
+        elif follow_up is not None:
+            try:
+                self._trigger_queue().send(
+                    Trigger(trigger.job, follow_up[0], TriggerKind.FOLLOW_UP))
+            except StoreError as exc:
+                # The follow-up is named on the lease row: the holder's release sends it
+                # again, and a run that starts first serves (absorbs) it.
+                rt.telemetry.logger.warning(
+                    "follow-up not sent: the holder's release sends it",
+                    extra={"follow_up": follow_up[0], "error": str(exc)})
         rt.telemetry.count(_METRIC_OF[decision])
         if decision is Decision.QUEUED:
-            rt.telemetry.count("QueueDepth", state.queued_n + 1)
+            rt.telemetry.count("QueueDepth", lease.queued_n + 1)
         rt.telemetry.logger.info(
             "trigger not run",
             extra={"decision": decision.value, "trigger_id": trigger.trigger_id,
-                   "holder_run_id": state.run_id, "holder_fence": state.fence},
+                   "holder_run_id": lease.run_id, "holder_fence": lease.fence},
         )
-        return self._outcome(record)
+        return self._outcome(record), None
+
+    @staticmethod
+    def _queued_message(trigger: Trigger) -> Trigger:
+        return Trigger(trigger.job, trigger.trigger_id, TriggerKind.QUEUED,
+                       scheduled_at=trigger.scheduled_at, requested_by=trigger.requested_by)
 
     def _decision_record(
         self, trigger: Trigger, run_id: str, decision: Decision, state: LeaseState | None,
@@ -347,7 +407,7 @@ class GuardedJob:
             holder_fence=state.fence if state is not None and holder else None,
             scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at else None,
             requested_by=trigger.requested_by,
-            detail=detail,
+            detail=bounded_text(detail),
         )
 
     def _outcome(self, record: RunRecord) -> dict[str, Any]:
@@ -361,22 +421,38 @@ class GuardedJob:
             detail=record.detail,
         ).as_dict()
 
+    def _displaced_record(self, lease: LeaseState, now_ms: int) -> RunRecord | None:
+        """The record of the run whose lease an acquisition takes over (expired, or
+        REPLACE), written in the acquisition's own transaction."""
+        if lease.run_id is None:
+            return None
+        replaced = self.config.policy is OverlapPolicy.REPLACE and lease.is_held(
+            now_ms, self._skew_ms)
+        return RunRecord(
+            job=lease.job, run_id=lease.run_id, trigger_id=lease.trigger_id or "",
+            trigger_kind="", policy=self.config.policy.value, decision=Decision.RAN,
+            status=RunStatus.LEASE_LOST if replaced else RunStatus.ABANDONED,
+            started_at_ms=lease.acquired_at_ms or now_ms, ended_at_ms=lease.heartbeat_at_ms,
+            fence=lease.fence, owner=lease.owner,
+            detail="replaced by a newer trigger (REPLACE)" if replaced else
+            f"lease expired at {lease.expires_at_ms} without release; taken over",
+        )
+
     # -- the run ---------------------------------------------------------------------------
 
     def _run(
-        self, trigger: Trigger, run_id: str, fence: int, previous: LeaseState, now_ms: int,
+        self, trigger: Trigger, run_id: str, acquired: Acquired, now_ms: int,
         acquired_mono: float, event: Any, context: Any,
     ) -> Any:
         rt = self.runtime()
         config = self.config
+        fence = acquired.fence
         displaced: dict[str, Any] = {}
-        if previous.run_id is not None and previous.run_id != run_id:
-            displaced["displaced_run_id"] = previous.run_id
-            try:
-                self._record_displaced(previous, now_ms)
-            except Exception as exc:  # noqa: BLE001 - best effort: this run's record names it
-                rt.telemetry.logger.warning("displaced run not recorded", extra={
-                    "previous_run_id": previous.run_id, "error": str(exc)[:_ERROR_CHARS]})
+        if acquired.displaced_run_id is not None:
+            displaced["displaced_run_id"] = acquired.displaced_run_id
+            rt.telemetry.count("LeaseTakeovers")
+            rt.telemetry.logger.warning("lease taken over", extra={
+                "previous_run_id": acquired.displaced_run_id})
         heartbeat = Heartbeat(
             store=rt.store, job=config.name, run_id=run_id, fence=fence, lease=config.lease,
             every=config.heartbeat, skew_margin=config.skew_margin, clock=self.clock,
@@ -403,7 +479,7 @@ class GuardedJob:
             run.close()
         except LeaseLostError as exc:
             status, error = RunStatus.LEASE_LOST, exc
-        except BaseException as exc:
+        except BaseException as exc:  # recorded, then raised again below
             status, error = RunStatus.FAILED, exc
         finally:
             heartbeat.stop()
@@ -416,19 +492,22 @@ class GuardedJob:
         record = RunRecord(
             job=config.name, run_id=run_id, trigger_id=trigger.trigger_id,
             trigger_kind=trigger.kind.value, policy=config.policy.value,
-            decision=Decision.RAN, status=status, started_at_ms=now_ms, ended_at_ms=ended_ms,
-            fence=fence, owner=self.owner,
+            decision=Decision.RAN, status=status, started_at_ms=now_ms,
+            ended_at_ms=max(ended_ms, now_ms), fence=fence, owner=self.owner,
             scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at else None,
             requested_by=trigger.requested_by,
-            error=None if error is None else f"{type(error).__name__}: {error}"[:_ERROR_CHARS],
-            detail=detail,
-            extra={**displaced, **self._work_figures(run)},
+            error=None if error is None else bounded_text(f"{type(error).__name__}: {error}"),
+            detail=bounded_text(detail),
+            extra=bounded_extra({**displaced, **run.figures()}),
         )
-        mark = TriggerMark(Mark.FAILED if status is RunStatus.FAILED else Mark.DONE, ended_ms)
+        outcome = {RunStatus.FAILED: State.FAILED,
+                   RunStatus.LEASE_LOST: State.LOST}.get(status, State.DONE)
+        route = route_of(trigger)
         released = rt.store.release(
-            config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id, mark=mark,
-            prune=prunable(previous, ended_ms, config), record=record,
-            ttl_epoch_s=self._ttl(ended_ms),
+            config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
+            outcome=outcome, record=record, record_ttl_s=self._ttl(ended_ms),
+            trigger_ttl_s=(self._queue_ttl(ended_ms) if route is Route.QUEUE
+                           else self._trigger_ttl(trigger, ended_ms)),
         )
         if not released.released:
             if status is not RunStatus.FAILED:
@@ -436,13 +515,13 @@ class GuardedJob:
             record = dataclasses.replace(
                 record, status=status, detail=detail or "lease taken over before release"
             )
-            rt.store.put_run(record, self._ttl(ended_ms))
+            rt.store.put_run(record, self._ttl(ended_ms), keep_operator_record=True)
         # The queue (and its SQS client) only when the release found something to do.
         queue = self._queue_if_configured() if released.wake_receipt or released.follow_up \
             else None
         if queue is not None and released.wake_receipt:
             queue.wake(released.wake_receipt)
-        elif queue is not None and released.follow_up:
+        if queue is not None and released.follow_up:
             self._resend_follow_up(queue, released.follow_up)
         rt.telemetry.milliseconds("RunDuration", (time.monotonic() - started) * 1000)
         if status is RunStatus.LEASE_LOST:
@@ -452,49 +531,18 @@ class GuardedJob:
         if status is RunStatus.FAILED and error is not None:
             raise error
         if status is RunStatus.LEASE_LOST:
+            if route is Route.QUEUE:
+                # Lease loss is not success: the message must come back and run again.
+                raise LeaseLostError(config.name, run_id, fence,
+                                     record.detail or "lease lost")
             return {"jobguard": "lease_lost", "job": config.name, "run_id": run_id,
                     "fence": fence, "detail": record.detail}
         return result
 
-    @staticmethod
-    def _work_figures(run: Run) -> dict[str, Any]:
-        """Counts and cursor range of the run's work items, for its record."""
-        if run._claims is not None and not run.stats:  # noqa: SLF001 - ended by an error
-            run.stats.update(run._claims.report.as_dict())  # noqa: SLF001
-        return {k: v for k, v in run.stats.items() if isinstance(v, int | str | bool)}
-
-    def _record_displaced(self, previous: LeaseState, now_ms: int) -> None:
-        """The row we took still named a holder: record that run, so operators see it."""
-        rt = self.runtime()
-        replaced = self.config.policy is OverlapPolicy.REPLACE and (
-            previous.expires_at_ms is None or previous.expires_at_ms >= now_ms)
-        status = RunStatus.LEASE_LOST if replaced else RunStatus.ABANDONED
-        detail = (
-            "replaced by a newer trigger (REPLACE)" if replaced else
-            f"lease expired at {previous.expires_at_ms} without release; taken over"
-            if previous.expires_at_ms is not None else
-            "lease expired without release; taken over (its details were lost with a "
-            "lost response to the takeover)"
-        )
-        record = RunRecord(
-            job=previous.job, run_id=previous.run_id or "", trigger_id=previous.trigger_id or "",
-            trigger_kind="", policy=self.config.policy.value, decision=Decision.RAN,
-            status=status, started_at_ms=previous.acquired_at_ms or now_ms,
-            ended_at_ms=previous.heartbeat_at_ms, fence=previous.fence, owner=previous.owner,
-            detail=detail,
-        )
-        rt.store.put_run(record, self._ttl(now_ms), only_if_absent=True)
-        rt.telemetry.count("LeaseTakeovers")
-        rt.telemetry.logger.warning(
-            "lease taken over",
-            extra={"previous_run_id": previous.run_id, "previous_fence": previous.fence,
-                   "previous_owner": previous.owner, "status": status.value},
-        )
-
     def _resend_follow_up(self, queue: Any, follow_up_id: str) -> None:
-        """Send the pending follow-up's message again: it may never have been sent (its
-        send and the compensation both failed). Harmless if it was: SQS drops a resend
-        within 5 minutes, and later only the delivery that finds the mark runs."""
+        """Send the pending follow-up's message again: the coalescing delivery may have
+        failed to. Harmless if it did not: SQS drops a resend within 5 minutes, and later
+        only a delivery that finds the follow-up queued runs."""
         try:
             queue.send(Trigger(self.config.name, follow_up_id, TriggerKind.FOLLOW_UP))
         except StoreError as exc:
@@ -511,6 +559,21 @@ class GuardedJob:
 
     def _ttl(self, now_ms: int) -> int:
         return now_ms // 1000 + int(self.config.record_ttl.total_seconds())
+
+    def _trigger_ttl(self, trigger: Trigger, now_ms: int) -> int:
+        """How long a direct trigger's item is kept: while any copy of it can still
+        arrive and not be stale (ticks: ``stale_after`` past their scheduled time),
+        and at least ``dedup_window``."""
+        base_ms = now_ms
+        if trigger.scheduled_at is not None:
+            base_ms = max(now_ms, to_ms(trigger.scheduled_at))
+        window = max(self.config.dedup_window, self.config.stale_after)
+        return (base_ms + self._skew_ms) // 1000 + int(window.total_seconds())
+
+    def _queue_ttl(self, now_ms: int) -> int:
+        """A trigger on the queue is kept as long as its message can be delivered."""
+        return now_ms // 1000 + int((TRIGGER_QUEUE_RETENTION + timedelta(days=1))
+                                    .total_seconds())
 
     # -- SQS deliveries (queued triggers and follow-ups) -----------------------------------
 

@@ -1,68 +1,32 @@
-"""The lease row, read as a value, and the pure decision a losing trigger makes.
+"""The lease row, read as a value: bounded, validated, and nothing about triggers.
 
-Nothing here talks to storage. The store turns the lease row (returned by the failed
-acquisition itself, ``ALL_OLD``) into a :class:`LeaseState`; :func:`classify` decides
-what the trigger does next. Keeping this pure means every branch is unit-tested
-without an emulator.
+The row holds the holder (run id, owner, trigger, acquired/expires/heartbeat times),
+the fence, pause, the count of pending queued triggers, the pending follow-up of the
+holder and one wake-up receipt: a fixed set of attributes, so its size does not grow
+with the trigger history (triggers have items of their own: :mod:`jobguard.trigger_state`).
 
 An expired lease is a hint, not a guarantee: a paused worker may still believe it holds
 it. That is why every write a run makes carries its fence, and why a lease is only taken
 over once it has been expired for longer than the skew margin.
+
+A row written by hand or by a bug is never trusted blindly: :func:`parse_lease` refuses
+any attribute of the wrong type, or missing where the row needs it, with a
+:class:`DamagedRowError` naming the job, the row, the attribute and the repair command.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import StrEnum
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from .config import JobConfig, OverlapPolicy
-from .triggers import Trigger, TriggerKind
+from .errors import DamagedRowError
 
-__all__ = [
-    "Acquired",
-    "Busy",
-    "LeaseState",
-    "Mark",
-    "Next",
-    "Released",
-    "TriggerMark",
-    "classify",
-    "prunable",
-]
+if TYPE_CHECKING:
+    from .trigger_state import TriggerRecord
 
-
-class Mark(StrEnum):
-    """State of a trigger as remembered on the lease row (the dedup ledger)."""
-
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    QUEUED = "queued"
-    COALESCED = "coalesced"
-    DROPPED = "dropped"
-    PAUSED = "paused"
-
-    @property
-    def retryable(self) -> bool:
-        """A delivery of a trigger in this state may still run."""
-        return self in (Mark.RUNNING, Mark.FAILED)
-
-
-@dataclass(frozen=True, slots=True)
-class TriggerMark:
-    """One remembered trigger: its state and when it got there (epoch ms)."""
-
-    mark: Mark
-    at_ms: int
-
-    def encode(self) -> str:
-        return f"{self.mark.value}@{self.at_ms}"
-
-    @classmethod
-    def decode(cls, raw: str) -> TriggerMark:
-        state, _, at = raw.partition("@")
-        return cls(Mark(state), int(at or 0))
+__all__ = ["Acquired", "Busy", "LeaseState", "Refused", "Released", "backoff", "parse_lease"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,12 +43,16 @@ class LeaseState:
     heartbeat_at_ms: int | None = None
     released_at_ms: int | None = None
     last_run_id: str | None = None
+    released_by: str | None = None
+    """``run`` (its own release) or ``operator:<who>`` (``jobguard release --force``)."""
     paused_at_ms: int | None = None
     paused_reason: str | None = None
     queued_n: int = 0
     follow_up: str | None = None
     wake_receipt: str | None = None
-    triggers: dict[str, TriggerMark] = field(default_factory=dict)
+    prev_run_id: str | None = None
+    exists: bool = True
+    """False when the row does not exist (a new job, or a deleted row)."""
 
     def is_held(self, now_ms: int, skew_ms: int) -> bool:
         """Held, from the point of view of a worker whose clock reads ``now_ms``.
@@ -97,107 +65,89 @@ class LeaseState:
             and self.expires_at_ms >= now_ms - skew_ms
         )
 
-    def mark_of(self, trigger_id: str) -> TriggerMark | None:
-        return self.triggers.get(trigger_id)
+
+_INT = ("acquired_at_ms", "expires_at_ms", "heartbeat_at_ms", "released_at_ms",
+        "paused_at_ms")
+_STR = ("run_id", "holder_owner", "trigger_id", "last_run_id", "released_by",
+        "paused_reason", "follow_up", "wake_receipt", "prev_run_id")
+_HELD_NEEDS = ("expires_at_ms", "holder_owner", "trigger_id", "acquired_at_ms")
 
 
-class Next(StrEnum):
-    """What a trigger that did not get the lease does next."""
-
-    RETRY = "retry"
-    """The row allows acquisition after all (it changed): try again."""
-    DUPLICATE = "duplicate"
-    PAUSED = "paused"
-    SKIP = "skip"
-    QUEUE = "queue"
-    DROP = "drop"
-    COALESCE = "coalesce"
-    ABSORBED = "absorbed"
-    """A follow-up whose purpose another run already served."""
-    DEFER = "defer"
-    """A queued trigger or follow-up found the lease held: wait on the queue."""
+def _repair(job: str) -> str:
+    return f"jobguard release --force {job}"
 
 
-def classify(state: LeaseState, trigger: Trigger, config: JobConfig, now_ms: int) -> Next:
-    """Decide what a trigger does after losing the acquisition to ``state``.
+def parse_lease(job: str, row: dict[str, Any] | None) -> LeaseState:
+    """Read a lease row (plain values) as a :class:`LeaseState`, refusing damage.
 
-    Example:
-        >>> from jobguard.triggers import Trigger, TriggerKind
-        >>> cfg = JobConfig(name="j")
-        >>> held = LeaseState(job="j", fence=3, run_id="R1", expires_at_ms=10_000)
-        >>> classify(held, Trigger("j", "j@t", TriggerKind.TICK), cfg, now_ms=5_000)
-        <Next.SKIP: 'skip'>
+    Raises:
+        DamagedRowError: an attribute of the wrong type, or missing where needed
+            (a held row without ``expires_at_ms``; a row that was ever held without
+            ``fence``).
     """
-    skew_ms = int(config.skew_margin.total_seconds() * 1000)
-    held = state.is_held(now_ms, skew_ms)
-    mark = state.mark_of(trigger.trigger_id)
+    if row is None:
+        return LeaseState(job=job, exists=False)
 
-    # A queued trigger or follow-up whose own run failed, or died, runs again when its
-    # message comes back: deferred while any run holds the lease, retried once it is free.
-    spent_by_own_run = mark is not None and mark.mark in (Mark.FAILED, Mark.RUNNING)
+    def damaged(attribute: str, problem: str) -> DamagedRowError:
+        return DamagedRowError(job, "LEASE", attribute, problem, _repair(job))
 
-    if trigger.kind is TriggerKind.QUEUED:
-        if mark is None or (mark.mark is not Mark.QUEUED and not spent_by_own_run):
-            return Next.DUPLICATE
-        if state.paused_at_ms is not None:
-            return Next.PAUSED
-        return Next.DEFER if held else Next.RETRY
-
-    if trigger.kind is TriggerKind.FOLLOW_UP:
-        if state.follow_up != trigger.trigger_id and not spent_by_own_run:
-            return Next.DUPLICATE if mark is not None else Next.ABSORBED
-        if state.paused_at_ms is not None:
-            return Next.PAUSED
-        return Next.DEFER if held else Next.RETRY
-
-    # A direct delivery: tick, rule, manual.
-    if mark is not None and not mark.mark.retryable:
-        return Next.DUPLICATE
-    if held and state.trigger_id == trigger.trigger_id:
-        return Next.DUPLICATE  # the same trigger is running right now
-    if held and mark is not None and mark.mark is Mark.RUNNING:
-        # It ran and was displaced (REPLACE) or crashed and was taken over: a late
-        # redelivery must never replace the newer run holding the lease now.
-        return Next.DUPLICATE
-    if state.paused_at_ms is not None:
-        return Next.PAUSED
-    policy = config.policy
-    if policy is OverlapPolicy.QUEUE and (held or state.queued_n > 0):
-        return Next.DROP if state.queued_n >= config.max_queued else Next.QUEUE
-    if not held or policy is OverlapPolicy.REPLACE:
-        return Next.RETRY
-    if policy is OverlapPolicy.SKIP:
-        return Next.SKIP
-    return Next.COALESCE
-
-
-def prunable(state: LeaseState, now_ms: int, config: JobConfig, limit: int = 40) -> list[str]:
-    """Trigger marks old enough to forget (outside the dedup window), oldest first.
-
-    Queued and running marks are kept: a pending trigger must stay recognisable.
-    """
-    horizon = now_ms - int(config.dedup_window.total_seconds() * 1000)
-    old = [
-        (mark.at_ms, trigger_id)
-        for trigger_id, mark in state.triggers.items()
-        if mark.at_ms < horizon and mark.mark not in (Mark.QUEUED,)
-        and not (mark.mark is Mark.RUNNING and state.trigger_id == trigger_id)
-    ]
-    old.sort()
-    return [trigger_id for _, trigger_id in old[:limit]]
+    for name in _INT:
+        value = row.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise damaged(name, f"must be a number (epoch ms), got {value!r}")
+    for name in _STR:
+        value = row.get(name)
+        if value is not None and not isinstance(value, str):
+            raise damaged(name, f"must be a string, got {value!r}")
+    fence = row.get("fence")
+    if fence is not None and (not isinstance(fence, int) or isinstance(fence, bool)
+                              or fence < 0):
+        raise damaged("fence", f"must be a whole number >= 0, got {fence!r}")
+    queued = row.get("queued_n", 0)
+    if not isinstance(queued, int) or isinstance(queued, bool):
+        raise damaged("queued_n", f"must be a whole number, got {queued!r}")
+    ever_held = any(row.get(n) is not None for n in ("run_id", "acquired_at_ms",
+                                                       "released_at_ms", "last_run_id"))
+    if fence is None and ever_held:
+        raise damaged("fence", "is missing from a row that has been held")
+    if row.get("run_id") is not None:
+        for name in _HELD_NEEDS:
+            if row.get(name) is None:
+                raise damaged(name, f"is missing while run {row['run_id']} holds the lease")
+    return LeaseState(
+        job=job,
+        fence=int(fence or 0),
+        run_id=row.get("run_id"),
+        owner=row.get("holder_owner"),
+        trigger_id=row.get("trigger_id"),
+        acquired_at_ms=row.get("acquired_at_ms"),
+        expires_at_ms=row.get("expires_at_ms"),
+        heartbeat_at_ms=row.get("heartbeat_at_ms"),
+        released_at_ms=row.get("released_at_ms"),
+        last_run_id=row.get("last_run_id"),
+        released_by=row.get("released_by"),
+        paused_at_ms=row.get("paused_at_ms"),
+        paused_reason=row.get("paused_reason"),
+        queued_n=max(0, queued),
+        follow_up=row.get("follow_up"),
+        wake_receipt=row.get("wake_receipt"),
+        prev_run_id=row.get("prev_run_id"),
+        exists=fence is not None,
+    )
 
 
 @dataclass(frozen=True)
 class Acquired:
-    """The lease is ours. ``previous`` is the row as it was before our write."""
+    """The lease is ours, with ``fence``. ``displaced_run_id``: the run whose lease we
+    took over (expired, or replaced), recorded in the same transaction."""
 
     fence: int
-    previous: LeaseState
+    displaced_run_id: str | None = None
 
 
 @dataclass(frozen=True)
 class Busy:
-    """The acquisition's condition failed; ``state`` is the row it failed against."""
+    """The trigger did not get the lease; ``state`` is the row it failed against."""
 
     state: LeaseState
 
@@ -208,8 +158,27 @@ class Released:
 
     released: bool
     wake_receipt: str | None = None
-    state: LeaseState | None = None
     follow_up: str | None = None
-    """A follow-up was pending with no deferred message waiting to be woken: its message
-    may never have been sent (a send and its compensation both failed), so the releasing
-    run sends it again (same deduplication id; only the delivery matching the mark runs)."""
+    """The holder's pending follow-up: the releasing run sends its message (again: the
+    coalescing delivery may have failed to), with the same deduplication id; only a
+    delivery that finds the follow-up's item ``queued`` runs."""
+    state: LeaseState | None = None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A transaction's conditions did not hold. Each field is the item whose condition
+    failed, as it was (``ALL_OLD``); a field left ``None`` with its ``*_failed`` flag
+    False means that item was as the caller expected."""
+
+    lease: LeaseState | None = None
+    trigger: TriggerRecord | None = None
+    trigger_failed: bool = False
+    high_water: int | None = None
+    conflict: bool = False
+    """A concurrent transaction touched the same items: look again after a backoff."""
+
+
+def backoff(attempt: int) -> None:
+    """Jittered exponential backoff between conflicting attempts: never a spin."""
+    time.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 5)))

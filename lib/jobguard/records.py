@@ -41,6 +41,8 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     LEASE_LOST = "lease_lost"
     ABANDONED = "abandoned"
+    RELEASED_BY_OPERATOR = "released_by_operator"
+    """An operator force-released its lease (``jobguard release --force``)."""
     SKIPPED = "skipped"
     QUEUED = "queued"
     COALESCED = "coalesced"

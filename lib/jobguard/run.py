@@ -227,6 +227,13 @@ class Run:
         if self.services is not None:
             self.services.telemetry.count(name, value)
 
+    def figures(self) -> dict[str, Any]:
+        """Counts and cursor range of the run's work items, for its record (also when
+        the run ended by an error before :meth:`close`)."""
+        if self._claims is not None and not self.stats:
+            self.stats.update(self._claims.report.as_dict())
+        return {k: v for k, v in self.stats.items() if isinstance(v, int | str | bool)}
+
     def close(self) -> None:
         """Write outcomes still buffered and put the work figures on the run record."""
         if self._claims is not None:

@@ -6,13 +6,18 @@ stack so that they cannot drift.
 | lease row (one per job) | ``JOB#<job>`` | ``LEASE`` |
 | run record | ``JOB#<job>`` | ``RUN#<run id>`` (run ids sort by start time) |
 | checkpoint (one per job) | ``JOB#<job>`` | ``CHECKPOINT`` |
+| trigger (one per trigger, TTL'd) | ``JOB#<job>`` | ``TRIGGER#<trigger id>`` |
+| fence high-water mark (one per job) | ``JOB#<job>`` | ``FENCE`` |
 | work item | ``ITEM#<job>#<work id>`` | ``ITEM`` (one partition per item: no hot key) |
 
 The sparse index ``unresolved`` (keys only) holds claimed, failed and uncertain items:
 ``UNRESOLVED#<job>#<shard 00-15>`` / ``<state>#<work id>``; completed items leave it.
 
-The lease row also remembers recently decided triggers as ``t:<trigger id>``
-attributes (the dedup ledger), so that acquisition and dedup are one conditional write.
+The lease row holds a fixed set of attributes (its size never grows with the trigger
+history); each trigger's state is an item of its own, written in the same transaction
+as the lease when they change together (:mod:`jobguard.trigger_state`). The fence
+high-water mark moves with every fence the lease row issues, in the same transaction,
+so a damaged or deleted lease row can never lower the next fence.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ __all__ = [
     "PARTITION_KEY",
     "RUN_PREFIX",
     "SORT_KEY",
-    "TRIGGER_ATTR_PREFIX",
+    "FENCE_SK",
+    "TRIGGER_PREFIX",
     "TTL_ATTRIBUTE",
     "UNRESOLVED_INDEX",
     "UNRESOLVED_PK",
@@ -33,6 +39,7 @@ __all__ = [
     "item_pk",
     "job_pk",
     "run_sk",
+    "trigger_sk",
 ]
 
 PARTITION_KEY = "pk"
@@ -40,7 +47,8 @@ SORT_KEY = "sk"
 TTL_ATTRIBUTE = "ttl_epoch_s"
 LEASE_SK = "LEASE"
 RUN_PREFIX = "RUN#"
-TRIGGER_ATTR_PREFIX = "t:"
+TRIGGER_PREFIX = "TRIGGER#"
+FENCE_SK = "FENCE"
 CHECKPOINT_SK = "CHECKPOINT"
 ITEM_SK = "ITEM"
 UNRESOLVED_INDEX = "unresolved"
@@ -59,3 +67,7 @@ def item_pk(job: str, work_id: str) -> str:
 
 def run_sk(run_id: str) -> str:
     return f"{RUN_PREFIX}{run_id}"
+
+
+def trigger_sk(trigger_id: str) -> str:
+    return f"{TRIGGER_PREFIX}{trigger_id}"

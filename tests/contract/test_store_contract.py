@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from jobguard.dynamodb import DynamoJobStore, create_table
-from jobguard.lease import Acquired, Busy, Mark, TriggerMark
+from jobguard.lease import Acquired, Busy
+from jobguard.trigger_state import State
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.triggers import Trigger, TriggerKind
 
@@ -44,7 +45,7 @@ def trigger(n: int) -> Trigger:
 
 
 def acquire(store: DynamoJobStore, n: int, run_id: str, now_ms: int = T0) -> Acquired | Busy:
-    return store.acquire(trigger(n), run_id=run_id, owner=f"worker-{run_id}",
+    return store.take(trigger(n), run_id=run_id, owner=f"worker-{run_id}",
                          now_ms=now_ms, lease_ms=LEASE_MS, skew_ms=SKEW_MS)
 
 
@@ -57,8 +58,8 @@ def record(run_id: str, n: int, fence: int) -> RunRecord:
 
 def release(store: DynamoJobStore, run_id: str, n: int, fence: int):
     return store.release(JOB, run_id=run_id, fence=fence, trigger_id=trigger(n).trigger_id,
-                         mark=TriggerMark(Mark.DONE, T0 + 1), prune=[],
-                         record=record(run_id, n, fence), ttl_epoch_s=T0 // 1000 + 86400)
+                         outcome=State.DONE, record=record(run_id, n, fence),
+                         record_ttl_s=T0 // 1000 + 86400, trigger_ttl_s=T0 // 1000 + 86400)
 
 
 def count_requests(store: DynamoJobStore) -> list[str]:
@@ -98,7 +99,7 @@ def test_expired_lease_is_taken_over_only_after_the_skew_margin(store):
     after_margin = T0 + LEASE_MS + SKEW_MS + 1
     taken = acquire(store, 3, "R3", now_ms=after_margin)
     assert isinstance(taken, Acquired) and taken.fence == 2
-    assert taken.previous.run_id == "R1"  # the abandoned run, from the old row
+    assert taken.displaced_run_id == "R1"  # the abandoned run, named by the takeover
 
 
 def test_stale_holder_can_neither_renew_nor_release_a_newer_holders_lease(store):
@@ -140,4 +141,5 @@ def test_a_duplicate_of_a_finished_trigger_cannot_acquire(store):
     release(store, "R1", 1, 1)
     again = acquire(store, 1, "R2", now_ms=T0 + 10)
     assert isinstance(again, Busy)
-    assert again.state.mark_of(trigger(1).trigger_id).mark is Mark.DONE
+    item = store.read_trigger(JOB, trigger(1).trigger_id)
+    assert item is not None and item.state is State.DONE

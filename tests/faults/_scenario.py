@@ -139,7 +139,7 @@ def run_scenario(rules: list[Rule], *, destination: str = "dynamodb") -> Outcome
         # GIVEN R0 claimed item 0, created its note, and vanished
         from jobguard.clock import to_ms
 
-        r0 = store.acquire(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
+        r0 = store.take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
                            owner="gone/pid-0", now_ms=to_ms(clock.now()),
                            lease_ms=int(LEASE.total_seconds() * 1000), skew_ms=5000)
         assert not hasattr(r0, "state")

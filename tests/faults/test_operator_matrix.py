@@ -156,7 +156,7 @@ def job(monkeypatch: pytest.MonkeyPatch) -> Iterator[Job]:
                                 status=RunStatus.SUCCEEDED, started_at_ms=now_ms - 60_000,
                                 ended_at_ms=now_ms - 50_000), ttl_epoch_s=now_ms // 1000 + 86400)
         stuck_id = new_run_id(now_ms)
-        acquired = store.acquire(Trigger(JOB, f"{JOB}@manual:stuck", TriggerKind.MANUAL),
+        acquired = store.take(Trigger(JOB, f"{JOB}@manual:stuck", TriggerKind.MANUAL),
                                  run_id=stuck_id, owner="crm-sync/pid-1", now_ms=now_ms,
                                  lease_ms=3_600_000, skew_ms=5000)
         fence = getattr(acquired, "fence")  # noqa: B009 - Acquired, asserted below

@@ -326,7 +326,7 @@ def test_a_job_function_refuses_its_environment_naming_the_variable_and_writes_n
             monkeypatch.setenv(name, value)
     if field == environment.TRIGGER_QUEUE_URL:
         # the queue is needed once a trigger meets a held lease (COALESCE): hold it
-        aws.store.acquire(Trigger("crm-sync", "crm-sync@manual:holder", TriggerKind.MANUAL),
+        aws.store.take(Trigger("crm-sync", "crm-sync@manual:holder", TriggerKind.MANUAL),
                           run_id="HOLDER", owner="elsewhere", now_ms=_ms(TICK_TIME),
                           lease_ms=10**9, skew_ms=0)
     before = _snapshot(aws)

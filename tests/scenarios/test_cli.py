@@ -77,7 +77,7 @@ def test_operate_a_job_from_the_command_line(cli, table):
     assert cli("--json", "status", "crm-sync")["paused"] is None
 
     # a stuck holder: released by hand, and fenced out
-    stuck = store.acquire(Trigger("crm-sync", "crm-sync@manual:stuck", TriggerKind.MANUAL),
+    stuck = store.take(Trigger("crm-sync", "crm-sync@manual:stuck", TriggerKind.MANUAL),
                           run_id="STUCK", owner="gone", now_ms=10**13, lease_ms=10**9,
                           skew_ms=0)
     assert stuck.fence == 2

@@ -347,7 +347,7 @@ class ItemLedgerModel(RuleBasedStateMachine):
         trigger = Trigger(JOB, f"{JOB}@manual:{self.triggers}", TriggerKind.MANUAL)
         now_ms, sent = worker.now_ms(), self.clock.monotonic()
         run_id = new_run_id(now_ms)
-        result = self.store.acquire(trigger, run_id=run_id, owner=worker.name, now_ms=now_ms,
+        result = self.store.take(trigger, run_id=run_id, owner=worker.name, now_ms=now_ms,
                                     lease_ms=LEASE_MS, skew_ms=SKEW_MS)
         holder, fence, expires = self.lease
         if holder is None or (expires is not None and expires < now_ms - SKEW_MS):
@@ -652,7 +652,7 @@ def test_a_takeover_whose_response_is_lost_still_records_the_displaced_run():
         store = DynamoJobStore(table, client=ddb)
         clock = ManualClock()
         # GIVEN run R1 holds the lease and vanishes without releasing it
-        first = store.acquire(Trigger(JOB, f"{JOB}@manual:r1", TriggerKind.MANUAL),
+        first = store.take(Trigger(JOB, f"{JOB}@manual:r1", TriggerKind.MANUAL),
                               run_id="R1", owner="gone", now_ms=to_ms(clock.now()),
                               lease_ms=10_000, skew_ms=1_000)
         assert isinstance(first, Acquired)
@@ -679,7 +679,7 @@ def test_a_cancellation_without_reasons_is_an_error_not_a_silent_skip():
         create_table(ddb, table)
         store = DynamoJobStore(table, client=ddb)
         items = DynamoItemStore(table, client=ddb)
-        acquired = store.acquire(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL),
+        acquired = store.take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL),
                                  run_id="R1", owner="w", now_ms=1_000, lease_ms=LEASE_MS,
                                  skew_ms=SKEW_MS)
         assert isinstance(acquired, Acquired)

@@ -163,7 +163,7 @@ def test_coalesce_follow_up_still_happens_when_the_active_run_crashed(aws):
     job = make_job(aws, clock, rec.handler(), policy=OverlapPolicy.COALESCE,
                    lease=timedelta(seconds=2), heartbeat_every=timedelta(milliseconds=500),
                    skew_margin=timedelta(milliseconds=300))
-    crashed = aws.store.acquire(
+    crashed = aws.store.take(
         Trigger("crm-sync", "crm-sync@manual:crashed", TriggerKind.MANUAL),
         run_id="CRASHED", owner="dead-worker",
         now_ms=to_ms(clock.now()), lease_ms=2000, skew_ms=300,

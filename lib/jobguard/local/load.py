@@ -345,11 +345,11 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                 trigger_id = f"{name}@manual:{final_id}"
                 for _ in range(80):
                     lease = store.read_lease(name)
-                    mark = lease.mark_of(trigger_id)
-                    if mark is not None and mark.mark.value == "done":
+                    item = store.read_trigger(name, trigger_id)
+                    if item is not None and item.state.value == "done":
                         finals[name] = lease
                         break
-                    if mark is None or mark.mark.value in ("failed", "running"):
+                    if item is None or item.state.value in ("failed", "lost", "running"):
                         handlers[name](tick, _Budget())
                     elif name in queues:  # queued behind others: the mapping delivers it
                         deliver_once(world.sqs, queues[name], handlers[name], visibility_s=2)

@@ -1,0 +1,48 @@
+"""Byte bounds on what a user controls and jobguard writes (private).
+
+DynamoDB refuses an item over 400 KB and a transaction over 4 MB, so every field whose
+size a user controls (error text, details, run figures) is bounded in UTF-8 bytes, not
+characters, before anything is written: a run's record can never stop its own release.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MAX_EXTRA_BYTES", "MAX_TEXT_BYTES", "bounded_extra", "bounded_text"]
+
+MAX_TEXT_BYTES = 1000
+"""Error text and details on a run record."""
+MAX_EXTRA_BYTES = 8000
+"""All the figures a run puts on its record (counts, cursor range), together."""
+_MARK = " [truncated]"
+
+
+def bounded_text(text: str | None, limit: int = MAX_TEXT_BYTES) -> str | None:
+    """``text`` cut to at most ``limit`` UTF-8 bytes (never inside a character)."""
+    if text is None:
+        return None
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    keep = limit - len(_MARK.encode())
+    return raw[:keep].decode("utf-8", errors="ignore") + _MARK
+
+
+def bounded_extra(values: dict[str, Any], limit: int = MAX_EXTRA_BYTES) -> dict[str, Any]:
+    """Run figures that fit in ``limit`` bytes: strings bounded, the rest dropped in
+    order once the budget is spent (a ``figures_truncated`` flag says so)."""
+    out: dict[str, Any] = {}
+    used = 0
+    for key, value in values.items():
+        if not isinstance(value, int | str | bool):
+            continue
+        if isinstance(value, str):
+            value = bounded_text(value, 512)
+        size = len(str(key).encode()) + len(str(value).encode())
+        if used + size > limit or len(str(key).encode()) > 255:
+            out["figures_truncated"] = True
+            break
+        out[key] = value
+        used += size
+    return out

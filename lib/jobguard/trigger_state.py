@@ -1,0 +1,309 @@
+"""A trigger's state machine, written once: states, events, who writes, what guards.
+
+Every trigger has one item of its own in the table (``TRIGGER#<trigger id>``, TTL'd),
+never an attribute on the lease row: the lease row stays the same size whatever the
+trigger rate, and a trigger's state is changed only by a write conditioned on the
+state it replaces (``state = :from AND run_id = :run``), never removed or overwritten
+on the strength of an older read. Expiry is by TTL, and every condition treats an
+item past its ``ttl_epoch_s`` as absent (TTL deletes days late).
+
+The table (``TRANSITIONS``) is the specification; the store builds its conditions from
+it and ``tests/unit/test_trigger_state.py`` walks every (state, event) pair.
+
+::
+
+    (absent) ──run──► running ──release ok──► done
+       │                 │ ├──release failed──► failed ──run again──► running
+       │                 │ ├──lease lost / taken over──► lost ──run again──► running
+       │                 │ ├──replaced (REPLACE)──► replaced
+       │                 │ └──force release (operator)──► released
+       ├──skip──► skipped        ├──pause──► paused
+       ├──queue──► queued ──run──► running      (queued ──undo──► absent)
+       ├──coalesce──► coalesced (into the holder's follow-up, itself ``queued``)
+       └──drop──► dropped        follow-up queued/failed/lost ──absorb──► absorbed
+
+A trigger that arrived directly (a tick, a rule, a manual invoke) and one that waits
+on the trigger queue (a queued trigger, a follow-up) have different *routes*: only a
+delivery of the same route may run it again, so a direct redelivery never races the
+queue message that owns a queued trigger's retries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .config import JobConfig, OverlapPolicy
+from .lease import LeaseState
+from .triggers import Trigger, TriggerKind
+
+__all__ = [
+    "TERMINAL",
+    "TRANSITIONS",
+    "Event",
+    "Next",
+    "Route",
+    "State",
+    "Transition",
+    "TriggerRecord",
+    "decide",
+    "route_of",
+]
+
+
+class State(StrEnum):
+    """Where a trigger is. Terminal states end it; a later delivery is a duplicate."""
+
+    QUEUED = "queued"
+    """Waiting on the trigger queue (``QUEUE`` triggers and ``COALESCE`` follow-ups)."""
+    RUNNING = "running"
+    """A run of this trigger took the lease (``run_id``, ``fence``)."""
+    FAILED = "failed"
+    """Its run raised. Runs again when the same route delivers it again."""
+    LOST = "lost"
+    """Its run lost the lease (heartbeat refused, local deadline passed, or taken over
+    after it expired). Lease loss is not success: runs again like ``failed``."""
+    DONE = "done"
+    SKIPPED = "skipped"
+    COALESCED = "coalesced"
+    """Folded into the holder's follow-up (``into``)."""
+    DROPPED = "dropped"
+    PAUSED = "paused"
+    REPLACED = "replaced"
+    """``REPLACE``: a newer trigger took the lease from its live run. Never runs again."""
+    ABSORBED = "absorbed"
+    """A follow-up whose purpose a later run already served."""
+    RELEASED = "released"
+    """An operator force-released its run. Never runs again (recover instead)."""
+
+
+TERMINAL = frozenset({State.DONE, State.SKIPPED, State.COALESCED, State.DROPPED,
+                      State.PAUSED, State.REPLACED, State.ABSORBED, State.RELEASED})
+RETRYABLE = frozenset({State.FAILED, State.LOST})
+
+
+class Route(StrEnum):
+    """How a trigger reaches the guard."""
+
+    DIRECT = "direct"
+    """Invoked directly: Scheduler tick, EventBridge rule, manual invoke."""
+    QUEUE = "queue"
+    """Delivered from the job's trigger queue: queued trigger or follow-up."""
+
+
+def route_of(trigger: Trigger) -> Route:
+    return Route.QUEUE if trigger.is_from_queue else Route.DIRECT
+
+
+class Event(StrEnum):
+    """What moves a trigger."""
+
+    RUN = "run"
+    RELEASE_OK = "release_ok"
+    RELEASE_FAILED = "release_failed"
+    RELEASE_LOST = "release_lost"
+    TAKEN_OVER = "taken_over"
+    REPLACED = "replaced"
+    FORCE_RELEASE = "force_release"
+    SKIP = "skip"
+    QUEUE = "queue"
+    UNDO_QUEUE = "undo_queue"
+    COALESCE = "coalesce"
+    DROP = "drop"
+    PAUSE = "pause"
+    ABSORB = "absorb"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One edge: ``event`` moves a trigger from ``source`` to ``target``."""
+
+    source: State | None
+    """``None``: the trigger has no live item (never seen, or past its TTL)."""
+    event: Event
+    target: State | None
+    writer: str
+    guard: str
+    """The condition the write carries, besides ``state = source`` (or absent) and, for
+    states with a run, ``run_id`` = the run it names."""
+
+
+_ANY_RUN = "the run's release: lease row run_id and fence are the run's"
+_DELIVERY = "the trigger's delivery (acquisition transaction)"
+_DECISION = "the trigger's delivery (decision transaction, with its run record)"
+
+TRANSITIONS: tuple[Transition, ...] = (
+    # a run starts (one transaction with the lease, the fence high-water mark and, on a
+    # takeover, the displaced run's trigger and record)
+    Transition(None, Event.RUN, State.RUNNING, _DELIVERY,
+               "direct route; lease free (or, REPLACE, the holder named); not paused; "
+               "QUEUE: no pending queued trigger"),
+    Transition(State.QUEUED, Event.RUN, State.RUNNING, _DELIVERY,
+               "queue route; lease free; not paused; queued: queued_n - 1; follow-up: lease "
+               "fence = gate_fence (no run since the holder it follows)"),
+    Transition(State.FAILED, Event.RUN, State.RUNNING, _DELIVERY,
+               "same route as the failed run; lease free; not paused; follow-up: gate_fence"),
+    Transition(State.LOST, Event.RUN, State.RUNNING, _DELIVERY,
+               "same route as the lost run; lease free; not paused; follow-up: gate_fence"),
+    Transition(State.RUNNING, Event.RUN, State.RUNNING, _DELIVERY,
+               "same route; the run it names died: the lease row names that run, expired "
+               "by more than the skew margin (a takeover of its own trigger)"),
+    # a run ends
+    Transition(State.RUNNING, Event.RELEASE_OK, State.DONE, _ANY_RUN, "run_id = the run"),
+    Transition(State.RUNNING, Event.RELEASE_FAILED, State.FAILED, _ANY_RUN,
+               "run_id = the run"),
+    Transition(State.RUNNING, Event.RELEASE_LOST, State.LOST, _ANY_RUN, "run_id = the run"),
+    Transition(State.RUNNING, Event.TAKEN_OVER, State.LOST,
+               "the next acquisition (takeover transaction)",
+               "lease row names the run, expired by more than the skew margin"),
+    Transition(State.RUNNING, Event.REPLACED, State.REPLACED,
+               "a REPLACE trigger's acquisition (takeover transaction)",
+               "lease row names the live run and its fence"),
+    Transition(State.RUNNING, Event.FORCE_RELEASE, State.RELEASED,
+               "jobguard release --force (one transaction with the lease and the record)",
+               "lease row names the run and its fence"),
+    # decisions of a trigger that did not get the lease
+    Transition(None, Event.SKIP, State.SKIPPED, _DECISION,
+               "SKIP; lease held by the holder observed"),
+    Transition(State.FAILED, Event.SKIP, State.SKIPPED, _DECISION,
+               "SKIP; direct route; lease held by the holder observed"),
+    Transition(State.LOST, Event.SKIP, State.SKIPPED, _DECISION,
+               "SKIP; direct route; lease held by the holder observed"),
+    Transition(None, Event.QUEUE, State.QUEUED, _DECISION,
+               "QUEUE; queued_n < max_queued and (lease held or queued_n > 0); queued_n + 1"),
+    Transition(State.FAILED, Event.QUEUE, State.QUEUED, _DECISION,
+               "QUEUE; direct route; as above"),
+    Transition(State.LOST, Event.QUEUE, State.QUEUED, _DECISION,
+               "QUEUE; direct route; as above"),
+    Transition(State.QUEUED, Event.UNDO_QUEUE, None,
+               "the deciding delivery, when its message could not be sent",
+               "run_id = the decision's run id; queued_n - 1; its record deleted"),
+    Transition(None, Event.DROP, State.DROPPED, _DECISION, "QUEUE; queued_n >= max_queued"),
+    Transition(State.FAILED, Event.DROP, State.DROPPED, _DECISION,
+               "QUEUE; direct route; queued_n >= max_queued"),
+    Transition(State.LOST, Event.DROP, State.DROPPED, _DECISION,
+               "QUEUE; direct route; queued_n >= max_queued"),
+    Transition(None, Event.COALESCE, State.COALESCED, _DECISION,
+               "COALESCE; lease held by the holder observed; its follow-up created queued "
+               "(once per holder) and named on the lease row"),
+    Transition(State.FAILED, Event.COALESCE, State.COALESCED, _DECISION,
+               "COALESCE; direct route; as above"),
+    Transition(State.LOST, Event.COALESCE, State.COALESCED, _DECISION,
+               "COALESCE; direct route; as above"),
+    Transition(None, Event.PAUSE, State.PAUSED, _DECISION, "job paused"),
+    Transition(State.QUEUED, Event.PAUSE, State.PAUSED, _DECISION,
+               "job paused; queued: queued_n - 1"),
+    Transition(State.FAILED, Event.PAUSE, State.PAUSED, _DECISION, "job paused; same route"),
+    Transition(State.LOST, Event.PAUSE, State.PAUSED, _DECISION, "job paused; same route"),
+    Transition(State.QUEUED, Event.ABSORB, State.ABSORBED, _DECISION,
+               "follow-up; lease fence > gate_fence (a run started after its holder)"),
+    Transition(State.FAILED, Event.ABSORB, State.ABSORBED, _DECISION,
+               "follow-up; lease fence > gate_fence"),
+    Transition(State.LOST, Event.ABSORB, State.ABSORBED, _DECISION,
+               "follow-up; lease fence > gate_fence"),
+)
+
+
+def transition(source: State | None, event: Event) -> Transition | None:
+    """The edge ``event`` takes from ``source``, or None (the event is refused there)."""
+    return _BY_EDGE.get((source, event))
+
+
+_BY_EDGE = {(t.source, t.event): t for t in TRANSITIONS}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriggerRecord:
+    """A trigger's item, read as a value."""
+
+    trigger_id: str
+    state: State
+    route: Route
+    run_id: str | None = None
+    """The run holding it (``running``), the run that ended it, or the decision's run."""
+    fence: int | None = None
+    at_ms: int = 0
+    ttl_epoch_s: int = 0
+    gate_fence: int | None = None
+    """Follow-ups: they run only while the lease fence is still this (no other run
+    started since the run they follow, or since their own last attempt)."""
+    into: str | None = None
+    """Coalesced triggers: the follow-up they were folded into."""
+
+    def live(self, now_ms: int) -> bool:
+        """False once past its TTL: treated as absent, as every condition does."""
+        return self.ttl_epoch_s * 1000 >= now_ms
+
+
+class Next(StrEnum):
+    """What a trigger does, decided from what it knows of the lease row and its item."""
+
+    RUN = "run"
+    """Take the lease (free, expired, or REPLACE)."""
+    DUPLICATE = "duplicate"
+    PAUSED = "paused"
+    SKIP = "skip"
+    QUEUE = "queue"
+    DROP = "drop"
+    COALESCE = "coalesce"
+    ABSORB = "absorb"
+    DEFER = "defer"
+    """A queued trigger or follow-up found the lease held: wait on the queue."""
+
+
+def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
+           config: JobConfig, now_ms: int, *, ignore_pause: bool = False) -> Next:
+    """What ``trigger`` does, given the lease row and its own item. Pure.
+
+    Example:
+        >>> cfg = JobConfig(name="j")
+        >>> held = LeaseState(job="j", fence=3, run_id="R1", expires_at_ms=10_000)
+        >>> decide(held, None, Trigger("j", "j@t", TriggerKind.TICK), cfg, now_ms=5_000)
+        <Next.SKIP: 'skip'>
+    """
+    skew_ms = int(config.skew_margin.total_seconds() * 1000)
+    held = lease.is_held(now_ms, skew_ms)
+    route = route_of(trigger)
+    if item is not None and not item.live(now_ms):
+        item = None
+    state = item.state if item is not None else None
+
+    if state in TERMINAL:
+        return Next.DUPLICATE
+    if item is not None and item.route is not route:
+        # A queued trigger's retries belong to its message, and a message never runs a
+        # trigger that arrived directly.
+        return Next.DUPLICATE
+    if state is State.RUNNING:
+        assert item is not None
+        if lease.run_id == item.run_id and held:
+            return Next.DUPLICATE if route is Route.DIRECT else Next.DEFER
+        if lease.run_id is not None and lease.run_id != item.run_id:
+            # Its run was taken over without being marked (a lost response): whoever holds
+            # the lease now decides below like for a failed trigger.
+            state = State.LOST
+
+    if route is Route.QUEUE:
+        if state is None:
+            # A message whose trigger was never recorded queued (its decision was undone
+            # or never landed) or is long forgotten.
+            return Next.DUPLICATE
+        if trigger.kind is TriggerKind.FOLLOW_UP and item is not None \
+                and item.gate_fence is not None and lease.fence > item.gate_fence \
+                and lease.run_id != item.run_id:
+            return Next.ABSORB
+        if lease.paused_at_ms is not None and not ignore_pause:
+            return Next.PAUSED
+        return Next.DEFER if held else Next.RUN
+
+    # A direct delivery: absent, failed, lost, or running with its run dead.
+    if lease.paused_at_ms is not None and not ignore_pause:
+        return Next.PAUSED
+    policy = config.policy
+    if policy is OverlapPolicy.QUEUE and (held or lease.queued_n > 0):
+        return Next.DROP if lease.queued_n >= config.max_queued else Next.QUEUE
+    if not held or policy is OverlapPolicy.REPLACE:
+        return Next.RUN
+    if policy is OverlapPolicy.SKIP:
+        return Next.SKIP
+    return Next.COALESCE
