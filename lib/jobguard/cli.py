@@ -167,9 +167,19 @@ def _out(args: argparse.Namespace, data: Any, human: str) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from .errors import DamagedRowError
+
     store, _ = _stores(args)
     job = _job_name(args)
-    lease = store.read_lease(job)
+    try:
+        lease = store.read_lease(job)
+    except DamagedRowError as damage:
+        data = {"job": job, "damaged": {"row": damage.row, "attribute": damage.attribute,
+                                        "problem": str(damage), "repair": damage.repair},
+                "lease_row": store.read_lease_raw(job)}
+        _out(args, data, f"job {job}: the lease row is damaged: {damage.attribute} "
+                         f"({damage}).\nrepair it with: {damage.repair}")
+        return 1
     now_ms = int(time.time() * 1000)
     runs = [r.as_dict() for r in store.list_runs(job, limit=5)]
     data = {
@@ -279,7 +289,23 @@ def cmd_release(args: argparse.Namespace) -> int:
     job = _job_name(args)
     if not args.force:
         raise CommandError("--force", "releasing a lease by hand needs --force")
-    lease = store.read_lease(job)
+    from .errors import DamagedRowError
+
+    who = os.environ.get("USER") or "operator"
+    try:
+        lease = store.read_lease(job)
+    except DamagedRowError as damage:
+        print(f"job {job}: the lease row is damaged ({damage.attribute}); rewriting it",
+              file=sys.stderr)
+        if not args.yes:
+            answer = input("repair it (holder cleared, fence moved past every fence issued)? "
+                           "[y/N] ") if sys.stdin.isatty() else ""
+            if answer.strip().lower() not in ("y", "yes"):
+                raise CommandError("--yes", "not confirmed (answer y, or pass --yes)") from None
+        fence = store.repair(job, now_ms=int(time.time() * 1000), by=who)
+        _out(args, {"job": job, "repaired": True, "fence": fence},
+             f"repaired; fence is now {fence}")
+        return 0
     if lease.run_id is None:
         _out(args, {"job": job, "released": False, "reason": "free"}, f"job {job} is not held")
         return 0
@@ -291,7 +317,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
     released = store.force_release(job, holder_run_id=lease.run_id, fence=lease.fence,
-                                   now_ms=int(time.time() * 1000))
+                                   now_ms=int(time.time() * 1000), by=who,
+                                   reason=args.reason)
     if not released:
         raise CommandError("JOB", "the lease changed hands meanwhile; look again")
     data = {"job": job, "released": True, "old_run_id": lease.run_id,
@@ -518,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     release = job_command("release", "free a stuck lease and bump the fence")
     release.add_argument("--force", action="store_true")
     release.add_argument("--yes", action="store_true", help="do not ask")
+    release.add_argument("--reason", help="why (written on the released run's record)")
     release.set_defaults(run=cmd_release)
     job_command("runbook", "the job's runbook, from its definition").set_defaults(
         run=cmd_runbook)

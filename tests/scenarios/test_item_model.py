@@ -42,7 +42,8 @@ from jobguard.clock import to_ms
 from jobguard.dynamodb import DynamoJobStore, create_table, lease_state
 from jobguard.dynamodb_items import DynamoItemStore, item_record
 from jobguard.ids import new_run_id
-from jobguard.lease import Acquired, Mark, TriggerMark
+from jobguard.lease import Acquired
+from jobguard.trigger_state import State
 from jobguard.local.emulator import in_process
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.testing import ManualClock
@@ -370,7 +371,10 @@ class ItemLedgerModel(RuleBasedStateMachine):
                                    now_ms=now_ms, lease_ms=LEASE_MS)
         assert renewed == self.holds(worker.lease)
         if renewed:
-            self.lease = (worker.lease.run_id, worker.lease.fence, now_ms + LEASE_MS)
+            # an expiry never moves backwards (a worker whose clock is behind)
+            previous = self.lease[2] or 0
+            self.lease = (worker.lease.run_id, worker.lease.fence,
+                          max(previous, now_ms + LEASE_MS))
             worker.deadline = sent + (LEASE_MS - SKEW_MS) / 1000
         else:
             event("a stale renewal was refused")
@@ -385,8 +389,9 @@ class ItemLedgerModel(RuleBasedStateMachine):
                            ended_at_ms=now_ms, fence=lease.fence)
         released = self.store.release(JOB, run_id=lease.run_id, fence=lease.fence,
                                       trigger_id=worker.trigger_id,
-                                      mark=TriggerMark(Mark.DONE, now_ms), prune=[],
-                                      record=record, ttl_epoch_s=now_ms // 1000 + 86_400)
+                                      outcome=State.DONE, record=record,
+                                      record_ttl_s=now_ms // 1000 + 86_400,
+                                      trigger_ttl_s=now_ms // 1000 + 86_400)
         assert released.released == self.holds(lease)  # a stale holder cannot free it
         if released.released:
             self.lease = (None, lease.fence, None)  # the fence is kept

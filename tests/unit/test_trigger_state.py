@@ -1,0 +1,179 @@
+"""The trigger state machine and the pure decision, by table (no emulator).
+
+GIVEN a lease row and a trigger's item, WHEN a delivery decides, THEN the step is the
+one the README's policy table promises; and every (state, event) pair of the machine is
+either an edge of ``TRANSITIONS`` or refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from jobguard.config import JobConfig, OverlapPolicy
+from jobguard.errors import DamagedRowError
+from jobguard.lease import LeaseState, parse_lease
+from jobguard.trigger_state import (
+    TERMINAL,
+    TRANSITIONS,
+    Event,
+    Next,
+    Route,
+    State,
+    TriggerRecord,
+    decide,
+    transition,
+)
+from jobguard.triggers import Trigger, TriggerKind
+
+NOW = 1_800_000_000_000
+FREE = LeaseState(job="j", fence=4)
+HELD = LeaseState(job="j", fence=5, run_id="R1", trigger_id="j@other", expires_at_ms=NOW + 60_000)
+EXPIRED = LeaseState(job="j", fence=5, run_id="R1", trigger_id="j@other",
+                     expires_at_ms=NOW - 10_000)
+PAUSED = LeaseState(job="j", fence=4, paused_at_ms=NOW - 1, paused_reason="maintenance")
+TICK = Trigger("j", "j@t", TriggerKind.TICK)
+QUEUED = Trigger("j", "j@t", TriggerKind.QUEUED)
+FOLLOW_UP = Trigger("j", "j@follow-up:R0", TriggerKind.FOLLOW_UP)
+
+
+def item(state: State, route: Route = Route.DIRECT, run_id: str = "R0", *,
+         gate: int | None = None, ttl_ms: int = NOW + 3_600_000) -> TriggerRecord:
+    return TriggerRecord(trigger_id="j@t", state=state, route=route, run_id=run_id,
+                         ttl_epoch_s=ttl_ms // 1000, gate_fence=gate)
+
+
+def cfg(policy: OverlapPolicy = OverlapPolicy.SKIP, **kw) -> JobConfig:
+    return JobConfig(name="j", policy=policy, **kw)
+
+
+@pytest.mark.parametrize(("policy", "lease", "expected"), [
+    (OverlapPolicy.SKIP, FREE, Next.RUN), (OverlapPolicy.SKIP, HELD, Next.SKIP),
+    (OverlapPolicy.SKIP, EXPIRED, Next.RUN), (OverlapPolicy.QUEUE, HELD, Next.QUEUE),
+    (OverlapPolicy.COALESCE, HELD, Next.COALESCE), (OverlapPolicy.REPLACE, HELD, Next.RUN),
+    (OverlapPolicy.SKIP, PAUSED, Next.PAUSED), (OverlapPolicy.QUEUE, PAUSED, Next.PAUSED),
+])
+def test_a_new_direct_trigger_follows_its_policy(policy, lease, expected):
+    assert decide(lease, None, TICK, cfg(policy), NOW) is expected
+
+
+def test_queue_bound_and_order():
+    pending = LeaseState(job="j", fence=4, queued_n=1)
+    assert decide(pending, None, TICK, cfg(OverlapPolicy.QUEUE), NOW) is Next.QUEUE
+    full = LeaseState(job="j", fence=5, run_id="R1", expires_at_ms=NOW + 1, queued_n=2)
+    assert decide(full, None, TICK, cfg(OverlapPolicy.QUEUE, max_queued=2), NOW) is Next.DROP
+
+
+@pytest.mark.parametrize("state", sorted(TERMINAL))
+def test_a_terminal_trigger_is_a_duplicate_for_every_route(state):
+    for trigger, route in ((TICK, Route.DIRECT), (QUEUED, Route.QUEUE)):
+        assert decide(FREE, item(state, route), trigger, cfg(), NOW) is Next.DUPLICATE
+
+
+def test_an_expired_item_counts_as_absent():
+    old = item(State.DONE, ttl_ms=NOW - 1000)
+    assert decide(FREE, old, TICK, cfg(), NOW) is Next.RUN
+
+
+@pytest.mark.parametrize("state", [State.FAILED, State.LOST])
+def test_failure_and_lease_loss_are_not_success(state):
+    # direct: its redelivery runs again; queued: its message does, once the lease is free
+    assert decide(FREE, item(state), TICK, cfg(), NOW) is Next.RUN
+    assert decide(FREE, item(state, Route.QUEUE), QUEUED, cfg(OverlapPolicy.QUEUE), NOW) \
+        is Next.RUN
+    assert decide(HELD, item(state, Route.QUEUE), QUEUED, cfg(OverlapPolicy.QUEUE), NOW) \
+        is Next.DEFER
+
+
+def test_a_route_never_runs_the_other_routes_trigger():
+    assert decide(FREE, item(State.FAILED, Route.QUEUE), TICK, cfg(), NOW) is Next.DUPLICATE
+    assert decide(FREE, item(State.QUEUED, Route.QUEUE), TICK, cfg(), NOW) is Next.DUPLICATE
+    assert decide(FREE, item(State.FAILED), QUEUED, cfg(), NOW) is Next.DUPLICATE
+
+
+def test_paused_job_decides_a_failed_queued_trigger_as_paused():
+    assert decide(PAUSED, item(State.FAILED, Route.QUEUE), QUEUED, cfg(OverlapPolicy.QUEUE),
+                  NOW) is Next.PAUSED
+    assert decide(PAUSED, item(State.QUEUED, Route.QUEUE), QUEUED, cfg(OverlapPolicy.QUEUE),
+                  NOW) is Next.PAUSED
+
+
+def test_a_running_trigger_is_a_duplicate_while_its_run_lives_and_retried_once_it_died():
+    own = LeaseState(job="j", fence=5, run_id="R0", trigger_id="j@t",
+                     expires_at_ms=NOW + 60_000)
+    assert decide(own, item(State.RUNNING), TICK, cfg(), NOW) is Next.DUPLICATE
+    dead = LeaseState(job="j", fence=5, run_id="R0", trigger_id="j@t",
+                      expires_at_ms=NOW - 60_000)
+    assert decide(dead, item(State.RUNNING), TICK, cfg(), NOW) is Next.RUN
+
+
+def test_a_follow_up_is_absorbed_once_a_run_started_after_its_holder():
+    queued = item(State.QUEUED, Route.QUEUE, gate=4)
+    assert decide(FREE, queued, FOLLOW_UP, cfg(OverlapPolicy.COALESCE), NOW) is Next.RUN
+    later = LeaseState(job="j", fence=6)
+    assert decide(later, queued, FOLLOW_UP, cfg(OverlapPolicy.COALESCE), NOW) is Next.ABSORB
+
+
+# -- the machine itself -------------------------------------------------------------------
+
+SOURCES: list[State | None] = [None, *State]
+
+
+@pytest.mark.parametrize(("source", "event"), list(itertools.product(SOURCES, Event)))
+def test_every_state_event_pair_is_an_edge_or_refused(source, event):
+    edge = transition(source, event)
+    if source in TERMINAL:
+        # nothing moves a terminal trigger: a later delivery is a duplicate
+        assert edge is None
+        return
+    if edge is None:
+        return
+    assert edge.source == source and edge.event is event
+    assert edge.writer and edge.guard
+    if edge.event is Event.RUN:
+        assert edge.target is State.RUNNING
+    if source is None:
+        assert edge.event in (Event.RUN, Event.SKIP, Event.QUEUE, Event.DROP,
+                              Event.COALESCE, Event.PAUSE)
+
+
+def test_the_table_has_one_edge_per_pair_and_reaches_every_state():
+    pairs = [(t.source, t.event) for t in TRANSITIONS]
+    assert len(pairs) == len(set(pairs))
+    reached = {t.target for t in TRANSITIONS}
+    assert set(State) <= reached
+
+
+def test_only_a_run_leaves_a_running_trigger_or_an_operator():
+    leaving = {t.event for t in TRANSITIONS if t.source is State.RUNNING}
+    assert leaving == {Event.RUN, Event.RELEASE_OK, Event.RELEASE_FAILED, Event.RELEASE_LOST,
+                       Event.TAKEN_OVER, Event.REPLACED, Event.FORCE_RELEASE}
+
+
+# -- damaged lease rows -------------------------------------------------------------------
+
+GOOD = {"fence": 3, "run_id": "R1", "holder_owner": "w", "trigger_id": "j@t",
+        "acquired_at_ms": NOW, "expires_at_ms": NOW + 1, "heartbeat_at_ms": NOW}
+
+
+@pytest.mark.parametrize(("change", "attribute"), [
+    ({"expires_at_ms": None}, "expires_at_ms"),
+    ({"fence": None}, "fence"),
+    ({"fence": "abc"}, "fence"),
+    ({"expires_at_ms": "soon"}, "expires_at_ms"),
+    ({"queued_n": "x"}, "queued_n"),
+    ({"run_id": 7}, "run_id"),
+])
+def test_a_damaged_row_names_its_job_row_attribute_and_repair(change, attribute):
+    row = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    with pytest.raises(DamagedRowError) as caught:
+        parse_lease("j", row)
+    error = caught.value
+    assert (error.job, error.row, error.attribute) == ("j", "LEASE", attribute)
+    assert "jobguard release --force j" in str(error) and attribute in str(error)
+
+
+def test_a_row_made_by_pause_alone_is_a_new_job_not_damage():
+    state = parse_lease("j", {"paused_at_ms": NOW, "paused_reason": "x"})
+    assert not state.exists and state.paused_at_ms == NOW
