@@ -130,7 +130,7 @@ _HOLDER_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acqui
 
 ACQUIRE = call_site(
     "dynamodb.acquire", "dynamodb", "TransactWriteItems", "DynamoJobStore.acquire",
-    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
     note="a retry refused by its own write is recognised (the lease row names this run); "
          "an unanswered attempt is resolved by the next attempt's refusal or a read",
 )
@@ -171,7 +171,7 @@ RESUME = call_site(
 )
 FORCE_RELEASE = call_site(
     "dynamodb.force_release", "dynamodb", "TransactWriteItems",
-    "DynamoJobStore.force_release",
+    "DynamoJobStore._operator_release",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="operator command, one transaction (lease, fence mark, the run's trigger and "
          "record); a retry refused by its own write (released by this operator) counts",
@@ -729,7 +729,11 @@ class DynamoJobStore:
             actions.append(self._run_put(record, ttl))
             kinds.append("record")
         refused = self._transact("force_release", job, actions, kinds)
-        if refused is None:
+        if refused is None or (refused.lease is not None
+                               and refused.lease.released_by == f"operator:{by}"
+                               and refused.lease.last_run_id == lease.run_id
+                               and refused.lease.fence == new_fence):
+            # applied (or applied by our own earlier attempt whose response was lost)
             _fences[(self.table_name, job)] = new_fence
             return True
         return False

@@ -23,14 +23,10 @@ SITES = {s.name: s for s in all_sites()}
 # Sites reached by the run scenario, and what must fail first for a site to be reached.
 RUN_PATH = {
     "dynamodb.acquire": [],
-    "dynamodb.acquire_resolve": [Rule(Fault.SERVER_ERROR, site="dynamodb.acquire", nth=1)],
-    "dynamodb.put_run": [],
     "dynamodb.renew": [],
     "dynamodb.release": [],
     "dynamodb.record_decision": [],
     "dynamodb.set_wake": [],
-    "dynamodb.undo_pending": [Rule(Fault.THROTTLE, site="queue.send", nth=1)],
-    "dynamodb.get_run": [Rule(Fault.LOST, site="dynamodb.record_decision", nth=1)],
     "items.claim": [],
     "items.settle": [],
     "items.read_checkpoint": [],
@@ -63,6 +59,9 @@ FOLLOW_UP_LATE = {
 # A failed delivery of a queue message is reported to the event source mapping, which
 # delivers it again (the error never reaches a caller).
 SQS_REDELIVERS = {"dynamodb.set_wake", "queue.defer"}
+# A COALESCE decision whose follow-up message could not be sent stands: the follow-up is
+# named on the lease row and the holder's release sends it (the sender sees no error).
+RELEASE_RESENDS = {"queue.send"}
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.value for f in FAULTS])
@@ -82,8 +81,8 @@ def test_cell(site: str, fault: Fault) -> None:
     assert out.r1 is not None, [(r.run_id, r.status.value) for r in out.runs]
     statuses = [r.status.value for r in out.runs]
     # R0 is on the log exactly once: its own record, or (best effort failed) named by R1.
-    best_effort_failed = site == "dynamodb.put_run" and fault is not Fault.LOST
-    assert statuses.count("abandoned") == (0 if best_effort_failed else 1), statuses
+    # (written in the takeover's own transaction: no fault elsewhere can lose it)
+    assert statuses.count("abandoned") == 1, statuses
     assert out.r1.extra.get("displaced_run_id") == "R0", out.r1.extra
     if site in R1_SITES and handling in (Handling.RETRY, Handling.UNCERTAIN):
         assert out.r1.status.value == "succeeded", (out.r1, out.errors)
@@ -104,7 +103,7 @@ def test_cell(site: str, fault: Fault) -> None:
     if (site, fault) == ("destination.s3.put", Fault.LOST):
         # The resend was refused (412) and the stored object's id read back.
         assert out.faults.calls_at("destination.s3.head"), out.faults.summary()
-    if handling is Handling.SURFACE and site not in R1_SITES | SQS_REDELIVERS:
+    if handling is Handling.SURFACE and site not in R1_SITES | SQS_REDELIVERS | RELEASE_RESENDS:
         assert out.errors, "the sender should have seen the error"
     # COALESCE's promise: the second tick is served once: by one follow-up run, or (its
     # decision surfaced an error and the retry came after R1) by running itself.

@@ -20,10 +20,10 @@ VALID = {
     "scheduler-tick.json": ("succeeded", "crm-sync@2026-11-29T07:35:00Z", "tick"),
     "eventbridge-rule.json": ("succeeded", "crm-sync@2026-11-29T07:40:00Z", "rule"),
     "manual-run.json": ("succeeded", "crm-sync@manual:backfill-2026-11-29", "manual"),
-    # A follow-up message whose mark is not on the lease row is not run: correctness
+    # A follow-up message whose trigger item was never written is not run: correctness
     # never comes from the queue.
     "sqs-follow-up-without-mark.json": (
-        "coalesced", "crm-sync@follow-up:01M8K455CTTK6J3JQ50YRKYJS2", "follow_up"),
+        "duplicate", "crm-sync@follow-up:01M8K455CTTK6J3JQ50YRKYJS2", "follow_up"),
 }
 MALFORMED = {
     "not-a-dict.json": "event",
