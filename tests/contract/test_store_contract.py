@@ -13,8 +13,8 @@ import pytest
 
 from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.lease import Acquired, Busy
-from jobguard.trigger_state import State
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.trigger_state import State
 from jobguard.triggers import Trigger, TriggerKind
 
 JOB = "contract-job"

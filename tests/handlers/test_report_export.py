@@ -21,7 +21,8 @@ from jobguard.testing import ManualClock
 from jobguard.triggerqueue import TriggerQueue
 
 JOB = "report-export"
-NOW = datetime(2026, 11, 29, 10, 59, 30, tzinfo=UTC)  # the 11:00 tick may arrive early by seconds, not an hour
+# a tick arrives at or after its time: the 11:00 tick may be early by seconds, not an hour
+NOW = datetime(2026, 11, 29, 10, 59, 30, tzinfo=UTC)
 
 
 def tick(at: str, execution_id: str = "exec-1") -> dict[str, Any]:

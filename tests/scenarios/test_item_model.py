@@ -43,10 +43,10 @@ from jobguard.dynamodb import DynamoJobStore, create_table, lease_state
 from jobguard.dynamodb_items import DynamoItemStore, item_record
 from jobguard.ids import new_run_id
 from jobguard.lease import Acquired
-from jobguard.trigger_state import State
 from jobguard.local.emulator import in_process
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.testing import ManualClock
+from jobguard.trigger_state import State
 from jobguard.triggers import Trigger, TriggerKind
 from jobguard.workitems import Checkpoint, ClaimRequest, Fence, ItemState, Settle
 
