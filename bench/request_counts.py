@@ -138,6 +138,34 @@ def guarded_skips(table: str, ticks: Ticks, n: int) -> Sample:
     return sample
 
 
+def lease_row_after_triggers(table: str, ddb: Any, n: int) -> int:
+    """The lease row's size after ``n`` distinct manual triggers decided against a held
+    lease (the trigger rate a rule-driven job can reach): each is skipped, so each leaves
+    a trigger item and a record, and none may leave anything on the lease row."""
+    from datetime import timedelta
+
+    from jobguard import GuardedJob, JobConfig
+    from jobguard.dynamodb import DynamoJobStore
+    from jobguard.testing import ManualClock
+
+    clock = ManualClock()
+    store = DynamoJobStore(table, client=ddb)
+    config = JobConfig(name="bench-rows", policy=OverlapPolicy.SKIP,
+                       lease=timedelta(hours=3), table_name=table)
+    job = GuardedJob(config, _noop, store=store, clock=clock)
+    from jobguard.triggers import Trigger, TriggerKind
+
+    store.take(Trigger("bench-rows", "bench-rows@manual:holder", TriggerKind.MANUAL),
+               run_id="HOLDER", owner="bench/holder", now_ms=int(clock.now().timestamp() * 1000),
+               lease_ms=3 * 3_600_000)
+    step = timedelta(hours=2) / n
+    for i in range(n):
+        job.handle(Trigger("bench-rows", f"bench-rows@manual:t{i:05d}", TriggerKind.MANUAL,
+                           requested_by="bench"), None, None)
+        clock.advance(step)
+    return lease_row_bytes(ddb, table, "bench-rows")
+
+
 def lease_row_bytes(ddb: Any, table: str, job: str) -> int:
     """Approximate DynamoDB size of a job's lease row (attribute names + values).
 

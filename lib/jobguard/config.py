@@ -6,19 +6,15 @@ import time of the handler module), not at 3 a.m. when two runs meet.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 
 from .errors import ConfigError
+from .names import JOB_NAME_PATTERN, validate_job_name
 
 __all__ = ["JOB_NAME_PATTERN", "MAX_FUNCTION_TIMEOUT", "SCHEDULER_REDELIVERY_WINDOW",
            "TRIGGER_QUEUE_RETENTION", "JobConfig", "OverlapPolicy", "validate_job_name"]
-
-#: Job names become part of DynamoDB keys (``JOB#<name>``) and SQS group ids, so the
-#: key delimiter ``#`` and anything outside this set is refused.
-JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 SCHEDULER_REDELIVERY_WINDOW = timedelta(hours=24)
 """EventBridge Scheduler retries a tick it could not deliver for up to 24 hours."""
@@ -53,17 +49,6 @@ class OverlapPolicy(StrEnum):
     REPLACE = "REPLACE"
     """Take the lease with a higher fence; the old run notices at its next heartbeat or
     write and stops. For jobs where only the newest request matters."""
-
-
-def validate_job_name(name: object, *, field_name: str = "name") -> str:
-    """Return ``name`` if it is a valid job name, else raise :class:`ConfigError`."""
-    if not isinstance(name, str) or not JOB_NAME_PATTERN.fullmatch(name):
-        raise ConfigError(
-            field_name,
-            f"job name {name!r} must be 1-64 characters of letters, digits, '_', '.', '-' "
-            "and start with a letter or digit ('#' is the key delimiter)",
-        )
-    return name
 
 
 def _positive(field_name: str, value: object) -> timedelta:

@@ -39,7 +39,7 @@ from ._dynamo import reasons as _reasons
 from ._dynamo import transient
 from .callsites import RETRY, SURFACE, call_site
 from .errors import DamagedRowError, StoreError
-from .lease import Acquired, Busy, LeaseState, Refused, Released, backoff, parse_lease
+from .lease import Acquired, Busy, LeaseState, Released, backoff, parse_lease
 from .records import Decision, RunRecord, RunStatus
 from .schema import (
     FENCE_SK,
@@ -56,7 +56,7 @@ from .schema import (
     run_sk,
     trigger_sk,
 )
-from .trigger_state import Next, Route, State, TriggerRecord
+from .trigger_state import Next, Refused, Route, State, TriggerRecord
 
 __all__ = ["Acquired", "Busy", "DynamoJobStore", "Refused", "Released", "create_table",
            "lease_state", "trigger_record"]

@@ -160,7 +160,7 @@ def job_name(environ: Mapping[str, str] | None = None) -> str:
     Raises:
         ConfigError: naming ``JOBGUARD_JOB`` when it is missing or not a job name.
     """
-    from .config import validate_job_name
+    from .names import validate_job_name
 
     raw = _read(JOB_NAME, environ)
     if raw is None or not raw.strip():

@@ -23,10 +23,11 @@ from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
 from .errors import ConfigError, InvalidTriggerError, JobGuardError, LeaseLostError, StoreError
 from .hooks import fire
 from .ids import new_run_id
-from .lease import Acquired, LeaseState, Refused, backoff
+from .lease import Acquired, LeaseState, backoff
+from .ports import JobStore, TriggerQueuePort
 from .records import Decision, Outcome, RunRecord, RunStatus
 from .run import Heartbeat, Run, _reset_current, _set_current
-from .trigger_state import TERMINAL, Next, Route, State, TriggerRecord, decide, route_of
+from .trigger_state import TERMINAL, Next, Refused, Route, State, TriggerRecord, decide, route_of
 from .triggers import (
     Trigger,
     TriggerKind,
@@ -90,8 +91,8 @@ def _default_owner() -> str:
 
 @dataclass
 class _Runtime:
-    store: Any
-    queue: Any | None
+    store: JobStore
+    queue: TriggerQueuePort | None
     telemetry: Any
     items: Any
     config: JobConfig
@@ -114,8 +115,8 @@ class GuardedJob:
         config: JobConfig,
         handler: Handler,
         *,
-        store: Any = None,
-        queue: Any = None,
+        store: JobStore | None = None,
+        queue: TriggerQueuePort | None = None,
         clock: Clock | None = None,
         owner: str | None = None,
     ) -> None:
@@ -220,6 +221,7 @@ class GuardedJob:
         for attempt in range(_MAX_ATTEMPTS):
             step = decide(lease, item, trigger, config, now_ms)
             seen.append(step.value)
+            refused: Refused | None
             if step is Next.DEFER:
                 raise _Deferred(lease)
             if step is Next.RUN:
@@ -239,19 +241,20 @@ class GuardedJob:
                 if isinstance(result, Acquired):
                     return self._run(trigger, run_id, result, now_ms, acquired_mono,
                                      event, context)
+                refused = result
             else:
-                outcome, result = self._decide(trigger, step, lease, item, run_id, now_ms,
-                                               event)
+                outcome, refused = self._decide(trigger, step, lease, item, run_id, now_ms,
+                                                event)
                 if outcome is not None:
                     return outcome
-            assert result is not None
-            if result.lease is not None:
-                lease = result.lease
-            if result.trigger_failed:
-                item = result.trigger
-            if result.high_water is not None:
-                high_water = result.high_water
-            if result.conflict:
+            assert refused is not None
+            if refused.lease is not None:
+                lease = refused.lease
+            if refused.trigger_failed:
+                item = refused.trigger
+            if refused.high_water is not None:
+                high_water = refused.high_water
+            if refused.conflict:
                 backoff(attempt)
             fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
             now = self.clock.now()
@@ -539,7 +542,7 @@ class GuardedJob:
                     "fence": fence, "detail": record.detail}
         return result
 
-    def _resend_follow_up(self, queue: Any, follow_up_id: str) -> None:
+    def _resend_follow_up(self, queue: TriggerQueuePort, follow_up_id: str) -> None:
         """Send the pending follow-up's message again: the coalescing delivery may have
         failed to. Harmless if it did not: SQS drops a resend within 5 minutes, and later
         only a delivery that finds the follow-up queued runs."""
@@ -625,7 +628,7 @@ class GuardedJob:
                 self.config.name, holder_run_id=state.run_id, receipt=receipt)):
             queue.defer(receipt, 0)
 
-    def _queue_if_configured(self) -> Any:
+    def _queue_if_configured(self) -> TriggerQueuePort | None:
         """The trigger queue, or None where this function has none: a recovery or
         reconciler run of a queued job releases like any run, but wakes and resends are
         its queue's business, and a deferred message comes back by itself."""
@@ -636,7 +639,7 @@ class GuardedJob:
         except ConfigError:
             return None
 
-    def _trigger_queue(self) -> Any:
+    def _trigger_queue(self) -> TriggerQueuePort:
         """The job's trigger queue, built the first time a decision needs it."""
         rt = self.runtime()
         if rt.queue is None:

@@ -19,14 +19,11 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import DamagedRowError
 
-if TYPE_CHECKING:
-    from .trigger_state import TriggerRecord
-
-__all__ = ["Acquired", "Busy", "LeaseState", "Refused", "Released", "backoff", "parse_lease"]
+__all__ = ["Acquired", "Busy", "LeaseState", "Released", "backoff", "parse_lease"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,20 +160,6 @@ class Released:
     coalescing delivery may have failed to), with the same deduplication id; only a
     delivery that finds the follow-up's item ``queued`` runs."""
     state: LeaseState | None = None
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A transaction's conditions did not hold. Each field is the item whose condition
-    failed, as it was (``ALL_OLD``); a field left ``None`` with its ``*_failed`` flag
-    False means that item was as the caller expected."""
-
-    lease: LeaseState | None = None
-    trigger: TriggerRecord | None = None
-    trigger_failed: bool = False
-    high_water: int | None = None
-    conflict: bool = False
-    """A concurrent transaction touched the same items: look again after a backoff."""
 
 
 def backoff(attempt: int) -> None:

@@ -215,7 +215,7 @@ class Run:
     def work_claims(self, *, reconcile: Callable[[Any, Any], str | None] | None = None) -> Any:
         """The claim engine of this run (one per run)."""
         if self._claims is None:
-            from .batch import WorkClaims
+            from .claims import WorkClaims
 
             self._claims = WorkClaims(self, self.services.items, self.services.config,
                                       self.services.telemetry, reconcile=reconcile)

@@ -42,6 +42,7 @@ __all__ = [
     "TRANSITIONS",
     "Event",
     "Next",
+    "Refused",
     "Route",
     "State",
     "Transition",
@@ -307,3 +308,17 @@ def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
     if policy is OverlapPolicy.SKIP:
         return Next.SKIP
     return Next.COALESCE
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A transaction's conditions did not hold. Each field is the item whose condition
+    failed, as it was (``ALL_OLD``); a field left ``None`` with its ``*_failed`` flag
+    False means that item was as the caller expected."""
+
+    lease: LeaseState | None = None
+    trigger: TriggerRecord | None = None
+    trigger_failed: bool = False
+    high_water: int | None = None
+    conflict: bool = False
+    """A concurrent transaction touched the same items: look again after a backoff."""

@@ -1,7 +1,7 @@
 """The job's SQS FIFO trigger queue: the only module that talks to SQS.
 
 The queue only carries triggers; it never decides. Whether a queued trigger or a
-follow-up may run is decided by its mark on the lease row, so SQS deduplication (five
+follow-up may run is decided by its trigger item (``queued``), so SQS deduplication (five
 minutes on AWS, different on emulators) is a saving, never a correctness requirement.
 """
 
@@ -23,8 +23,9 @@ MAX_VISIBILITY_S = 43_200
 SEND = call_site(
     "queue.send", "sqs", "SendMessage", "TriggerQueue.send",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="the trigger's mark is undone and `StoreError` reaches its sender; the SDK's "
-         "resend keeps the deduplication id, and the consumer's mark check runs it once",
+    note="QUEUE: the decision is taken back and `StoreError` reaches its sender; COALESCE: "
+         "the decision stands and the holder's release sends the follow-up; the SDK's resend "
+         "keeps the deduplication id, and only a delivery finding the item queued runs",
 )
 DEFER = call_site(
     "queue.defer", "sqs", "ChangeMessageVisibility", "TriggerQueue.defer",

@@ -76,8 +76,12 @@ class WorkId:
     def __post_init__(self) -> None:
         if not isinstance(self.source_id, str) or not self.source_id:
             raise InvalidWorkIdError("source_id", "must be a non-empty string")
-        if len(self.source_id) > _SOURCE_MAX:
-            raise InvalidWorkIdError("source_id", f"must be at most {_SOURCE_MAX} characters")
+        if len(self.source_id.encode("utf-8")) > _SOURCE_MAX:
+            # bytes, not characters: the work id is part of DynamoDB keys (partition key
+            # at most 2,048 bytes, index sort key at most 1,024)
+            raise InvalidWorkIdError(
+                "source_id", f"must be at most {_SOURCE_MAX} bytes in UTF-8, got "
+                f"{len(self.source_id.encode('utf-8'))}")
         if _SOURCE_FORBIDDEN.search(self.source_id) or self.source_id != self.source_id.strip():
             raise InvalidWorkIdError(
                 "source_id",

@@ -115,16 +115,17 @@ def test_a_sigkilled_holder_is_taken_over_after_expiry_and_recorded_as_abandoned
     time.sleep(max(0.0, (takeover_at_ms - to_ms(_now())) / 1000))  # wait for the deadline
     sends: list[str] = []
     job = _job(table, lambda event, context: "took over", lease_s=2)
-    job.runtime().store._client.meta.events.register(  # noqa: SLF001 - count acquisitions
-        "before-parameter-build.dynamodb.UpdateItem",
-        lambda params, **kw: sends.append(str(params.get("ReturnValues"))),
+    job.runtime().store.client.meta.events.register(  # count acquisition transactions
+        "before-parameter-build.dynamodb.TransactWriteItems",
+        lambda params, **kw: sends.append(str(len(params.get("TransactItems", [])))),
     )
     result = job({"job": JOB, "manual": True, "trigger_id": "next"}, None)
 
-    # THEN it took over at once (one acquisition write), with a higher fence, and the
-    # dead run is recorded as abandoned
+    # THEN it took over at once (a refused attempt that learns the dead holder, then the
+    # takeover naming it, with the dead run's trigger and record: 5 actions), with a
+    # higher fence, and the dead run is recorded as abandoned
     assert result == "took over"
-    assert sends.count("ALL_OLD") == 1
+    assert sends[:2] == ["3", "5"], sends
     abandoned = store.get_run(JOB, held.run_id)
     assert abandoned is not None and abandoned.status.value == "abandoned"
     assert abandoned.fence == held.fence

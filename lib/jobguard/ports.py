@@ -1,0 +1,67 @@
+"""The two things the guard talks to, as protocols: the job store and the trigger queue.
+
+:class:`jobguard.dynamodb.DynamoJobStore` and :class:`jobguard.triggerqueue.TriggerQueue`
+are the implementations; a test or another backend passes anything that has these
+methods. Nothing here imports boto3.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .lease import Acquired, LeaseState, Released
+    from .records import RunRecord
+    from .trigger_state import Next, Refused, Route, State, TriggerRecord
+    from .triggers import Trigger
+
+__all__ = ["JobStore", "TriggerQueuePort"]
+
+
+class JobStore(Protocol):
+    """Leases, trigger items and run records (see ``DynamoJobStore`` for each method)."""
+
+    table_name: str
+
+    @property
+    def client(self) -> Any: ...
+
+    def expected_lease(self, job: str) -> LeaseState: ...
+
+    def read_lease(self, job: str) -> LeaseState: ...
+
+    def acquire(self, trigger_id: str, *, job: str, run_id: str, owner: str, now_ms: int,
+                lease_ms: int, skew_ms: int, lease: LeaseState, item: TriggerRecord | None,
+                route: Route, trigger_kind: str, trigger_ttl_s: int, high_water: int = 0,
+                replace: bool = False, queue_gate: bool = False, ignore_pause: bool = False,
+                displaced: RunRecord | None = None, record_ttl_s: int = 0,
+                ) -> Acquired | Refused: ...
+
+    def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int
+              ) -> bool: ...
+
+    def release(self, job: str, *, run_id: str, fence: int, trigger_id: str, outcome: State,
+                record: RunRecord, record_ttl_s: int, trigger_ttl_s: int) -> Released: ...
+
+    def set_wake(self, job: str, *, holder_run_id: str, receipt: str) -> bool: ...
+
+    def record_decision(self, record: RunRecord, *, step: Next, lease: LeaseState,
+                        item: TriggerRecord | None, route: Route, now_ms: int, skew_ms: int,
+                        max_queued: int, trigger_ttl_s: int, record_ttl_s: int,
+                        follow_up: tuple[str, int, int] | None = None) -> Refused | None: ...
+
+    def undo_queued(self, record: RunRecord, *, prior: TriggerRecord | None,
+                    now_ms: int) -> bool: ...
+
+    def put_run(self, record: RunRecord, ttl_epoch_s: int, *, only_if_absent: bool = False,
+                keep_operator_record: bool = False) -> bool: ...
+
+
+class TriggerQueuePort(Protocol):
+    """The job's FIFO trigger queue (see ``TriggerQueue``)."""
+
+    def send(self, trigger: Trigger, *, event: object = None) -> None: ...
+
+    def defer(self, receipt: str, seconds: int) -> None: ...
+
+    def wake(self, receipt: str) -> bool: ...
