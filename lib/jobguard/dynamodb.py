@@ -24,7 +24,6 @@ fence without reading it back.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -355,6 +354,22 @@ class DynamoJobStore:
     def _run_put(self, record: RunRecord, ttl_epoch_s: int) -> dict[str, Any]:
         return {"Put": {"TableName": self.table_name, "Item": self._run_item(record, ttl_epoch_s)}}
 
+    def _end_trigger(self, job: str, trigger_id: str, run_id: str, target: State,
+                     now_ms: int, ttl_epoch_s: int) -> dict[str, Any]:
+        """Move a run's trigger out of ``running`` (taken over, replaced, released by an
+        operator): only while the item is still that run's (or gone: TTL deleted it),
+        never a trigger decided since. An item recreated here gets a route and a TTL."""
+        t = _Expr()
+        state = t.n("state")
+        update = (f"SET {state} = {t.v(target.value)}, {t.n('at_ms')} = {t.v(now_ms)}, "
+                  f"{t.n('run_id')} = {t.v(run_id)}, "
+                  f"{t.n('route')} = if_not_exists({t.n('route')}, {t.v(Route.DIRECT.value)}), "
+                  f"{t.n(TTL_ATTRIBUTE)} = if_not_exists({t.n(TTL_ATTRIBUTE)}, "
+                  f"{t.v(ttl_epoch_s)})")
+        condition = (f"attribute_not_exists({state}) OR ({state} = {t.v(State.RUNNING.value)} "
+                     f"AND {t.n('run_id')} = {t.v(run_id)})")
+        return self._update(self._trigger_key(job, trigger_id), t, update, condition)
+
     def _transact(self, operation: str, job: str, actions: list[dict[str, Any]],
                   kinds: list[str]) -> Refused | None:
         """Run one transaction. None when it was applied; else what refused it.
@@ -378,6 +393,7 @@ class DynamoJobStore:
             trigger: TriggerRecord | None = None
             trigger_failed = False
             high_water: int | None = None
+            displaced_failed = False
             conflict = False
             for kind, reason in zip(kinds, _reasons(exc), strict=False):
                 code = reason.get("Code")
@@ -394,9 +410,12 @@ class DynamoJobStore:
                 elif kind == "fence":
                     value = _plain(found).get("hw", 0)
                     high_water = int(value) if isinstance(value, int) else 0
+                elif kind == "displaced_trigger":
+                    displaced_failed = True
             return Refused(lease=lease, trigger=trigger, trigger_failed=trigger_failed,
-                           high_water=high_water, conflict=conflict and lease is None
-                           and not trigger_failed and high_water is None)
+                           high_water=high_water, displaced_failed=displaced_failed,
+                           conflict=conflict and lease is None and not trigger_failed
+                           and high_water is None and not displaced_failed)
         return None
 
     # -- lease ---------------------------------------------------------------------
@@ -422,6 +441,7 @@ class DynamoJobStore:
         ignore_pause: bool = False,
         displaced: RunRecord | None = None,
         record_ttl_s: int = 0,
+        mark_displaced: bool = True,
     ) -> Acquired | Refused:
         """Take the job's lease from the row as observed, in one transaction.
 
@@ -476,14 +496,11 @@ class DynamoJobStore:
             gate_fence=fence if trigger_kind == "follow_up" else None, kind=trigger_kind,
             gate=lease.fence if trigger_kind == "follow_up" else None))
         kinds.append("trigger")
-        if lease.run_id is not None and lease.trigger_id and lease.trigger_id != trigger_id:
-            d = _Expr()
+        if lease.run_id is not None and lease.trigger_id and lease.trigger_id != trigger_id \
+                and mark_displaced:
             target = State.REPLACED if replace and lease.is_held(now_ms, skew_ms) else State.LOST
-            actions.append(self._update(
-                self._trigger_key(job, lease.trigger_id), d,
-                f"SET {d.n('state')} = {d.v(target.value)}, {d.n('at_ms')} = {d.v(now_ms)}",
-                f"attribute_not_exists({d.n('state')}) OR "
-                f"{d.n('run_id')} = {d.v(lease.run_id)}"))
+            actions.append(self._end_trigger(job, lease.trigger_id, lease.run_id, target,
+                                             now_ms, record_ttl_s or trigger_ttl_s))
             kinds.append("displaced_trigger")
         if displaced is not None:
             actions.append(self._run_put(displaced, record_ttl_s))
@@ -592,6 +609,7 @@ class DynamoJobStore:
         """
         wake: str | None = None
         follow_up: str | None = None
+        end_trigger = True
         for attempt in range(8):
             e = _Expr()
             condition = f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)}"
@@ -603,18 +621,24 @@ class DynamoJobStore:
                 f"{e.n('last_run_id')} = {e.v(run_id)}, {e.n('released_by')} = {e.v('run')} "
                 f"REMOVE {', '.join(e.n(n) for n in _HOLDER_ATTRS)}"
             )
-            t = _Expr()
-            trigger_action = self._update(
-                self._trigger_key(job, trigger_id), t,
-                f"SET {t.n('state')} = {t.v(outcome.value)}, {t.n('at_ms')} = "
-                f"{t.v(record.ended_at_ms)}, {t.n(TTL_ATTRIBUTE)} = {t.v(trigger_ttl_s)}",
-                f"attribute_not_exists({t.n('state')}) OR {t.n('run_id')} = {t.v(run_id)}")
+            actions = [self._update(self._lease_key(job), e, update, condition)]
+            kinds = ["lease"]
+            if end_trigger:
+                t = _Expr()
+                st = t.n("state")
+                actions.append(self._update(
+                    self._trigger_key(job, trigger_id), t,
+                    f"SET {st} = {t.v(outcome.value)}, {t.n('at_ms')} = "
+                    f"{t.v(record.ended_at_ms)}, {t.n(TTL_ATTRIBUTE)} = {t.v(trigger_ttl_s)}, "
+                    f"{t.n('run_id')} = {t.v(run_id)}, {t.n('route')} = "
+                    f"if_not_exists({t.n('route')}, {t.v(Route.DIRECT.value)})",
+                    f"attribute_not_exists({st}) OR ({st} = "
+                    f"{t.v(State.RUNNING.value)} AND {t.n('run_id')} = {t.v(run_id)})"))
+                kinds.append("trigger")
+            actions.append(self._run_put(record, record_ttl_s))
+            kinds.append("record")
             try:
-                refused = self._transact(
-                    "release", job,
-                    [self._update(self._lease_key(job), e, update, condition), trigger_action,
-                     self._run_put(record, record_ttl_s)],
-                    ["lease", "trigger", "record"])
+                refused = self._transact("release", job, actions, kinds)
             except StoreError as exc:
                 if attempt < 7 and exc.__cause__ is not None and transient(exc.__cause__):
                     backoff(attempt)
@@ -629,9 +653,20 @@ class DynamoJobStore:
                 raise StoreError("release", job, str(exc)) from exc
             if refused is None:
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
+            mine = refused.trigger
+            if refused.trigger_failed and mine is not None and mine.run_id == run_id \
+                    and mine.state is not State.RUNNING:
+                # Our own earlier attempt landed (its response was lost): the trigger item
+                # says so even if another run has taken and released the lease since.
+                return Released(released=True, wake_receipt=wake, follow_up=follow_up)
+            if refused.trigger_failed and refused.lease is None:
+                # The lease is still ours but the trigger moved on (decided after its item
+                # outlived its TTL): release without touching it.
+                end_trigger = False
+                continue
             state = refused.lease
             if state is None:
-                backoff(attempt)  # a conflict, or the trigger item moved: look again
+                backoff(attempt)  # a conflict: look again
                 continue
             if state.run_id == run_id and state.fence == fence:
                 wake, follow_up = state.wake_receipt, state.follow_up
@@ -701,7 +736,8 @@ class DynamoJobStore:
         return self._operator_release(job, lease, new_fence, now_ms, by, record, ttl)
 
     def _operator_release(self, job: str, lease: LeaseState, new_fence: int, now_ms: int,
-                          by: str, record: RunRecord | None, ttl: int) -> bool:
+                          by: str, record: RunRecord | None, ttl: int, *,
+                          mark_trigger: bool = True) -> bool:
         e = _Expr()
         condition = self._lease_condition(e, lease)
         update = (f"SET {e.n('fence')} = {e.v(new_fence)}, "
@@ -716,19 +752,30 @@ class DynamoJobStore:
                    self._update(self._fence_key(job), f, f"SET {hw} = {f.v(new_fence)}",
                                 f"attribute_not_exists({hw}) OR {hw} < {f.v(new_fence)}")]
         kinds = ["lease", "fence"]
-        if lease.run_id is not None and lease.trigger_id:
-            t = _Expr()
+        if lease.run_id is not None and lease.trigger_id and mark_trigger:
+            actions.append(self._end_trigger(job, lease.trigger_id, lease.run_id,
+                                             State.RELEASED, now_ms, ttl))
+            kinds.append("displaced_trigger")
+        follow_up = self.read_trigger(job, lease.follow_up) if lease.follow_up else None
+        if follow_up is not None and follow_up.state is State.QUEUED \
+                and follow_up.gate_fence == lease.fence:
+            # The holder's pending follow-up: no run started, so it still runs (its gate
+            # moves with the fence the operator moved).
+            g = _Expr()
             actions.append(self._update(
-                self._trigger_key(job, lease.trigger_id), t,
-                f"SET {t.n('state')} = {t.v(State.RELEASED.value)}, "
-                f"{t.n('at_ms')} = {t.v(now_ms)}",
-                f"attribute_not_exists({t.n('state')}) OR "
-                f"{t.n('run_id')} = {t.v(lease.run_id)}"))
-            kinds.append("trigger")
+                self._trigger_key(job, follow_up.trigger_id), g,
+                f"SET {g.n('gate_fence')} = {g.v(new_fence)}",
+                f"{g.n('state')} = {g.v(State.QUEUED.value)} AND "
+                f"{g.n('gate_fence')} = {g.v(lease.fence)}"))
+            kinds.append("follow_up")
         if record is not None:
             actions.append(self._run_put(record, ttl))
             kinds.append("record")
         refused = self._transact("force_release", job, actions, kinds)
+        if refused is not None and refused.displaced_failed and mark_trigger:
+            # the stuck run's trigger was decided since (a delivery while paused): leave it
+            return self._operator_release(job, lease, new_fence, now_ms, by, record, ttl,
+                                          mark_trigger=False)
         if refused is None or (refused.lease is not None
                                and refused.lease.released_by == f"operator:{by}"
                                and refused.lease.last_run_id == lease.run_id
@@ -746,7 +793,7 @@ class DynamoJobStore:
         fence = raw.get("fence")
         known = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
         new_fence = max(known, self.high_water(job)) + 1
-        queued = self._count_queued(job)
+        queued = self._count_queued(job, now_ms)
         e = _Expr()
         run = raw.get("run_id")
         condition = (f"{e.n('run_id')} = {e.v(run)}" if isinstance(run, str)
@@ -788,7 +835,7 @@ class DynamoJobStore:
         _fences[(self.table_name, job)] = new_fence
         return new_fence
 
-    def _count_queued(self, job: str) -> int:
+    def _count_queued(self, job: str, now_ms: int) -> int:
         count = 0
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
@@ -798,7 +845,7 @@ class DynamoJobStore:
                                          "#k": "kind", "#ttl": TTL_ATTRIBUTE},
             "ExpressionAttributeValues": {":pk": {"S": job_pk(job)}, ":t": {"S": TRIGGER_PREFIX},
                                           ":q": {"S": "queued"}, ":kind": {"S": "queued"},
-                                          ":now": {"N": str(int(time.time()))}},
+                                          ":now": {"N": str(now_ms // 1000)}},
             "ConsistentRead": True, "Select": "COUNT",
         }
         while True:
@@ -876,9 +923,13 @@ class DynamoJobStore:
             route=Route.QUEUE if step is Next.QUEUE else route, run_id=record.run_id,
             now_ms=now_ms, ttl_epoch_s=trigger_ttl_s,
             into=follow_up[0] if follow_up is not None else None,
-            kind=record.trigger_kind or None)
+            kind="queued" if step is Next.QUEUE else record.trigger_kind or None)
         actions = [lease_action, trigger_action, self._run_put(record, record_ttl_s)]
         kinds = ["lease", "trigger", "record"]
+        if item is not None and item.state is State.RUNNING:
+            # A dead run's trigger (the job paused before anyone took the lease over): the
+            # delivery is recorded, the trigger is left to the takeover, which names it.
+            actions, kinds = [lease_action, actions[2]], ["lease", "record"]
         if follow_up is not None:
             follow_up_id, gate_fence, follow_up_ttl = follow_up
             f = _Expr()

@@ -14,6 +14,7 @@ __all__ = [
     "InvalidTriggerError",
     "JobGuardError",
     "LeaseLostError",
+    "SendError",
     "StoreError",
 ]
 
@@ -79,6 +80,20 @@ class StoreError(JobGuardError):
         self.operation = operation
         self.job = job
         super().__init__(f"{operation} for job {job!r}: {message}")
+
+
+class SendError(StoreError):
+    """A trigger message could not be sent to the job's trigger queue.
+
+    Attributes:
+        maybe_applied: True when the queue may have taken it anyway (the response was
+            lost, a timeout after sending, a 5xx); False when it surely did not
+            (throttled, refused, never sent).
+    """
+
+    def __init__(self, job: str, message: str, *, maybe_applied: bool) -> None:
+        self.maybe_applied = maybe_applied
+        super().__init__("send_trigger", job, message)
 
 
 class DamagedRowError(StoreError):

@@ -20,7 +20,14 @@ from typing import Any, TypeVar
 from ._bounds import bounded_extra, bounded_text
 from .clock import Clock, SystemClock, to_ms
 from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
-from .errors import ConfigError, InvalidTriggerError, JobGuardError, LeaseLostError, StoreError
+from .errors import (
+    ConfigError,
+    InvalidTriggerError,
+    JobGuardError,
+    LeaseLostError,
+    SendError,
+    StoreError,
+)
 from .hooks import fire
 from .ids import new_run_id
 from .lease import Acquired, LeaseState, backoff
@@ -217,6 +224,7 @@ class GuardedJob:
             item = TriggerRecord(trigger_id=trigger.trigger_id, state=State.QUEUED,
                                  route=Route.QUEUE, ttl_epoch_s=2**40)
         high_water = 0
+        mark_displaced = True
         seen: list[str] = []
         for attempt in range(_MAX_ATTEMPTS):
             step = decide(lease, item, trigger, config, now_ms)
@@ -231,12 +239,14 @@ class GuardedJob:
                     trigger.trigger_id, job=config.name, run_id=run_id, owner=self.owner,
                     now_ms=now_ms, lease_ms=self._lease_ms, skew_ms=self._skew_ms,
                     lease=lease, item=item, route=route, trigger_kind=trigger.kind.value,
-                    trigger_ttl_s=self._trigger_ttl(trigger, now_ms),
+                    trigger_ttl_s=self._running_ttl(trigger, now_ms),
                     high_water=high_water,
                     replace=config.policy is OverlapPolicy.REPLACE,
-                    queue_gate=config.policy is OverlapPolicy.QUEUE and route is Route.DIRECT,
+                    # a dead run's own trigger takes its turn back, ahead of the queue
+                    queue_gate=config.policy is OverlapPolicy.QUEUE and route is Route.DIRECT
+                    and not (item is not None and item.state is State.RUNNING),
                     displaced=self._displaced_record(lease, now_ms),
-                    record_ttl_s=self._ttl(now_ms),
+                    record_ttl_s=self._ttl(now_ms), mark_displaced=mark_displaced,
                 )
                 if isinstance(result, Acquired):
                     return self._run(trigger, run_id, result, now_ms, acquired_mono,
@@ -254,6 +264,8 @@ class GuardedJob:
                 item = refused.trigger
             if refused.high_water is not None:
                 high_water = refused.high_water
+            if refused.displaced_failed:
+                mark_displaced = False
             if refused.conflict:
                 backoff(attempt)
             fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
@@ -280,6 +292,7 @@ class GuardedJob:
         lease = rt.store.expected_lease(self.config.name)
         item: TriggerRecord | None = None
         high_water = 0
+        mark_displaced = True
         while True:
             now_ms = to_ms(self.clock.now())
             run_id = new_run_id(now_ms)
@@ -299,9 +312,9 @@ class GuardedJob:
                 trigger.trigger_id, job=self.config.name, run_id=run_id, owner=self.owner,
                 now_ms=now_ms, lease_ms=self._lease_ms, skew_ms=self._skew_ms, lease=lease,
                 item=item, route=Route.DIRECT, trigger_kind=trigger.kind.value,
-                trigger_ttl_s=self._trigger_ttl(trigger, now_ms), high_water=high_water,
+                trigger_ttl_s=self._running_ttl(trigger, now_ms), high_water=high_water,
                 ignore_pause=ignore_pause, displaced=self._displaced_record(lease, now_ms),
-                record_ttl_s=self._ttl(now_ms),
+                record_ttl_s=self._ttl(now_ms), mark_displaced=mark_displaced,
             )
             if isinstance(result, Acquired):
                 return self._run(trigger, run_id, result, now_ms, acquired_mono, event,
@@ -315,6 +328,8 @@ class GuardedJob:
                                      f"trigger {trigger.trigger_id} already {item.state.value}")
             if result.high_water is not None:
                 high_water = result.high_water
+            if result.displaced_failed:
+                mark_displaced = False
 
     # -- decisions -----------------------------------------------------------------------
 
@@ -362,8 +377,12 @@ class GuardedJob:
         if step is Next.QUEUE:
             try:
                 self._trigger_queue().send(self._queued_message(trigger), event=event)
-            except StoreError:
-                rt.store.undo_queued(record, prior=item, now_ms=now_ms)
+            except SendError as exc:
+                if not exc.maybe_applied:
+                    rt.store.undo_queued(record, prior=item, now_ms=now_ms)
+                # else the message may be on the queue (a lost response): the decision
+                # stands, and the sender's retry finds the trigger queued and sends the
+                # message again (the same deduplication id)
                 raise
         elif follow_up is not None:
             try:
@@ -572,6 +591,11 @@ class GuardedJob:
             base_ms = max(now_ms, to_ms(trigger.scheduled_at))
         window = max(self.config.dedup_window, self.config.stale_after)
         return (base_ms + self._skew_ms) // 1000 + int(window.total_seconds())
+
+    def _running_ttl(self, trigger: Trigger, now_ms: int) -> int:
+        """A running trigger's item must outlive its run (a run never lasts a day:
+        Lambda stops it at 15 minutes), whatever ``dedup_window`` says."""
+        return max(self._trigger_ttl(trigger, now_ms), now_ms // 1000 + 86_400)
 
     def _queue_ttl(self, now_ms: int) -> int:
         """A trigger on the queue is kept as long as its message can be delivered."""

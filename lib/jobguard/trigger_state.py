@@ -277,12 +277,17 @@ def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
         return Next.DUPLICATE
     if state is State.RUNNING:
         assert item is not None
-        if lease.run_id == item.run_id and held:
-            return Next.DUPLICATE if route is Route.DIRECT else Next.DEFER
-        if lease.run_id is not None and lease.run_id != item.run_id:
-            # Its run was taken over without being marked (a lost response): whoever holds
-            # the lease now decides below like for a failed trigger.
-            state = State.LOST
+        if lease.run_id == item.run_id:
+            if held:
+                return Next.DUPLICATE if route is Route.DIRECT else Next.DEFER
+            # Its own run died holding the lease: a takeover of its own trigger, whatever
+            # the policy (it had its turn before anything queued behind it). A paused job
+            # records the delivery and leaves the trigger to whoever takes the lease over.
+            if lease.paused_at_ms is not None and not ignore_pause:
+                return Next.PAUSED
+            return Next.RUN
+        # Its run is gone without its item being moved: decide as for a lost trigger.
+        state = State.LOST
 
     if route is Route.QUEUE:
         if state is None:
@@ -320,5 +325,8 @@ class Refused:
     trigger: TriggerRecord | None = None
     trigger_failed: bool = False
     high_water: int | None = None
+    displaced_failed: bool = False
+    """A takeover's displaced trigger was no longer the displaced run's: take over
+    without moving it (it was decided meanwhile)."""
     conflict: bool = False
     """A concurrent transaction touched the same items: look again after a backoff."""

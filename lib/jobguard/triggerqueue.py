@@ -10,10 +10,15 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+)
 
 from .callsites import RETRY, SURFACE, call_site
-from .errors import StoreError
+from .errors import SendError
 from .triggers import Trigger, queue_message_body
 
 __all__ = ["TriggerQueue"]
@@ -66,8 +71,13 @@ class TriggerQueue:
                 MessageGroupId=trigger.job,
                 MessageDeduplicationId=hashlib.sha256(trigger.trigger_id.encode()).hexdigest(),
             )
-        except (ClientError, BotoCoreError) as exc:
-            raise StoreError("send_trigger", trigger.job, str(exc)) from exc
+        except ClientError as exc:
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            raise SendError(trigger.job, str(exc), maybe_applied=status >= 500) from exc
+        except (EndpointConnectionError, ConnectTimeoutError) as exc:
+            raise SendError(trigger.job, str(exc), maybe_applied=False) from exc
+        except BotoCoreError as exc:  # read timeout, connection closed: it may have landed
+            raise SendError(trigger.job, str(exc), maybe_applied=True) from exc
 
     def defer(self, receipt: str, seconds: int) -> None:
         """Keep a delivered message invisible for ``seconds`` (0 = visible now)."""

@@ -1,0 +1,478 @@
+"""Adversarial review of the issue-14 trigger state (each test is a suspected defect).
+
+Races are staged with hook points and botocore events, never sleeps; the clock is a
+``ManualClock`` moved by hand. Each test asserts what the design promises, so a failing
+test is a demonstrated defect.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from botocore.exceptions import ReadTimeoutError
+
+from jobguard import OverlapPolicy, hooks
+from jobguard.clock import to_ms
+from jobguard.errors import StoreError
+
+from ._support import make_job, tick
+from ._trigger_support import (
+    Script,
+    call,
+    cli_force_release,
+    comes_back,
+    compare_mismatched_types_as_false,
+    decisions_of,
+    deliver,
+    drain,
+    force_release,
+    manual,
+    outcomes_of,
+    records_of,
+    start,
+    tick_id,
+)
+
+JOB = "crm-sync"
+LEASE = timedelta(seconds=60)
+PAST_THE_LEASE = LEASE + timedelta(seconds=15)  # lease + skew margin (5 s) + a bit
+
+
+class Crash(BaseException):
+    """The worker process dies right after its handler returned, before its release
+    (a Lambda timeout, an OOM kill): the lease stays held, the trigger stays running."""
+
+
+def crash(job: Any, event: Any) -> None:
+    def boom(**_: Any) -> None:
+        raise Crash()
+
+    with hooks.on("before_release", boom):
+        try:
+            job(event, None)
+        except Crash:
+            return
+    raise AssertionError("the run was expected to crash before its release")
+
+
+def _queued_n(aws: Any) -> int:
+    row = aws.lease_item(JOB) or {}
+    return int(row.get("queued_n", {"N": "0"})["N"])
+
+
+def _trigger_items(aws: Any) -> list[dict[str, Any]]:
+    items = aws.ddb.query(
+        TableName=aws.table, KeyConditionExpression="pk = :pk AND begins_with(sk, :t)",
+        ExpressionAttributeValues={":pk": {"S": f"JOB#{JOB}"}, ":t": {"S": "TRIGGER#"}},
+        ConsistentRead=True)["Items"]
+    return items
+
+
+def _pending_queued(aws: Any) -> int:
+    """Trigger items waiting on the queue as QUEUE triggers (not follow-ups)."""
+    return sum(1 for i in _trigger_items(aws)
+               if i.get("state", {}).get("S") == "queued"
+               and i.get("kind", {}).get("S") != "follow_up")
+
+
+def _rounds(aws: Any, job: Any, clock: Any, n: int = 4) -> list[Any]:
+    """Let the event source mapping work for ``n`` visibility timeouts."""
+    seen = []
+    for _ in range(n):
+        for d in drain(aws, JOB, job):
+            seen.append(d)
+            if d.failed:
+                comes_back(aws, JOB, d)
+        clock.advance(timedelta(minutes=1))
+    return seen
+
+
+# -- A. a re-decided running trigger wedges every takeover --------------------------------
+
+
+def test_crashed_run_redelivered_while_paused_wedges_the_job_after_resume(aws, clock):
+    """GIVEN a run that crashed holding the lease (Lambda timeout)
+    WHEN an operator pauses the job, Lambda's retry of the crashed tick arrives after the
+    lease expired (recorded `paused`), and the operator resumes
+    THEN the next tick runs (the crashed run's lease is taken over).
+
+    Found: the paused decision rewrote the crashed trigger's item (state `paused`,
+    run_id := the decision's run id) while the lease row still names the crashed run.
+    Every takeover carries `attribute_not_exists(state) OR run_id = <crashed run>` on
+    that item, which now fails; `_transact` maps a failure of the `displaced_trigger`
+    action to an empty `Refused()`, so `handle()` decides RUN again 8 times and raises
+    "no stable decision" on every trigger, forever. `release --force` carries the same
+    condition and fails too: no way out."""
+    script = Script()
+    job = make_job(aws, clock, script, lease=LEASE)
+    t1 = clock.now()
+    crash(job, tick(JOB, t1))
+    clock.advance(PAST_THE_LEASE)
+    aws.store.pause(JOB, reason="investigating", now_ms=to_ms(clock.now()))
+    retry = call(job, tick(JOB, t1))
+    assert isinstance(retry, dict) and retry["decision"] == "paused", retry
+    aws.store.resume(JOB)
+
+    clock.advance(timedelta(minutes=1))
+    t2 = clock.now()
+    outcome = call(job, tick(JOB, t2))
+    code, out, err = cli_force_release(aws, JOB)
+    assert script.ran(tick_id(JOB, t2)) == 1, \
+        f"the tick after resume did not run: {outcome!r}; release --force: {code} {err or out}"
+
+
+@pytest.mark.parametrize("max_queued", [10, 1], ids=["retry-queued", "retry-dropped"])
+def test_crashed_runs_retry_decided_behind_a_queued_trigger_wedges_the_queue(
+        aws, clock, max_queued):
+    """GIVEN a QUEUE job whose tick T1 crashed holding the lease, and tick T2 queued
+    behind it
+    WHEN the lease expires and Lambda's retry of T1 arrives (queued_n > 0, so it is
+    decided `queued` / `dropped`), then the event source mapping delivers T2
+    THEN T2 runs (it takes the expired lease over).
+
+    Found: the retry's decision moved T1's item from `running` to `queued`/`dropped`
+    with a new run id while the lease row still names T1's crashed run; T2's takeover
+    transaction then fails on the displaced-trigger condition, `Refused()` carries
+    nothing, and every delivery of T2 ends in "no stable decision" (to the DLQ, with
+    its item left `queued`, so queued_n leaks). No operator action involved."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, max_queued=max_queued,
+                   lease=LEASE)
+    t1 = clock.now()
+    crash(job, tick(JOB, t1))
+    clock.advance(timedelta(seconds=10))
+    t2 = clock.now()
+    assert call(job, tick(JOB, t2))["decision"] == "queued"
+    clock.advance(PAST_THE_LEASE)
+    retry = call(job, tick(JOB, t1))  # Lambda's retry of the timed-out invocation
+    clock.advance(timedelta(seconds=5))
+    deliveries = _rounds(aws, job, clock)
+    errors = [d.response for d in deliveries if d.failed]
+    assert script.ran(tick_id(JOB, t2)) == 1, \
+        f"T2 never ran (retry of T1 was {retry!r}); failed deliveries: {errors[:1]}"
+
+
+# -- B. operator actions and the pending follow-up ---------------------------------------
+
+
+def test_force_release_does_not_absorb_the_pending_follow_up(aws, clock):
+    """GIVEN a COALESCE run held in its handler, and tick T1 coalesced onto it
+    WHEN an operator force-releases the stuck run, and the follow-up's message is
+    delivered
+    THEN the follow-up runs: no run has started since T1 was coalesced.
+
+    Found: `_operator_release` REMOVEs `follow_up` (part of _HOLDER_ATTRS) and moves the
+    fence on without any run; the follow-up's delivery sees `lease.fence > gate_fence`
+    and is decided `absorbed` (decide(): ABSORB), so T1's request is served by nobody."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE, lease=LEASE)
+    t0 = clock.now()
+    gate = script.hold(tick_id(JOB, t0))
+    acquired: dict = {}
+    with hooks.on("after_acquire", lambda **ctx: acquired.setdefault("run", ctx)):
+        holder, _ = start(lambda: job(tick(JOB, t0), None))
+        assert gate.entered.wait(10)
+    clock.advance(timedelta(seconds=10))
+    t1 = clock.now()
+    assert call(job, tick(JOB, t1))["decision"] == "coalesced"
+
+    clock.advance(timedelta(seconds=10))
+    assert force_release(aws.store, JOB, holder_run_id=acquired["run"]["run_id"],
+                         fence=acquired["run"]["fence"], now_ms=to_ms(clock.now()),
+                         by="alice", reason="stuck")
+    gate.release.set()
+    holder.join(10)
+    clock.advance(timedelta(seconds=5))
+    _rounds(aws, job, clock, n=2)
+
+    direct = {tick_id(JOB, t0), tick_id(JOB, t1)}
+    follow = [r for r in aws.runs(JOB) if r.trigger_id not in direct]
+    ran = [r for r in follow if r.decision.value == "ran"]
+    assert ran, ("no run after the coalesced trigger: the follow-up was "
+                 f"{[(r.decision.value, r.detail) for r in follow]}")
+
+
+# -- C. queued_n drift --------------------------------------------------------------------
+
+
+def test_repair_recounts_the_pending_queued_triggers(aws, clock, monkeypatch):
+    """GIVEN a QUEUE job with one trigger queued behind a held run
+    WHEN the lease row is damaged and `jobguard release --force` rewrites it
+    THEN queued_n still equals the number of pending queued triggers (1), and stays
+    equal to it (0) once that trigger has run.
+
+    Found: `repair()` recounts with `_count_queued`, which filters `kind = "queued"`,
+    but a QUEUE decision writes the item's kind as the *original* trigger's kind
+    (`record.trigger_kind`: "tick"/"manual"); only an acquisition rewrites it to
+    "queued". The pending trigger is not counted: queued_n 0, then -1 once it runs
+    (stored; read back clamped to 0), so the bound and the queue gate are off by one
+    from then on."""
+    compare_mismatched_types_as_false(monkeypatch)
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, lease=LEASE)
+    t0 = clock.now()
+    gate = script.hold(tick_id(JOB, t0))
+    holder, _ = start(lambda: job(tick(JOB, t0), None))
+    assert gate.entered.wait(10)
+    clock.advance(timedelta(seconds=10))
+    t1 = clock.now()
+    assert call(job, tick(JOB, t1))["decision"] == "queued"
+    assert _queued_n(aws) == _pending_queued(aws) == 1
+
+    aws.ddb.update_item(TableName=aws.table,
+                        Key={"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "LEASE"}},
+                        UpdateExpression="SET #a = :v",
+                        ExpressionAttributeNames={"#a": "expires_at_ms"},
+                        ExpressionAttributeValues={":v": {"S": "soon"}})
+    code, out, err = cli_force_release(aws, JOB)
+    assert code == 0, err or out
+    after_repair = (_queued_n(aws), _pending_queued(aws))
+    gate.release.set()
+    holder.join(10)
+    clock.advance(timedelta(seconds=5))
+    _rounds(aws, job, clock, n=2)
+    after_run = (_queued_n(aws), _pending_queued(aws))
+    assert script.ran(tick_id(JOB, t1)) == 1
+    assert after_repair == (1, 1) and after_run == (0, 0), \
+        f"queued_n vs pending: after repair {after_repair}, after the run {after_run}"
+
+
+class _Http:
+    status_code = 200
+    headers: dict = {}
+
+
+def _sqs_fifo_dedup(client: Any, clock: Any) -> Any:
+    """SQS FIFO deduplication as AWS does it (and MiniStack measured): a send whose
+    deduplication id was accepted in the last 5 minutes is acknowledged and dropped,
+    even when the first message has already been received and deleted. (moto only
+    compares messages still in the queue.)"""
+    seen: dict[str, Any] = {}
+
+    def before_call(params: Any, **_: Any) -> Any:
+        dedup = params.get("MessageDeduplicationId")
+        now = clock.now()
+        if dedup in seen and now - seen[dedup] < timedelta(minutes=5):
+            return _Http(), {"MessageId": "deduplicated", "MD5OfMessageBody": "",
+                             "ResponseMetadata": {"HTTPStatusCode": 200}}
+        seen[dedup] = now
+        return None
+
+    client.meta.events.register("before-call.sqs.SendMessage", before_call,
+                                unique_id="fifo-dedup")
+    return before_call
+
+
+def test_queued_send_whose_response_was_lost_is_not_lost(aws, clock):
+    """GIVEN a QUEUE job (max_queued 1) with a run held
+    WHEN tick T1 is decided queued and its SendMessage is applied by SQS but the response
+    is lost (the decision is undone, the invocation fails), the message is delivered
+    while the holder still runs, and Lambda retries T1 a minute later
+    THEN T1 runs once after the holder, and a later tick is not dropped.
+
+    Found: the undo deletes T1's item although its message exists; the delivery finds
+    no item and is decided `duplicate` (message deleted). Lambda's retry decides
+    `queued` again and sends with the same deduplication id within 5 minutes: SQS
+    acknowledges and drops it. T1's item stays `queued` with no message ever: T1 never
+    runs, queued_n stays 1 forever, and (max_queued 1) every later tick is `dropped`
+    although the lease is free. Correctness depends on SQS dedup after all
+    (guard._decide: send/undo_queued; the DUPLICATE resend relies on the same id)."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, max_queued=1,
+                   lease=timedelta(minutes=5))
+    dedup = _sqs_fifo_dedup(aws.sqs, clock)
+    lost: list[str] = []
+
+    def lose(http_response: Any, **_: Any) -> None:
+        if not lost and getattr(http_response, "status_code", 0) == 200:
+            lost.append("SendMessage")
+            raise ReadTimeoutError(endpoint_url="https://sqs (response lost)")
+
+    try:
+        t0 = clock.now()
+        gate = script.hold(tick_id(JOB, t0))
+        holder, _ = start(lambda: job(tick(JOB, t0), None))
+        assert gate.entered.wait(10)
+        clock.advance(timedelta(seconds=10))
+        t1 = clock.now()
+        aws.sqs.meta.events.register("after-call.sqs.SendMessage", lose, unique_id="lose")
+        try:
+            first = call(job, tick(JOB, t1))
+        finally:
+            aws.sqs.meta.events.unregister("after-call.sqs.SendMessage", unique_id="lose")
+        assert lost and isinstance(first, StoreError), first
+
+        clock.advance(timedelta(seconds=5))
+        deliver(aws, JOB, job)  # the message SQS did accept, while the holder runs
+        clock.advance(timedelta(minutes=1))
+        retry = call(job, tick(JOB, t1))  # Lambda's first retry of the failed invoke
+        clock.advance(timedelta(seconds=5))
+        gate.release.set()
+        holder.join(10)
+        clock.advance(timedelta(seconds=5))
+        _rounds(aws, job, clock, n=3)
+        clock.advance(timedelta(minutes=5))
+        t3 = clock.now()
+        later = call(job, tick(JOB, t3))
+        assert script.ran(tick_id(JOB, t1)) == 1, \
+            (f"T1 never ran: {outcomes_of(aws, JOB, tick_id(JOB, t1))} (retry {retry}); "
+             f"queued_n {_queued_n(aws)}; a later tick: {later}")
+        assert script.ran(tick_id(JOB, t3)) == 1, later
+    finally:
+        aws.sqs.meta.events.unregister("before-call.sqs.SendMessage", dedup)
+
+
+# -- D. a release whose response was lost, then another run --------------------------------
+
+
+def test_lost_release_response_then_another_run_keeps_the_run_succeeded(aws, clock):
+    """GIVEN a SKIP run whose release is applied but whose response is lost
+    WHEN, before its retry, another trigger takes the free lease and releases it
+    THEN the first run is still recorded succeeded (it did succeed and release).
+
+    Found: release()'s retry recognises its own earlier attempt only by
+    `last_run_id == run_id`; the second run overwrote last_run_id, so the retry
+    returns Released(False) and `_run` rewrites the succeeded record as `lease_lost`
+    ("lease taken over before release"), counts LeaseLost (an alarm) and returns
+    `lease_lost`. The same path drops the wake receipt / follow-up the earlier attempt
+    had found."""
+    script = Script()
+    job = make_job(aws, clock, script, lease=LEASE)
+    t0 = clock.now()
+    t1 = t0 + timedelta(seconds=20)
+    owner = threading.get_ident()
+    lost: list[str] = []
+    box: dict = {}
+
+    def after_call(http_response: Any, model: Any, **_: Any) -> None:
+        if lost or threading.get_ident() != owner or model.name != "TransactWriteItems":
+            return
+        if getattr(http_response, "status_code", 0) != 200 or not box.get("released"):
+            return
+        lost.append(model.name)
+        clock.advance(timedelta(seconds=20))
+        other, obox = start(lambda: job(tick(JOB, t1), None))
+        other.join(10)
+        box["other"] = obox
+        raise ReadTimeoutError(endpoint_url="https://dynamodb (response lost)")
+
+    aws.ddb.meta.events.register("after-call.dynamodb", after_call, unique_id="lose-rel")
+    try:
+        with hooks.on("before_release", lambda **_: box.setdefault("released", True)):
+            first = call(job, tick(JOB, t0))
+    finally:
+        aws.ddb.meta.events.unregister("after-call.dynamodb", unique_id="lose-rel")
+    assert lost, "no release was made"
+    assert script.ran(tick_id(JOB, t1)) == 1, box.get("other")
+    statuses = [r.status.value for r in records_of(aws, JOB, tick_id(JOB, t0))]
+    assert statuses == ["succeeded"], f"first run recorded {statuses}, returned {first}"
+
+
+# -- E. a trigger item that expires while its run is still going -----------------------
+
+
+def test_manual_run_longer_than_its_trigger_ttl_is_released(aws, clock):
+    """GIVEN a SKIP job whose dedup_window/stale_after (1 minute) is shorter than one of
+    its runs (a valid config), and a manual trigger M running for 2 minutes
+    WHEN M is delivered again (at-least-once delivery) after its item's TTL
+    THEN M's run releases its lease and is recorded; the next tick runs.
+
+    Found: the redelivery treats the expired `running` item as absent (decide(),
+    `_trigger_condition`) and writes `skipped` over it with a new run id; M's release
+    is then refused on its trigger item (lease fine), release() takes it for a conflict
+    and retries 8 times, then raises StoreError "transaction kept conflicting". The
+    lease stays held with no record; once it expires every takeover fails on the
+    displaced-trigger condition (as in A): the job is wedged. A running trigger's item
+    TTL is set once at acquisition and never extended by the heartbeat."""
+    script = Script()
+    job = make_job(aws, clock, script, lease=timedelta(minutes=5),
+                   dedup_window=timedelta(minutes=1), stale_after=timedelta(minutes=1),
+                   record_ttl=timedelta(days=1))
+    event, manual_id = manual(JOB, "export")
+    gate = script.hold(manual_id)
+    holder, box = start(lambda: call(job, event))
+    assert gate.entered.wait(10)
+    clock.advance(timedelta(minutes=2))
+    again = call(job, event)
+    gate.release.set()
+    holder.join(10)
+    clock.advance(timedelta(minutes=6))
+    t2 = clock.now()
+    nxt = call(job, tick(JOB, t2))
+    assert not isinstance(box.get("result"), Exception), \
+        f"M's run could not release: {box.get('result')!r} (redelivery: {again!r})"
+    assert script.ran(tick_id(JOB, t2)) == 1, nxt
+
+
+# -- attacks that held (kept as regression tests) ------------------------------------------
+
+
+def test_replace_chain_never_reruns_a_displaced_trigger(aws, clock):
+    """REPLACE three deep: each displaced trigger ends replaced, late copies duplicate."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.REPLACE, lease=LEASE)
+    ts = [clock.now() + timedelta(seconds=10 * i) for i in range(3)]
+    gates = [script.hold(tick_id(JOB, t)) for t in ts]
+    threads = []
+    for t, g in zip(ts, gates, strict=True):
+        clock.advance(timedelta(seconds=10))
+        th, _ = start(lambda t=t: job(tick(JOB, t), None))
+        assert g.entered.wait(10)
+        threads.append(th)
+    for g, th in zip(gates, threads, strict=True):
+        g.release.set()
+        th.join(10)
+    clock.advance(timedelta(minutes=1))
+    for t in ts:
+        call(job, tick(JOB, t))
+    assert [script.ran(tick_id(JOB, t)) for t in ts] == [1, 1, 1]
+    assert ("ran", "succeeded") in outcomes_of(aws, JOB, tick_id(JOB, ts[-1]))
+
+
+def test_coalesce_many_triggers_one_follow_up(aws, clock):
+    """Ten coalesced triggers, the follow-up's send failing for half of them: one
+    follow-up run after the holder, no trigger recorded twice."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE, lease=LEASE)
+    t0 = clock.now()
+    gate = script.hold(tick_id(JOB, t0))
+    holder, _ = start(lambda: job(tick(JOB, t0), None))
+    assert gate.entered.wait(10)
+    ids = []
+    for _ in range(10):
+        clock.advance(timedelta(seconds=2))
+        ids.append(tick_id(JOB, clock.now()))
+        assert call(job, tick(JOB, clock.now()))["decision"] == "coalesced"
+    gate.release.set()
+    holder.join(10)
+    clock.advance(timedelta(seconds=5))
+    _rounds(aws, job, clock, n=2)
+    follow = [r for r in aws.runs(JOB) if r.decision.value == "ran"
+              and r.trigger_id not in ids and r.trigger_id != tick_id(JOB, t0)]
+    assert len(follow) == 1 and follow[0].status.value == "succeeded", follow
+    for i in ids:
+        assert decisions_of(aws, JOB, i) == ["coalesced"]
+
+
+def test_skewed_taker_does_not_overlap_within_the_stated_bound(aws, clock):
+    """A taker whose wall clock runs 9 s ahead (< 2 x skew margin) cannot take a lease
+    its holder still believes it holds."""
+    script = Script()
+    holder_job = make_job(aws, clock, script, lease=LEASE)
+    from jobguard import GuardedJob
+    taker = GuardedJob(holder_job.config, script, store=aws.store,
+                       clock=clock.skewed(timedelta(seconds=9)))
+    t0 = clock.now()
+    gate = script.hold(tick_id(JOB, t0))
+    holder, _ = start(lambda: holder_job(tick(JOB, t0), None))
+    assert gate.entered.wait(10)
+    # The holder's local deadline is acquisition + lease - skew (55 s). Just before it:
+    clock.advance(timedelta(seconds=54))
+    out = call(taker, tick(JOB, clock.now()))
+    assert isinstance(out, dict) and out.get("decision") == "skipped", out
+    gate.release.set()
+    holder.join(10)
+
