@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.local_aws
+# The demo deploys a stack and runs every drill: minutes on a loaded 2-core machine, far
+# past the suite's 120 s per-test default, which must not cut it short.
+pytestmark = [pytest.mark.local_aws, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 
