@@ -328,6 +328,22 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_repair(args: argparse.Namespace) -> int:
+    store, _ = _stores(args)
+    job = _job_name(args)
+    if not args.yes:
+        answer = input(f"rewrite the lease row of {job} (a live holder loses its lease)? "
+                       "[y/N] ") if sys.stdin.isatty() else ""
+        if answer.strip().lower() not in ("y", "yes"):
+            raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
+    fence = store.repair(job, now_ms=int(time.time() * 1000),
+                         by=os.environ.get("USER") or "operator")
+    lease = store.read_lease(job)
+    _out(args, {"job": job, "repaired": True, "fence": fence, "queued": lease.queued_n},
+         f"repaired; fence is now {fence}, {lease.queued_n} queued")
+    return 0
+
+
 def cmd_runbook(args: argparse.Namespace) -> int:
     from .runbook import render
 
@@ -547,6 +563,11 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--yes", action="store_true", help="do not ask")
     release.add_argument("--reason", help="why (written on the released run's record)")
     release.set_defaults(run=cmd_release)
+    repair = job_command("repair", "rewrite the lease row: holder cleared, fence past every "
+                         "fence issued, queued count recounted (a damaged row, or a count "
+                         "left by a dead-lettered trigger)")
+    repair.add_argument("--yes", action="store_true", help="do not ask")
+    repair.set_defaults(run=cmd_repair)
     job_command("runbook", "the job's runbook, from its definition").set_defaults(
         run=cmd_runbook)
     recover = job_command("recover", "plan (default) or execute a bounded recovery")

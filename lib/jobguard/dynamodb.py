@@ -798,6 +798,10 @@ class DynamoJobStore:
         run = raw.get("run_id")
         condition = (f"{e.n('run_id')} = {e.v(run)}" if isinstance(run, str)
                      else f"attribute_not_exists({e.n('run_id')})")
+        # the count is rewritten from a query: only if no decision moved it meanwhile
+        seen_n = raw.get("queued_n")
+        condition += (f" AND attribute_not_exists({e.n('queued_n')})" if seen_n is None
+                      else f" AND {e.n('queued_n')} = {e.v(seen_n)}")
         paused_at, paused_reason = raw.get("paused_at_ms"), raw.get("paused_reason")
         sets = [f"{e.n('fence')} = {e.v(new_fence)}", f"{e.n('queued_n')} = {e.v(queued)}",
                 f"{e.n('released_at_ms')} = {e.v(now_ms)}",

@@ -511,3 +511,28 @@ def test_far_future_tick_is_refused_or_never_runs_twice(aws, clock):
             assert isinstance(outcome, InvalidTriggerError), repr(outcome)
             assert outcome.field == "scheduled_at"
     assert script.ran(far_id) <= 1, f"the 2062 tick ran {script.ran(far_id)} times"
+
+
+# -- a count left by a dead-lettered trigger ----------------------------------------------
+
+
+def test_repair_recounts_a_queued_count_left_by_a_dead_lettered_trigger(aws, clock):
+    """GIVEN a QUEUE job with max_queued=1 whose one queued trigger's message went to the
+    DLQ before it ever ran (its item still `queued`, the count 1), so every new tick is
+    `dropped`; WHEN the trigger item is gone (an operator replayed it from the DLQ as a
+    manual run, and TTL removed it) and `jobguard repair` runs; THEN the count is the
+    number of queued items (0) and the next tick runs."""
+    from ._trigger_support import cli
+
+    job = make_job(aws, clock, lambda e, c: "ran", policy=OverlapPolicy.QUEUE, max_queued=1)
+    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                   "sk": {"S": "LEASE"}},
+                        UpdateExpression="SET queued_n = :one, fence = :f",
+                        ExpressionAttributeValues={":one": {"N": "1"}, ":f": {"N": "3"}})
+    dropped = job(tick(JOB, clock.now()), None)
+    assert dropped["decision"] == "dropped"
+    code, out, err = cli(aws, "repair", JOB, "--yes")
+    assert code == 0, err
+    assert _queued_n(aws) == 0
+    clock.advance(timedelta(minutes=1))
+    assert job(tick(JOB, clock.now()), None) == "ran"
