@@ -93,9 +93,10 @@ class JobConfig:
     ``stale`` and not run (a retry long after the fact)."""
 
     dedup_window: timedelta = timedelta(hours=2)
-    """How long a decided trigger is remembered on the lease row, so that a duplicate
-    delivery is recognised. At least ``stale_after`` (older ticks are stale anyway) and
-    at least the trigger queue's redelivery window."""
+    """How long a directly delivered trigger's item is kept at least, so that a duplicate
+    delivery is recognised (a tick's is kept until ``stale_after`` past its scheduled
+    time if that is later; a trigger on the queue is kept for the queue's retention).
+    At least ``stale_after`` (older ticks are stale anyway)."""
 
     max_queued: int = 10
     """``QUEUE`` only: the bound on pending triggers; past it a trigger is dropped."""
