@@ -355,14 +355,14 @@ class DynamoJobStore:
         return {"Put": {"TableName": self.table_name, "Item": self._run_item(record, ttl_epoch_s)}}
 
     def _end_trigger(self, job: str, trigger_id: str, run_id: str, target: State,
-                     now_ms: int, ttl_epoch_s: int) -> dict[str, Any]:
+                     now_ms: int, ttl_epoch_s: int, by: str = "takeover") -> dict[str, Any]:
         """Move a run's trigger out of ``running`` (taken over, replaced, released by an
         operator): only while the item is still that run's (or gone: TTL deleted it),
         never a trigger decided since. An item recreated here gets a route and a TTL."""
         t = _Expr()
         state = t.n("state")
         update = (f"SET {state} = {t.v(target.value)}, {t.n('at_ms')} = {t.v(now_ms)}, "
-                  f"{t.n('run_id')} = {t.v(run_id)}, "
+                  f"{t.n('run_id')} = {t.v(run_id)}, {t.n('ended_by')} = {t.v(by)}, "
                   f"{t.n('route')} = if_not_exists({t.n('route')}, {t.v(Route.DIRECT.value)}), "
                   f"{t.n(TTL_ATTRIBUTE)} = if_not_exists({t.n(TTL_ATTRIBUTE)}, "
                   f"{t.v(ttl_epoch_s)})")
@@ -630,8 +630,8 @@ class DynamoJobStore:
                     self._trigger_key(job, trigger_id), t,
                     f"SET {st} = {t.v(outcome.value)}, {t.n('at_ms')} = "
                     f"{t.v(record.ended_at_ms)}, {t.n(TTL_ATTRIBUTE)} = {t.v(trigger_ttl_s)}, "
-                    f"{t.n('run_id')} = {t.v(run_id)}, {t.n('route')} = "
-                    f"if_not_exists({t.n('route')}, {t.v(Route.DIRECT.value)})",
+                    f"{t.n('run_id')} = {t.v(run_id)}, {t.n('ended_by')} = {t.v('release')}, "
+                    f"{t.n('route')} = if_not_exists({t.n('route')}, {t.v(Route.DIRECT.value)})",
                     f"attribute_not_exists({st}) OR ({st} = "
                     f"{t.v(State.RUNNING.value)} AND {t.n('run_id')} = {t.v(run_id)})"))
                 kinds.append("trigger")
@@ -655,7 +655,7 @@ class DynamoJobStore:
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
             mine = refused.trigger
             if refused.trigger_failed and mine is not None and mine.run_id == run_id \
-                    and mine.state is not State.RUNNING:
+                    and mine.ended_by == "release":
                 # Our own earlier attempt landed (its response was lost): the trigger item
                 # says so even if another run has taken and released the lease since.
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
@@ -754,7 +754,7 @@ class DynamoJobStore:
         kinds = ["lease", "fence"]
         if lease.run_id is not None and lease.trigger_id and mark_trigger:
             actions.append(self._end_trigger(job, lease.trigger_id, lease.run_id,
-                                             State.RELEASED, now_ms, ttl))
+                                             State.RELEASED, now_ms, ttl, by="operator"))
             kinds.append("displaced_trigger")
         follow_up = self.read_trigger(job, lease.follow_up) if lease.follow_up else None
         if follow_up is not None and follow_up.state is State.QUEUED \

@@ -230,6 +230,8 @@ class TriggerRecord:
     started since the run they follow, or since their own last attempt)."""
     into: str | None = None
     """Coalesced triggers: the follow-up they were folded into."""
+    ended_by: str | None = None
+    """Who moved it out of ``running``: ``release`` (its run), ``takeover``, ``operator``."""
 
     def live(self, now_ms: int) -> bool:
         """False once past its TTL: treated as absent, as every condition does."""

@@ -536,3 +536,26 @@ def test_repair_recounts_a_queued_count_left_by_a_dead_lettered_trigger(aws, clo
     assert _queued_n(aws) == 0
     clock.advance(timedelta(minutes=1))
     assert job(tick(JOB, clock.now()), None) == "ran"
+
+
+def test_a_run_taken_over_records_lease_lost_at_its_late_release(aws, clock):
+    """GIVEN run 1 held in its handler past its lease, and tick 2 taking the lease over
+    (which marks run 1's trigger `lost` and records run 1 `abandoned`, in its own
+    transaction); WHEN run 1 returns and releases; THEN its release is refused (its own
+    trigger item was moved by the takeover, not by its release) and its record says
+    `lease_lost` with its figures; run 2's record is untouched."""
+    from ._support import Gate, Recorder, holding, in_thread
+
+    gate, rec = Gate(), Recorder()
+    t1 = tick(JOB, clock.now())
+    job = make_job(aws, clock, rec.handler(holding(gate, t1)))
+    thread, box = in_thread(lambda: job(t1, None))
+    assert gate.entered.wait(10)
+    clock.advance(PAST_THE_LEASE)
+    assert job(tick(JOB, clock.now()), None)["fence"] == 2
+    gate.release.set()
+    thread.join(10)
+    runs = {r.fence: r for r in aws.runs(JOB) if r.decision.value == "ran"}
+    assert runs[1].status.value == "lease_lost", runs[1]
+    assert runs[2].status.value == "succeeded"
+    assert box.get("result", {}).get("jobguard") == "lease_lost" or "error" in box
