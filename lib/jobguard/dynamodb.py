@@ -394,6 +394,7 @@ class DynamoJobStore:
             trigger_failed = False
             high_water: int | None = None
             displaced_failed = False
+            follow_up_failed = False
             conflict = False
             for kind, reason in zip(kinds, _reasons(exc), strict=False):
                 code = reason.get("Code")
@@ -412,10 +413,14 @@ class DynamoJobStore:
                     high_water = int(value) if isinstance(value, int) else 0
                 elif kind == "displaced_trigger":
                     displaced_failed = True
+                elif kind == "follow_up_gate":
+                    follow_up_failed = True
             return Refused(lease=lease, trigger=trigger, trigger_failed=trigger_failed,
                            high_water=high_water, displaced_failed=displaced_failed,
+                           follow_up_failed=follow_up_failed,
                            conflict=conflict and lease is None and not trigger_failed
-                           and high_water is None and not displaced_failed)
+                           and high_water is None and not displaced_failed
+                           and not follow_up_failed)
         return None
 
     # -- lease ---------------------------------------------------------------------
@@ -442,6 +447,7 @@ class DynamoJobStore:
         displaced: RunRecord | None = None,
         record_ttl_s: int = 0,
         mark_displaced: bool = True,
+        keep_follow_up: bool = False,
     ) -> Acquired | Refused:
         """Take the job's lease from the row as observed, in one transaction.
 
@@ -453,7 +459,11 @@ class DynamoJobStore:
         - the fence high-water mark: no higher than the fence observed;
         - the trigger's item: exactly ``item`` (absent, or its state and run id);
         - on a takeover, the displaced run's trigger becomes ``lost`` (``replaced``
-          under REPLACE) and its record is written (``displaced``).
+          under REPLACE) and its record is written (``displaced``);
+        - ``keep_follow_up`` (a recovery): a recovery replays a range, it does not do
+          the job's regular work, so it never absorbs the pending follow-up: the
+          follow-up stays named on the row (its release sends it) and its gate moves
+          with the fence.
 
         Returns :class:`Acquired` with the new fence, or :class:`Refused` with what
         was there instead.
@@ -478,7 +488,9 @@ class DynamoJobStore:
             f"{e.n('expires_at_ms')} = {e.v(now_ms + lease_ms)}",
             f"{e.n('prev_run_id')} = {e.v(lease.run_id or lease.last_run_id or '-')}",
         ]
-        update = "SET " + ", ".join(sets) + f" REMOVE {e.n('wake_receipt')}, {e.n('follow_up')}"
+        removes = [e.n("wake_receipt")] if keep_follow_up and lease.follow_up else \
+            [e.n("wake_receipt"), e.n("follow_up")]
+        update = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
         if route is Route.QUEUE and item is not None and item.state is State.QUEUED \
                 and trigger_kind == "queued":
             update += f" ADD {queued} {e.v(-1)}"
@@ -505,6 +517,14 @@ class DynamoJobStore:
         if displaced is not None:
             actions.append(self._run_put(displaced, record_ttl_s))
             kinds.append("displaced_record")
+        if keep_follow_up and lease.follow_up:
+            g = _Expr()
+            actions.append(self._update(
+                self._trigger_key(job, lease.follow_up), g,
+                f"SET {g.n('gate_fence')} = {g.v(fence)}",
+                f"{g.n('state')} = {g.v(State.QUEUED.value)} AND "
+                f"{g.n('gate_fence')} = {g.v(lease.fence)}"))
+            kinds.append("follow_up_gate")
         try:
             refused = self._transact("acquire", job, actions, kinds)
         except BotoCoreError as exc:

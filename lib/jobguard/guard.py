@@ -293,6 +293,7 @@ class GuardedJob:
         item: TriggerRecord | None = None
         high_water = 0
         mark_displaced = True
+        keep_follow_up = True
         while True:
             now_ms = to_ms(self.clock.now())
             run_id = new_run_id(now_ms)
@@ -315,6 +316,7 @@ class GuardedJob:
                 trigger_ttl_s=self._running_ttl(trigger, now_ms), high_water=high_water,
                 ignore_pause=ignore_pause, displaced=self._displaced_record(lease, now_ms),
                 record_ttl_s=self._ttl(now_ms), mark_displaced=mark_displaced,
+                keep_follow_up=keep_follow_up,
             )
             if isinstance(result, Acquired):
                 return self._run(trigger, run_id, result, now_ms, acquired_mono, event,
@@ -330,6 +332,8 @@ class GuardedJob:
                 high_water = result.high_water
             if result.displaced_failed:
                 mark_displaced = False
+            if result.follow_up_failed:
+                keep_follow_up = False
 
     # -- decisions -----------------------------------------------------------------------
 

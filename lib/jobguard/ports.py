@@ -35,7 +35,7 @@ class JobStore(Protocol):
                 route: Route, trigger_kind: str, trigger_ttl_s: int, high_water: int = 0,
                 replace: bool = False, queue_gate: bool = False, ignore_pause: bool = False,
                 displaced: RunRecord | None = None, record_ttl_s: int = 0,
-                mark_displaced: bool = True,
+                mark_displaced: bool = True, keep_follow_up: bool = False,
                 ) -> Acquired | Refused: ...
 
     def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int

@@ -327,6 +327,9 @@ class Refused:
     trigger: TriggerRecord | None = None
     trigger_failed: bool = False
     high_water: int | None = None
+    follow_up_failed: bool = False
+    """A recovery's acquisition could not carry the pending follow-up's gate along (it
+    ran or was absorbed meanwhile): take the lease without it."""
     displaced_failed: bool = False
     """A takeover's displaced trigger was no longer the displaced run's: take over
     without moving it (it was decided meanwhile)."""

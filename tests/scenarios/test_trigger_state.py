@@ -559,3 +559,32 @@ def test_a_run_taken_over_records_lease_lost_at_its_late_release(aws, clock):
     assert runs[1].status.value == "lease_lost", runs[1]
     assert runs[2].status.value == "succeeded"
     assert box.get("result", {}).get("jobguard") == "lease_lost" or "error" in box
+
+
+def test_a_recovery_never_absorbs_the_pending_follow_up(aws, clock):
+    """GIVEN a COALESCE job whose run 1 hangs holding the lease, and tick 2 coalesced into
+    run 1's follow-up; WHEN a recovery takes the lease once run 1's expired and finishes;
+    THEN the follow-up still runs after it (a recovery replays a range: it does not do
+    the job's regular work, so it serves no coalesced trigger), exactly once."""
+    from jobguard.triggers import Trigger, TriggerKind
+
+    from ._support import Gate, Recorder, holding, in_thread
+
+    gate, rec = Gate(), Recorder()
+    t1 = tick(JOB, clock.now())
+    job = make_job(aws, clock, rec.handler(holding(gate, t1)), policy=OverlapPolicy.COALESCE)
+    thread, _ = in_thread(lambda: job(t1, None))
+    assert gate.entered.wait(10)
+    clock.advance(timedelta(seconds=1))
+    assert job(tick(JOB, clock.now()), None)["decision"] == "coalesced"
+    clock.advance(PAST_THE_LEASE)
+    recovered = job.run_exclusive(Trigger(JOB, f"{JOB}@recovery:r1", TriggerKind.RECOVERY),
+                                  wait=0)
+    assert recovered["fence"] == 2
+    drain(aws, JOB, job)
+    follow_ups = [r for r in aws.runs(JOB) if r.trigger_kind == "follow_up"
+                  and r.decision.value == "ran"]
+    assert [r.status.value for r in follow_ups] == ["succeeded"], aws.runs(JOB)
+    assert follow_ups[0].fence == 3
+    gate.release.set()
+    thread.join(10)
