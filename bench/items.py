@@ -9,7 +9,11 @@ once per record, with ``DynamoDBPersistenceLayer`` keyed on the contact id.
 - :func:`measure_requests`: DynamoDB requests per item of jobguard (batch 1 flushed
   per item; batch 100 flushed per page) and of Powertools, counted with
   :data:`bench.counting.COUNTER`. The destination writes a real note to its own table,
-  through a client the counter does not see.
+  through a client the counter does not see. The same runs are metered in write units
+  (:data:`bench.write_units.METER`): ``wcu_per_item_b1``, ``wcu_per_item_b100`` and
+  ``powertools_wcu_per_item`` are the units of the whole run over its items, so
+  jobguard's per-run writes (lease acquire, release + run record) are spread over them,
+  as its requests are.
 - :func:`measure_overhead`: wall time of 1,000 destination calls (a no-op that sleeps
   20 ms) bare, guarded, and through Powertools, with :data:`LATENCY` adding 5 ms to every
   DynamoDB request the libraries send.
@@ -50,6 +54,7 @@ from jobguard import (
 from .common import BenchError, unique_name
 from .counting import COUNTER
 from .lambda_context import FakeLambdaContext
+from .write_units import METER
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = ROOT / "bench" / "items_child.py"
@@ -121,10 +126,11 @@ def manual_event(job: str) -> dict[str, Any]:
 
 
 def uncounted_client(aws: Any) -> Any:
-    """A DynamoDB client whose requests :data:`COUNTER` does not count (the destination's)."""
+    """A DynamoDB client whose requests :data:`COUNTER` does not count and whose writes
+    :data:`METER` does not meter (the destination's)."""
     ddb = aws.client("dynamodb")
     ddb.meta.events.unregister("before-send", COUNTER._on_send)  # noqa: SLF001
-    return ddb
+    return METER.unregister_from(ddb)
 
 
 @dataclass
@@ -251,13 +257,30 @@ LATENCY = InjectedLatency()
 
 @dataclass
 class ItemCount:
+    """Requests and write units of one side's whole run (fixed per-run costs included),
+    and their breakdowns (``Operation``; ``Operation.kind row`` for the units)."""
+
     requests: int
     items: int
     operations: dict[str, int] = field(default_factory=dict)
+    units: int = 0
+    unit_operations: dict[str, int] = field(default_factory=dict)
 
     @property
     def per_item(self) -> float:
         return self.requests / self.items
+
+    @property
+    def units_per_item(self) -> float:
+        return self.units / self.items
+
+
+def _metered_units() -> tuple[int, dict[str, int]]:
+    units = METER.operations()
+    if not units:
+        raise BenchError("no write unit metered: was the library's botocore session created "
+                         "before WriteUnitMeter.install()?")
+    return sum(units.values()), units
 
 
 def _count_guarded(aws: Any, table: str, n: int, *, batch_size: int, flush: str) -> ItemCount:
@@ -267,11 +290,12 @@ def _count_guarded(aws: Any, table: str, n: int, *, batch_size: int, flush: str)
                    notes.put, notes.find)
     handler = job.handler()
     COUNTER.reset()
-    report = handler(manual_event(name), FakeLambdaContext())
+    with METER.metering(aws):
+        report = handler(manual_event(name), FakeLambdaContext())
     ops = COUNTER.operations()
     _check_report(report, n, f"batch {batch_size}")
     _check_destination(notes, n)
-    return ItemCount(sum(ops.values()), n, ops)
+    return ItemCount(sum(ops.values()), n, ops, *_metered_units())
 
 
 def _count_claim(aws: Any, table: str, n: int) -> ItemCount:
@@ -312,11 +336,12 @@ def _count_powertools(aws: Any, table: str, n: int) -> ItemCount:
         notes.put, DynamoDBPersistenceLayer(table_name=table), IdempotencyConfig,
         idempotent_function)
     COUNTER.reset()
-    for i in range(n):
-        create_note(record=contact(i))
+    with METER.metering(aws):
+        for i in range(n):
+            create_note(record=contact(i))
     ops = COUNTER.operations()
     _check_destination(notes, n)
-    return ItemCount(sum(ops.values()), n, ops)
+    return ItemCount(sum(ops.values()), n, ops, *_metered_units())
 
 
 def _powertools_create_note(destination: Destination, store: Any, config_type: Any,
@@ -348,6 +373,9 @@ def _check_destination(notes: Notes, n: int) -> None:
 
 def measure_requests(aws: Any, tables: Callable[[], str], idem_table: Callable[[], str],
                      n: int, meta: dict[str, Any]) -> dict[str, float]:
+    """Requests and write units per item of the whole run (per-run costs spread over the
+    items): batch 1 and batch 100 ``BatchJob`` runs, ``Run.claim()`` (requests only), and
+    Powertools' ``idempotent_function`` per item."""
     b1 = _count_guarded(aws, tables(), n, batch_size=1, flush="item")
     claim = _count_claim(aws, tables(), n)
     b100 = _count_guarded(aws, tables(), n, batch_size=100, flush="page")
@@ -359,11 +387,20 @@ def measure_requests(aws: Any, tables: Callable[[], str], idem_table: Callable[[
         "b100": {"requests": b100.requests, "operations": b100.operations},
         "powertools": {"requests": theirs.requests, "operations": theirs.operations},
     }
+    meta["item_write_units"] = {
+        "items": n,
+        "b1": {"units": b1.units, "operations": b1.unit_operations},
+        "b100": {"units": b100.units, "operations": b100.unit_operations},
+        "powertools": {"units": theirs.units, "operations": theirs.unit_operations},
+    }
     return {
         "requests_per_item_b1": b1.per_item,
         "claim_requests_per_item_b1": claim.per_item,
         "requests_per_item_b100": b100.per_item,
         "powertools_requests_per_item": theirs.per_item,
+        "wcu_per_item_b1": b1.units_per_item,
+        "wcu_per_item_b100": b100.units_per_item,
+        "powertools_wcu_per_item": theirs.units_per_item,
     }
 
 

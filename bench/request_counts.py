@@ -2,7 +2,10 @@
 
 Both sides are built the way their users build them (``@guarded(...)`` with the table
 name; ``DynamoDBPersistenceLayer(table_name=...)``), so each library makes its own
-client; :data:`bench.counting.COUNTER` counts that client's requests.
+client; :data:`bench.counting.COUNTER` counts that client's requests. With ``aws`` given,
+each figure also meters the write units of ``n`` further invocations
+(:data:`bench.write_units.METER`), in a pass of their own so the side reads stay out of
+the timed invocations.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from jobguard.schema import LEASE_SK, PARTITION_KEY, SORT_KEY, job_pk
 from .common import BenchError, Ticks, mean, median
 from .counting import COUNTER, RequestCounter
 from .lambda_context import FakeLambdaContext
+from .write_units import METER
 
 LEASE = timedelta(minutes=5)
 RAN = {"ran": True}
@@ -37,6 +41,15 @@ class Sample:
     cpu_ms: float
     first_requests: int
     operations: dict[str, int] = field(default_factory=dict)
+    units: Units | None = None
+
+
+@dataclass
+class Units:
+    """Write units per metered invocation (mean), and per ``Operation.kind row``."""
+
+    per_call: float
+    operations: dict[str, float]
 
 
 def _noop(event: Any, context: Any) -> dict[str, bool]:
@@ -44,8 +57,9 @@ def _noop(event: Any, context: Any) -> dict[str, bool]:
 
 
 def _measure(call: Handler, events: list[dict[str, Any]], counter: RequestCounter,
-             expect: Callable[[Any], None]) -> Sample:
-    """Invoke once to warm up, then once per remaining event, counting each one."""
+             expect: Callable[[Any], None], metered: Metered | None = None) -> Sample:
+    """Invoke once to warm up, then once per remaining event, counting each one; then,
+    if ``metered`` is given, once per metered event, metering the write units."""
     counter.reset()
     expect(call(events[0], FakeLambdaContext()))
     first = counter.total()
@@ -67,7 +81,33 @@ def _measure(call: Handler, events: list[dict[str, Any]], counter: RequestCounte
             ops[op] = ops.get(op, 0) + n
         expect(result)
     return Sample(requests=mean(counts), ms=median(times), cpu_ms=median(cpu),
-                  first_requests=first, operations=ops)
+                  first_requests=first, operations=ops,
+                  units=_meter(call, expect, *metered) if metered else None)
+
+
+Metered = tuple[Any, list[dict[str, Any]]]
+"""The emulator (:class:`~jobguard.local.emulator.LocalAWS`) and the events to meter."""
+
+
+def _meter(call: Handler, expect: Callable[[Any], None], aws: Any,
+           events: list[dict[str, Any]]) -> Units:
+    """Write units of one invocation per event (mean), metered on the calling thread."""
+    totals: list[int] = []
+    ops: dict[str, int] = {}
+    for event in events:
+        with METER.metering(aws):
+            expect(call(event, FakeLambdaContext()))
+        totals.append(METER.total())
+        for op, n in METER.operations().items():
+            ops[op] = ops.get(op, 0) + n
+    if not any(totals):
+        raise BenchError("no write unit metered: was the library's botocore session created "
+                         "before WriteUnitMeter.install()?")
+    return Units(mean(totals), {op: n / len(events) for op, n in ops.items()})
+
+
+def _metered(aws: Any, ticks: Ticks, job: str, n: int) -> Metered | None:
+    return (aws, ticks.events(job, n)) if aws is not None else None
 
 
 def _expect_ran(result: Any) -> None:
@@ -80,14 +120,17 @@ def _expect_skipped(result: Any) -> None:
         raise BenchError(f"expected a skipped decision, got {result!r}")
 
 
-def guarded_runs(table: str, ticks: Ticks, n: int) -> Sample:
-    """``n`` sequential happy-path runs of a ``@guarded`` SKIP job (after one warm-up)."""
+def guarded_runs(table: str, ticks: Ticks, n: int, aws: Any = None) -> Sample:
+    """``n`` sequential happy-path runs of a ``@guarded`` SKIP job (after one warm-up);
+    with ``aws``, ``n`` more, metered."""
     job = guarded("bench-run", policy=OverlapPolicy.SKIP, lease=LEASE, table_name=table)(_noop)
-    return _measure(job, ticks.events("bench-run", n + 1), COUNTER, _expect_ran)
+    return _measure(job, ticks.events("bench-run", n + 1), COUNTER, _expect_ran,
+                    _metered(aws, ticks, "bench-run", n))
 
 
-def powertools_runs(table: str, ticks: Ticks, n: int) -> Sample:
-    """``n`` sequential runs of a Powertools ``@idempotent`` handler keyed on the tick."""
+def powertools_runs(table: str, ticks: Ticks, n: int, aws: Any = None) -> Sample:
+    """``n`` sequential runs of a Powertools ``@idempotent`` handler keyed on the tick;
+    with ``aws``, ``n`` more, metered."""
     from aws_lambda_powertools.utilities.idempotency import (
         DynamoDBPersistenceLayer,
         IdempotencyConfig,
@@ -97,11 +140,13 @@ def powertools_runs(table: str, ticks: Ticks, n: int) -> Sample:
     store = DynamoDBPersistenceLayer(table_name=table)
     config = IdempotencyConfig(event_key_jmespath="scheduled_at")
     handler = idempotent(persistence_store=store, config=config)(_noop)
-    return _measure(handler, ticks.events("bench-run", n + 1), COUNTER, _expect_ran)
+    return _measure(handler, ticks.events("bench-run", n + 1), COUNTER, _expect_ran,
+                    _metered(aws, ticks, "bench-run", n))
 
 
-def guarded_skips(table: str, ticks: Ticks, n: int) -> Sample:
-    """``n`` SKIP decisions (after one warm-up) while another run holds the lease.
+def guarded_skips(table: str, ticks: Ticks, n: int, aws: Any = None) -> Sample:
+    """``n`` SKIP decisions (after one warm-up) while another run holds the lease; with
+    ``aws``, ``n`` more, metered (the holder's thread is not).
 
     The holder is a second ``@guarded`` handler for the same job, running in another
     thread (so its requests are not counted), held inside its handler by a
@@ -130,7 +175,7 @@ def guarded_skips(table: str, ticks: Ticks, n: int) -> Sample:
         if not entered.wait(10):
             raise BenchError("the holder did not start its run")
         sample = _measure(skipper, ticks.events("bench-skip", n + 1), COUNTER,
-                          _expect_skipped)
+                          _expect_skipped, _metered(aws, ticks, "bench-skip", n))
     finally:
         release.set()
         thread.join(10)

@@ -26,6 +26,15 @@ Figures (written to ``bench/results.json``):
     Requests for one SKIP decision, including its run record, while another run holds
     the lease (held inside its handler by a ``threading.Event``). Mean over ``--runs``
     after a warm-up. Powertools has no equivalent (distinct ticks all run). Target: <= 2.
+``wcu_per_run`` / ``powertools_wcu_per_run`` / ``wcu_per_skip``
+    DynamoDB write units of one such run, and of one SKIP decision (no equivalent in
+    Powertools), as AWS would bill them: each write the larger of the item's size before
+    and after in 1 KB units (at least 1), twice inside a transaction (and a
+    transaction's ``ConditionCheck``), refused conditional writes still charged, plus 1
+    per secondary-index entry added or removed (2 for a key change). Metered by
+    ``bench/write_units.py``, which reads every written item before and after the call
+    through a side client; in ``--runs`` further invocations after the timed ones, so
+    those reads stay out of the timings. Reported, no target.
 ``run_ms`` / ``powertools_run_ms``
     Median wall time of those happy-path invocations (no-op handler), emulator included
     (moto's expression parsing dominates it; real DynamoDB latency is per request).
@@ -66,6 +75,10 @@ around each destination call, ``event_key_jmespath='id'``, Lambda context regist
     destination writes to its own table through a client the counter does not see.
     ``claim_requests_per_item_b1``: the same with ``Run.claim()`` in a plain handler.
     Targets: <= 2 and <= 0.05.
+``wcu_per_item_b1`` / ``wcu_per_item_b100`` / ``powertools_wcu_per_item``
+    Write units (as ``wcu_per_run``) of the same runs, per item of the whole run: the
+    run's own lease and release writes are spread over its items, as for requests.
+    Reported, no target.
 ``overhead_ratio`` / ``powertools_overhead_ratio`` (and ``*_net``)
     Wall time of the same ``--items`` destination calls (a no-op sleeping 20 ms) guarded
     (batch 100, page flush) or through Powertools, over the bare loop, with 5 ms injected
@@ -106,6 +119,10 @@ from bench.counting import COUNTER  # noqa: E402
 
 COUNTER.install()  # before jobguard or Powertools can create a botocore session
 
+from bench.write_units import METER  # noqa: E402  (standard library and botocore only)
+
+METER.install()  # idle until a measurement meters its own thread
+
 from bench.items import LATENCY  # noqa: E402  (imports jobguard: its sessions are lazy)
 
 LATENCY.install()  # idle until the overhead figure turns it on
@@ -114,7 +131,12 @@ from aws_lambda_powertools.utilities import idempotency  # noqa: E402, F401
 
 import jobguard  # noqa: E402  (imported before the contention workers fork)
 from bench import coldstart, contention, items, request_counts  # noqa: E402
-from bench.common import Ticks, create_idempotency_table, create_jobguard_table  # noqa: E402
+from bench.common import (  # noqa: E402
+    BenchError,
+    Ticks,
+    create_idempotency_table,
+    create_jobguard_table,
+)
 from jobguard.local.emulator import LocalAWS  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -165,11 +187,18 @@ TARGETS: dict[str, Target] = {
 def measure_requests(aws: LocalAWS, ticks: Ticks, runs: int, meta: dict[str, Any]) -> Figures:
     ddb = aws.client("dynamodb")
     table, idem_table = create_jobguard_table(ddb), create_idempotency_table(ddb)
-    ours = request_counts.guarded_runs(table, ticks, runs)
-    skip = request_counts.guarded_skips(table, ticks, runs)
-    theirs = request_counts.powertools_runs(idem_table, ticks, runs)
+    ours = request_counts.guarded_runs(table, ticks, runs, aws)
+    skip = request_counts.guarded_skips(table, ticks, runs, aws)
+    theirs = request_counts.powertools_runs(idem_table, ticks, runs, aws)
+    if not (ours.units and skip.units and theirs.units):
+        raise BenchError("a request-count figure was not metered")
     meta["operations"] = {
         "run": ours.operations, "skip": skip.operations, "powertools_run": theirs.operations,
+    }
+    meta["write_units"] = {
+        "metered_invocations": runs,
+        "run": ours.units.operations, "skip": skip.units.operations,
+        "powertools_run": theirs.units.operations,
     }
     meta["lease_row_bytes"] = {
         "after_runs": request_counts.lease_row_bytes(ddb, table, "bench-run"),
@@ -185,6 +214,9 @@ def measure_requests(aws: LocalAWS, ticks: Ticks, runs: int, meta: dict[str, Any
         "requests_per_run": ours.requests,
         "requests_per_skip": skip.requests,
         "powertools_requests_per_run": theirs.requests,
+        "wcu_per_run": ours.units.per_call,
+        "wcu_per_skip": skip.units.per_call,
+        "powertools_wcu_per_run": theirs.units.per_call,
         "run_ms": ours.ms,
         "powertools_run_ms": theirs.ms,
         "run_cpu_ms": ours.cpu_ms,
@@ -299,6 +331,8 @@ def rows(f: Figures) -> list[Row]:
     return [
         row("requests_per_run", "powertools_requests_per_run"),
         row("requests_per_skip"),
+        row("wcu_per_run", "powertools_wcu_per_run"),
+        row("wcu_per_skip"),
         row("lease_row_bytes_10k_triggers"),
         row("run_ms", "powertools_run_ms"),
         row("run_cpu_ms", "powertools_run_cpu_ms"),
@@ -323,6 +357,8 @@ def item_rows(f: Figures, row: Callable[..., Row]) -> list[Row]:
             row("requests_per_item_b1", "powertools_requests_per_item"),
             row("claim_requests_per_item_b1", "powertools_requests_per_item"),
             row("requests_per_item_b100", "powertools_requests_per_item"),
+            row("wcu_per_item_b1", "powertools_wcu_per_item"),
+            row("wcu_per_item_b100", "powertools_wcu_per_item"),
         ]
     if "overhead_ratio" in f:
         lines += [
