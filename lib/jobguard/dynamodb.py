@@ -78,7 +78,7 @@ def trigger_record(job: str, item: dict[str, Any] | None) -> TriggerRecord | Non
             trigger_id=trigger_id, state=State(row["state"]), route=Route(row["route"]),
             run_id=row.get("run_id"), fence=row.get("fence"), at_ms=int(row.get("at_ms", 0)),
             ttl_epoch_s=int(row.get(TTL_ATTRIBUTE, 0)), gate_fence=row.get("gate_fence"),
-            into=row.get("into"),
+            into=row.get("into"), ended_by=row.get("ended_by"),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise DamagedRowError(job, sk, str(exc).strip("'\""), "is missing or invalid",
