@@ -739,8 +739,13 @@ class DynamoJobStore:
         """Free a stuck lease and move the fence on, so the old holder can write nothing
         more: one transaction with the fence mark, the run's trigger (``released``: a
         redelivery never runs it again) and its record (``released_by_operator``).
-        Conditioned on the holder the operator saw: never frees a newer one."""
-        lease = self.read_lease(job)
+        Conditioned on the holder the operator saw: never frees a newer one. On a
+        damaged lease row it repairs the row instead (:meth:`repair`)."""
+        try:
+            lease = self.read_lease(job)
+        except DamagedRowError:
+            self.repair(job, now_ms=now_ms, by=by)
+            return True
         if lease.run_id != holder_run_id or lease.fence != fence:
             # True only when our own earlier attempt landed (its response was lost)
             return lease.released_by == f"operator:{by}" and lease.last_run_id == holder_run_id

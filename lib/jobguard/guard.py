@@ -207,14 +207,7 @@ class GuardedJob:
                     "ahead of this worker's clock: a tick is delivered at or after its "
                     "scheduled time, so this event was not written by a schedule")
             if now - trigger.scheduled_at > config.stale_after:
-                age = now - trigger.scheduled_at
-                record = self._decision_record(
-                    trigger, run_id, Decision.STALE, None, now_ms,
-                    detail=f"delivered {age} after its scheduled time "
-                    f"(stale_after {config.stale_after})",
-                )
-                rt.store.put_run(record, self._ttl(now_ms))
-                return self._outcome(record)
+                return self._stale(trigger, run_id, now)
 
         route = route_of(trigger)
         lease: LeaseState = rt.store.expected_lease(config.name)
@@ -227,6 +220,12 @@ class GuardedJob:
         mark_displaced = True
         seen: list[str] = []
         for attempt in range(_MAX_ATTEMPTS):
+            if attempt and trigger.scheduled_at is not None and route is Route.DIRECT \
+                    and now - trigger.scheduled_at > config.stale_after:
+                # Stale by now (this delivery was held up between attempts): a tick never
+                # runs past stale_after, so its item, kept that long, is always there to
+                # say whether it already ran.
+                return self._stale(trigger, run_id, now)
             step = decide(lease, item, trigger, config, now_ms)
             seen.append(step.value)
             refused: Refused | None
@@ -407,6 +406,17 @@ class GuardedJob:
                    "holder_run_id": lease.run_id, "holder_fence": lease.fence},
         )
         return self._outcome(record), None
+
+    def _stale(self, trigger: Trigger, run_id: str, now: Any) -> dict[str, Any]:
+        assert trigger.scheduled_at is not None
+        now_ms = to_ms(now)
+        record = self._decision_record(
+            trigger, run_id, Decision.STALE, None, now_ms,
+            detail=f"delivered {now - trigger.scheduled_at} after its scheduled time "
+            f"(stale_after {self.config.stale_after})",
+        )
+        self.runtime().store.put_run(record, self._ttl(now_ms))
+        return self._outcome(record)
 
     @staticmethod
     def _queued_message(trigger: Trigger) -> Trigger:

@@ -33,6 +33,8 @@ __all__ = ["Trigger", "TriggerKind", "check_sqs_event", "format_instant", "parse
 
 _PLACEHOLDER = "<aws.scheduler."
 _TRIGGER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/+=-]{0,127}$")
+# What follows "<job>@" in an id jobguard wrote: "manual:" or "follow-up:" + up to 128.
+_WRITTEN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/+=-]{0,159}$")
 
 
 class TriggerKind(StrEnum):
@@ -269,7 +271,7 @@ def parse_queue_message(body: str, *, job: str) -> tuple[Trigger, object]:
             "body.job", f"message is for job {message['job']!r} but this handler guards {job!r}")
     # Only ids jobguard writes: "<job>@<time>", "<job>@manual:...", "<job>@follow-up:...".
     if not (message["trigger_id"].startswith(f"{job}@")
-            and _TRIGGER_ID_PATTERN.fullmatch(message["trigger_id"].removeprefix(f"{job}@"))):
+            and _WRITTEN_ID_PATTERN.fullmatch(message["trigger_id"].removeprefix(f"{job}@"))):
         raise InvalidTriggerError(
             "body.trigger_id", f"{message['trigger_id']!r} is not a trigger id of job {job!r} "
             "(<job>@...): the message was not written by jobguard for this job")

@@ -164,3 +164,23 @@ def test_argparse_refuses_what_it_types_naming_the_option(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["runs", "crm-sync", "--last", "ten"])
     assert exited.value.code == 2 and "--last" in capsys.readouterr().err
+
+
+def test_a_queued_manual_trigger_with_the_longest_id_is_read_back():
+    """Found by the explorer: a manual trigger id of 128 characters was queued, and its
+    message was then refused by the consumer (the id pattern checked what follows
+    "<job>@", which also holds "manual:"), so it went to the DLQ and never ran."""
+    from jobguard import OverlapPolicy
+    from jobguard.triggers import (
+        Trigger,
+        TriggerKind,
+        parse_event,
+        parse_queue_message,
+        queue_message_body,
+    )
+
+    event = {"job": "crm-sync", "manual": True, "trigger_id": "a" + "x" * 127}
+    trigger = parse_event(event, job="crm-sync", policy=OverlapPolicy.QUEUE)
+    queued = Trigger(trigger.job, trigger.trigger_id, TriggerKind.QUEUED)
+    back, _ = parse_queue_message(queue_message_body(queued, event=event), job="crm-sync")
+    assert back.trigger_id == trigger.trigger_id
