@@ -70,3 +70,16 @@ def clock() -> ManualClock:
 
 
 LEASE = timedelta(seconds=60)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``JOBGUARD_TEST_MUTANT=name``: run the suite against one known-bug switch
+    (``jobguard._mutants``), to see which tests kill it."""
+    import os
+
+    name = os.environ.get("JOBGUARD_TEST_MUTANT")
+    if name:
+        from jobguard import _mutants
+
+        assert name in _mutants.KNOWN, f"unknown mutant {name!r}: {sorted(_mutants.KNOWN)}"
+        _mutants.ACTIVE.add(name)

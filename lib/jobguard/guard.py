@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from . import _mutants
 from ._bounds import bounded_extra, bounded_text
 from .clock import Clock, SystemClock, to_ms
 from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
@@ -200,7 +201,8 @@ class GuardedJob:
         now_ms = to_ms(now)
         run_id = new_run_id(now_ms)
         if trigger.scheduled_at is not None and not trigger.is_from_queue:
-            if trigger.scheduled_at - now > TICK_AHEAD_LIMIT:
+            if trigger.scheduled_at - now > TICK_AHEAD_LIMIT and not _mutants.on(
+                    "future-tick-runs"):
                 raise InvalidTriggerError(
                     "scheduled_at",
                     f"{format_instant(trigger.scheduled_at)} is more than {TICK_AHEAD_LIMIT} "
@@ -392,6 +394,10 @@ class GuardedJob:
                 self._trigger_queue().send(
                     Trigger(trigger.job, follow_up[0], TriggerKind.FOLLOW_UP))
             except StoreError as exc:
+                if _mutants.on("coalesce-undo-strands"):
+                    rt.store.mutant_drop_follow_up(  # type: ignore[attr-defined]
+                        trigger.job, follow_up[0])
+                    raise
                 # The follow-up is named on the lease row: the holder's release sends it
                 # again, and a run that starts first serves (absorbs) it.
                 rt.telemetry.logger.warning(
@@ -489,6 +495,8 @@ class GuardedJob:
             rt.telemetry.count("LeaseTakeovers")
             rt.telemetry.logger.warning("lease taken over", extra={
                 "previous_run_id": acquired.displaced_run_id})
+        pruned = (rt.store.mutant_failed_triggers(config.name)  # type: ignore[attr-defined]
+                  if _mutants.on("release-prunes-from-old-read") else [])
         heartbeat = Heartbeat(
             store=rt.store, job=config.name, run_id=run_id, fence=fence, lease=config.lease,
             every=config.heartbeat, skew_margin=config.skew_margin, clock=self.clock,
@@ -538,6 +546,8 @@ class GuardedJob:
         )
         outcome = {RunStatus.FAILED: State.FAILED,
                    RunStatus.LEASE_LOST: State.LOST}.get(status, State.DONE)
+        if _mutants.on("lease-lost-is-done") and outcome is State.LOST:
+            outcome = State.DONE
         route = route_of(trigger)
         released = rt.store.release(
             config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
@@ -545,6 +555,8 @@ class GuardedJob:
             trigger_ttl_s=(self._queue_ttl(ended_ms) if route is Route.QUEUE
                            else self._trigger_ttl(trigger, ended_ms)),
         )
+        if pruned and released.released:
+            rt.store.mutant_forget(config.name, pruned)  # type: ignore[attr-defined]
         if not released.released:
             if status is not RunStatus.FAILED:
                 status = RunStatus.LEASE_LOST
@@ -567,7 +579,7 @@ class GuardedJob:
         if status is RunStatus.FAILED and error is not None:
             raise error
         if status is RunStatus.LEASE_LOST:
-            if route is Route.QUEUE:
+            if route is Route.QUEUE and not _mutants.on("lease-lost-is-done"):
                 # Lease loss is not success: the message must come back and run again.
                 raise LeaseLostError(config.name, run_id, fence,
                                      record.detail or "lease lost")
@@ -601,7 +613,7 @@ class GuardedJob:
         arrive and not be stale (ticks: ``stale_after`` past their scheduled time),
         and at least ``dedup_window``."""
         base_ms = now_ms
-        if trigger.scheduled_at is not None:
+        if trigger.scheduled_at is not None and not _mutants.on("future-tick-runs"):
             base_ms = max(now_ms, to_ms(trigger.scheduled_at))
         window = max(self.config.dedup_window, self.config.stale_after)
         return (base_ms + self._skew_ms) // 1000 + int(window.total_seconds())
@@ -613,6 +625,8 @@ class GuardedJob:
 
     def _queue_ttl(self, now_ms: int) -> int:
         """A trigger on the queue is kept as long as its message can be delivered."""
+        if _mutants.on("queued-forgotten-early"):
+            return now_ms // 1000 + int(self.config.dedup_window.total_seconds())
         return now_ms // 1000 + int((TRIGGER_QUEUE_RETENTION + timedelta(days=1))
                                     .total_seconds())
 
