@@ -12,7 +12,7 @@ MS_STAMP := $(MS_VENV)/.installed
 # jobguard.local.ministack.VERSION (a test checks).
 MINISTACK_VERSION := 1.5.33
 
-.PHONY: demo demo-embedded test lint typecheck unit bench synth soak clean
+.PHONY: demo demo-embedded test lint typecheck unit bench synth soak mutate clean
 
 # CDK (jsii runs the construct library on Node): keep its package cache between runs,
 # silence Node 20's end-of-life banner, and never call AWS or the CLI's telemetry.
@@ -79,5 +79,40 @@ soak: $(STAMP)
 	$(PY) -m jobguard.cli --json local --triggers 10000 --jobs 5 --faults any=0.1 \
 		--seed $${JOBGUARD_FAULTS_SEED:-1}
 
+## mutate: mutation testing (mutmut, [tool.mutmut] in pyproject.toml) of the protocol
+## modules against the fast suites; not part of `make test` (tens of minutes on 2 cores).
+## Runs in .mutmut/ (src -> lib, see pyproject.toml); MUTANTS='jobguard.lease.*' narrows it.
+## Afterwards: cd .mutmut && ../.venv/bin/mutmut results (or show NAME, browse).
+MUTMUT_DIR := .mutmut
+MUTANTS ?= 'jobguard.trigger_state.*' 'jobguard.lease.*' \
+	$(foreach f,lease_state trigger_record _seen expected_lease read_lease read_trigger \
+		high_water _lease_condition _trigger_condition _lease_key _fence_key _trigger_key \
+		renew,'jobguard.dynamodb.x*[_ǁ]$(f)__mutmut_*')
+mutate: $(STAMP)
+	rm -rf $(MUTMUT_DIR) && mkdir -p $(MUTMUT_DIR)
+	ln -s ../lib $(MUTMUT_DIR)/src
+	for f in tests bench handlers Makefile README.md pyproject.toml; do \
+		ln -s ../$$f $(MUTMUT_DIR)/$$f; done
+	@# PYTHONPATH puts the mutated copy ahead of the editable install in any child process;
+	@# the folder must exist before Python starts (a missing one is cached as unusable).
+	mkdir -p $(MUTMUT_DIR)/mutants/src
+	cd $(MUTMUT_DIR) && PYTHONPATH=$(CURDIR)/$(MUTMUT_DIR)/mutants/src \
+		$(CURDIR)/$(VENV)/bin/mutmut run $(MUTANTS)
+	@# The statuses of the mutants run (those not run are "not checked"); the score, with
+	@# the survivors explained as equivalent, is in docs/mutation.md.
+	cd $(MUTMUT_DIR) && $(CURDIR)/$(VENV)/bin/mutmut results --all true \
+		| awk -F': ' '$$2 != "not checked" {n[$$2]++; t++} \
+		END {for (s in n) print s, n[s]; print "total run", t; \
+		     if (t) printf "killed/total %.4f\n", n["killed"] / t}'
+
+## explore: the protocol explorer (tests/explorer): new seeds for MINUTES (default 1),
+## printing histories/s, coverage and each violation with its shrunk choice list and trace;
+## SEED=N replays one history with its trace (SHRINK=1 to shrink it); CHOICES=a,b,c replays
+## a choice list. Exit 1 on any violation.
+explore: $(STAMP)
+	PYTHONHASHSEED=0 $(PY) -m tests.explorer.explore \
+		$(if $(SEED),--seed $(SEED) $(if $(SHRINK),--shrink),$(if $(CHOICES),--choices $(CHOICES),--minutes $(or $(MINUTES),1))) \
+		$(EXPLORE_ARGS)
+
 clean:
-	rm -rf $(VENV) $(MS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(MUTMUT_DIR) $(VENV) $(MS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

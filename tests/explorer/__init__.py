@@ -1,0 +1,1 @@
+"""The protocol explorer: a deterministic simulator of the real library (see sim.py)."""

@@ -1,0 +1,318 @@
+"""The reference model: what the README and DESIGN promise, checked against a history.
+
+Written from the promises, not from the library: it never calls ``classify`` or the
+store's lease logic. It is fed observations by the simulator (deliveries and what they
+returned or raised, handler invocations, run records as they were written, the lease row
+after every request, the checkpoint and item ledger, the destination's own counts, the
+queue) and keeps its own notion of what is pending.
+
+Invariants (each violation is ``(code, text)``; the code is what shrinking preserves):
+
+- ``END``: every delivery ends in a recorded decision; a delivery the library failed
+  without any injected fault is a violation; every run that ended has its record; every
+  queued or coalesced trigger is run (or dead-lettered, or recorded paused), never
+  silently dropped; every direct trigger gets a decision once faults stop.
+- ``RERUN``: a trigger that already ran is never run again (a direct trigger once a
+  delivery that ran it returned, or once REPLACE displaced it; a queued trigger or
+  follow-up once a run of it succeeded).
+- ``ONCE``: no work id reaches the destination from two runs that both held the newest
+  fence at the time.
+- ``FENCE``: fences issued grow strictly; no write from a run is accepted once a higher
+  fence was issued.
+- ``CKPT``: the checkpoint never moves back and never passes an unfinished item.
+- ``LIVE``: once faults stop, every pending trigger is decided within a bounded number
+  of rounds, the queue drains, and a fresh tick runs.
+- ``BOUND``: the lease row stays under 2 KB; its ``queued_n`` equals the queued triggers
+  still pending.
+- ``DAMAGE``: a damaged lease row is reported as an error naming the attribute (never a
+  crash, never a silent second fence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+LEASE_ROW_MAX_BYTES = 2048
+DIRECT_KINDS = ("tick", "manual", "rule")
+MARK_DECISIONS = ("queued", "coalesced", "skipped", "dropped")
+CRASHES = ("TypeError", "ValueError", "KeyError", "AttributeError", "IndexError",
+           "AssertionError", "UnboundLocalError", "NameError", "RecursionError")
+
+
+@dataclass
+class Delivery:
+    """One delivery of one trigger to the job (direct invoke, or one SQS record)."""
+
+    n: int
+    trigger_id: str
+    kind: str  # tick | manual | queued | follow_up
+    step: int
+    actor: str = ""
+    outcome: str | None = None  # ran | lease_lost | <decision> | deferred | error | killed
+    run_id: str | None = None
+    error: str | None = None
+    faults: int = 0
+    damaged: str | None = None
+    handler_failed: bool = False
+    invoked: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Invocation:
+    run_id: str
+    trigger_id: str
+    kind: str
+    fence: int
+    step: int
+    returned: bool = False
+    actor: str = ""
+
+
+@dataclass
+class RecordWrite:
+    step: int
+    run_id: str
+    trigger_id: str
+    decision: str
+    status: str
+    kind: str
+
+
+class Model:
+    """Consumes a history's observations; collects violations."""
+
+    def __init__(self, *, policy: str, skew_ms: int) -> None:
+        self.policy = policy
+        self.skew_ms = skew_ms
+        self.violations: list[tuple[str, str]] = []
+        self.hw_fence = 0
+        self.fence_owner: dict[int, str] = {}
+        self.deliveries: list[Delivery] = []
+        self.invocations: dict[str, Invocation] = {}
+        self.records: list[RecordWrite] = []
+        self.spent: dict[str, str] = {}
+        self.checkpoint: tuple[int, int] = (0, -1)
+        self.dest: dict[str, list[tuple[str, int, bool]]] = {}
+        self._said: set[str] = set()
+        self.far_future: set[str] = set()
+        self.spent_reason: dict[str, str] = {}
+        self.spent_step: dict[str, int] = {}
+        self.acquired_step: dict[str, int] = {}
+        self.now_step = 0
+        """The simulator's step counter (set before each observation)."""
+
+    def violate(self, code: str, text: str, key: str = "") -> None:
+        """``code`` is ``INVARIANT/what``; ``key`` refines it for shrinking (no ids)."""
+        sig = f"{code}:{key}" if key else code
+        if text not in self._said:
+            self._said.add(text)
+            self.violations.append((sig, text))
+
+    # -- online observations ---------------------------------------------------------------
+
+    def lease_changed(self, before: dict[str, Any], after: dict[str, Any], *, step: int,
+                      true_now_ms: int) -> None:
+        """The lease row after a request (plain values; {} when absent)."""
+        run_before, run_after = before.get("run_id"), after.get("run_id")
+        fence = after.get("fence")
+        if run_after is not None and run_after != run_before:
+            self.acquired_step.setdefault(str(run_after), step)
+            # an acquisition: it must carry a fence never issued before
+            if not isinstance(fence, int):
+                self.violate("FENCE/no-fence",
+                             f"run {run_after} took the lease with fence {fence!r}")
+            elif fence <= self.hw_fence:
+                self.violate("FENCE/reissued", f"fence {fence} issued to run {run_after} but fence "
+                             f"{self.hw_fence} was already issued "
+                             f"(to {self.fence_owner.get(self.hw_fence)})")
+            if run_before is not None and self.policy == "REPLACE":
+                expires = before.get("expires_at_ms")
+                if isinstance(expires, int) and expires >= true_now_ms:
+                    trigger = before.get("trigger_id")
+                    if isinstance(trigger, str):
+                        self.spent.setdefault(trigger, f"displaced by REPLACE at step {step}")
+                        self.spent_step.setdefault(trigger, step)
+                        self.spent_reason.setdefault(trigger, "displaced")
+        if isinstance(fence, int) and fence > self.hw_fence:
+            self.hw_fence = fence
+            if run_after is not None:
+                self.fence_owner[fence] = str(run_after)
+
+    def lease_size(self, size: int, step: int) -> None:
+        if size > LEASE_ROW_MAX_BYTES and not any(
+                sig == "BOUND/row-size" for sig, _ in self.violations):
+            self.violate("BOUND/row-size",
+                         f"the lease row is {size} B (bound {LEASE_ROW_MAX_BYTES} B)")
+
+    def write_applied(self, *, run_id: str | None, fence: int | None, what: str,
+                      step: int) -> None:
+        """A write carrying a run's fence was accepted by the table."""
+        if fence is not None and fence < self.hw_fence:
+            self.violate("FENCE/stale-write",
+                         f"{what} of run {run_id} (fence {fence}) was accepted after "
+                         f"fence {self.hw_fence} was issued")
+
+    def record_written(self, rec: RecordWrite) -> None:
+        self.records.append(rec)
+        if rec.decision == "ran" and rec.status == "succeeded" and rec.kind not in DIRECT_KINDS:
+            self.spent.setdefault(rec.trigger_id, f"run {rec.run_id} succeeded")
+            self.spent_step.setdefault(rec.trigger_id, rec.step)
+            self.spent_reason.setdefault(rec.trigger_id, "succeeded")
+
+    def invoked(self, inv: Invocation, delivery: Delivery | None) -> None:
+        why = self.spent.get(inv.trigger_id)
+        acquired = self.acquired_step.get(inv.run_id, inv.step)
+        if why is not None and self.spent_step.get(inv.trigger_id, -1) < acquired:
+            # spent before this run took the lease (a takeover of a run presumed dead,
+            # decided while that run was still out, is the lease's documented hint)
+            kind = "far-future-tick" if "@2062-" in inv.trigger_id else inv.kind
+            reason = why.split(":")[0] if ":" in why else why.split()[0]
+            self.violate("RERUN/ran-again", f"trigger {inv.trigger_id} ran again as "
+                         f"{inv.run_id} (step {inv.step}) after it was spent: {why}",
+                         key=f"{kind}:{self.spent_reason.get(inv.trigger_id, reason)}")
+        self.invocations[inv.run_id] = inv
+        if delivery is not None:
+            delivery.invoked.append(inv.run_id)
+
+    def delivery_ended(self, d: Delivery) -> None:
+        if d.outcome == "killed":
+            return
+        if d.outcome in ("ran", "lease_lost") or (d.outcome == "error" and d.invoked
+                                                  and d.error and "injected handler" in d.error):
+            pass
+        if d.outcome in ("ran", "lease_lost") and d.kind in DIRECT_KINDS:
+            for run_id in d.invoked:
+                inv = self.invocations.get(run_id)
+                if inv is not None and inv.trigger_id == d.trigger_id:
+                    self.spent.setdefault(d.trigger_id, f"its run {run_id} returned "
+                                          f"{d.outcome} to delivery #{d.n}")
+                    self.spent_step.setdefault(d.trigger_id, self.now_step)
+                    self.spent_reason.setdefault(d.trigger_id, f"returned-{d.outcome}")
+        if d.outcome == "error" and d.error is not None and d.error.startswith(
+                "InvalidTriggerError: scheduled_at") and "@2062-" in d.trigger_id:
+            d.outcome = "refused"  # a tick too far ahead may be refused, naming the field
+            return
+        if d.outcome == "error" and d.error is not None:
+            name = d.error.split(":", 1)[0]
+            if name in CRASHES:
+                self.violate("END/crash", f"delivery #{d.n} of {d.trigger_id} crashed: {d.error}",
+                             key=name)
+            elif d.damaged is not None:
+                if d.damaged not in d.error:
+                    self.violate("DAMAGE/unnamed",
+                                 f"delivery #{d.n} of {d.trigger_id} on a lease row "
+                                 f"whose {d.damaged} is damaged failed without naming it: "
+                                 f"{d.error}")
+            elif d.faults == 0 and not d.handler_failed:
+                self.violate("END/failed-unfaulted", f"delivery #{d.n} of {d.trigger_id} "
+                             f"({d.kind}) failed with no fault injected: {d.error}",
+                             key=f"{d.kind}:{' '.join(d.error.split()[:4])}")
+
+    def checkpoint_moved(self, seq: int, cursor: int, unfinished_before: list[str],
+                         step: int) -> None:
+        if (seq, cursor) < self.checkpoint:
+            self.violate("CKPT/backwards", f"checkpoint went back from {self.checkpoint} to "
+                         f"{(seq, cursor)}")
+        if unfinished_before:
+            self.violate("CKPT/past-unfinished", f"checkpoint {cursor} passed unfinished items "
+                         f"{unfinished_before[:3]}")
+        self.checkpoint = max(self.checkpoint, (seq, cursor))
+
+    def destination_reached(self, work_id: str, run_id: str, fence: int) -> None:
+        stale = fence < self.hw_fence
+        reaches = self.dest.setdefault(work_id, [])
+        reaches.append((run_id, fence, stale))
+        fresh_runs = {r for r, _, s in reaches if not s}
+        if len(fresh_runs) > 1:
+            self.violate("ONCE/two-runs", f"{work_id} reached the destination from runs "
+                         f"{sorted(fresh_runs)}, each holding the newest fence")
+
+    # -- after the faults stopped --------------------------------------------------------
+
+    def pending_queued(self, runs: list[dict[str, Any]], dlq_triggers: set[str]) -> list[str]:
+        """Queued triggers (a ``queued`` record) not yet run to success, dead-lettered or
+        recorded paused."""
+        queued = {r["trigger_id"] for r in runs if r["decision"] == "queued"}
+        done = {r["trigger_id"] for r in runs if r["decision"] == "ran"
+                and r["status"] == "succeeded"}
+        paused = {r["trigger_id"] for r in runs if r["decision"] == "paused"}
+        return sorted(t for t in queued if t not in done and t not in dlq_triggers
+                      and t not in paused)
+
+    def coalesced_checks(self, *, dlq: list[tuple[str, int]]) -> None:
+        """Once the queue drained (before any sender retried): every coalesced trigger
+        was followed by a run that started after it (or its follow-up was recorded
+        paused, or dead-lettered)."""
+        last_run_step = max((inv.step for inv in self.invocations.values()), default=-1)
+        for rec in self.records:
+            if rec.decision != "coalesced" or rec.kind == "follow_up":
+                continue  # a follow-up "coalesced" is one absorbed by a later run
+            covered = last_run_step > rec.step or any(
+                r.decision == "paused" and r.step > rec.step for r in self.records) or any(
+                step > rec.step for _, step in dlq)
+            if not covered:
+                self.violate("END/coalesced-never-followed", f"coalesced trigger "
+                             f"{rec.trigger_id} (step {rec.step}) was not followed by a run "
+                             "once the queue drained")
+
+    def settle_checks(self, *, runs: list[dict[str, Any]], dlq: list[tuple[str, int]],
+                      queue_live: list[str], undecided: list[str], queued_n: int,
+                      invocations_after: dict[str, int]) -> None:
+        """END and BOUND once the queue has drained (before the fresh tick)."""
+        dlq_triggers = {t for t, _ in dlq}
+        by_id = {r["run_id"]: r for r in runs}
+        # every decision a delivery returned is in the run log
+        for d in self.deliveries:
+            if d.outcome not in (None, "ran", "lease_lost", "error", "killed", "deferred") \
+                    and d.run_id and d.run_id not in by_id:
+                self.violate("END/decision-unrecorded",
+                             f"delivery #{d.n} of {d.trigger_id} returned "
+                             f"{d.outcome} as run {d.run_id}, which has no record")
+        # every run whose delivery returned has its record
+        for d in self.deliveries:
+            if d.outcome in ("ran", "lease_lost"):
+                for run_id in d.invoked:
+                    rec = by_id.get(run_id)
+                    if rec is None or rec["decision"] != "ran":
+                        self.violate("END/no-run-record", f"run {run_id} of {d.trigger_id} "
+                                     f"ended ({d.outcome}, delivery #{d.n}) but has no run "
+                                     "record", key=d.outcome or "")
+        # at most one mark decision per trigger
+        seen: dict[tuple[str, str], int] = {}
+        for r in runs:
+            if r["decision"] in MARK_DECISIONS:
+                key = (r["trigger_id"], r["decision"])
+                seen[key] = seen.get(key, 0) + 1
+        for (trigger, decision), n in sorted(seen.items()):
+            if n > 1:
+                self.violate("END/recorded-twice", f"trigger {trigger} was recorded "
+                             f"{decision} {n} times", key=decision)
+        # queued triggers: run, dead-lettered or paused, never dropped silently
+        pending = self.pending_queued(runs, dlq_triggers)
+        for t in pending:
+            story = _story(t, runs)
+            self.violate("END/queued-never-ran", f"queued trigger {t} never ran to the end; "
+                         f"its records: {story}; message "
+                         f"{'still queued' if t in queue_live else 'gone'}", key=story)
+        for t in undecided:
+            self.violate("LIVE/undecided", f"direct trigger {t} got no decision once faults "
+                         "stopped")
+        if queue_live:
+            self.violate("LIVE/queue-not-drained", f"the trigger queue did not drain: "
+                         f"{queue_live}")
+        if queued_n != len(pending):
+            self.violate("BOUND/queued_n", f"the lease row says queued_n={queued_n} but "
+                         f"{len(pending)} queued triggers are pending")
+
+
+def _story(trigger_id: str, runs: list[dict[str, Any]]) -> str:
+    """The trigger's records, oldest first, as ``decision[:status]`` (no ids)."""
+    mine = sorted((r for r in runs if r["trigger_id"] == trigger_id),
+                  key=lambda r: (r.get("started_at_ms") or 0, r["run_id"]))
+    steps: list[str] = []
+    for r in mine:
+        text = r["decision"] if r["decision"] != "ran" else f"ran:{r['status']}"
+        if not steps or steps[-1] != text:
+            steps.append(text)
+    return ">".join(steps) or "none"

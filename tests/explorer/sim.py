@@ -1,0 +1,1389 @@
+"""The deterministic simulator: the real library, every AWS request a scheduling point.
+
+Actors are threads running the real code: a :class:`jobguard.GuardedJob` (the handler of
+a :class:`jobguard.BatchJob`, ``NotesJob`` from ``jobguard.local.load``) taking direct
+deliveries and SQS event records, heartbeat renewals, recovery, the reconciler and the
+operator's commands. Every DynamoDB request stops at a gate (a ``before-send`` hook on
+the client the library uses; each SDK attempt is its own step) and every SQS call at
+another (``before-call``: the explorer's :class:`~tests.explorer.fifo.FifoQueue` answers
+it). Only one actor runs at a time; the scheduler picks which one steps next and what
+happens to its request, from one :class:`~tests.explorer.choices.Chooser`.
+
+The heartbeat thread is replaced (the explorer's one seam: ``Heartbeat.start`` /
+``Heartbeat.stop`` patched from here) so that renewals are scheduler steps calling
+``renew_once()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from unittest import mock
+
+from .choices import Chooser
+from .fifo import FifoQueue, Message, SqsError
+from .model import DIRECT_KINDS, Delivery, Invocation, Model, RecordWrite
+
+JOB = "crm-sync"
+T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=60)
+SKEW = timedelta(seconds=5)
+TICK_EVERY = timedelta(minutes=1)
+VISIBILITY_S = 120
+MAX_RECEIVES = 6
+MAX_CONTAINERS = 4
+MAX_ACTORS = 7
+FAR_FUTURE = datetime(2062, 1, 1, tzinfo=UTC)
+QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/crm-sync-triggers.fifo"
+_UNROUTABLE = "http://explorer-answered.invalid/"
+_PARK_TIMEOUT_S = 60.0
+
+POLICIES = ("SKIP", "QUEUE", "COALESCE", "REPLACE")
+
+# DynamoDB attempt faults; index 0 is "none"
+DDB_FAULTS = ("ok", "throttle", "5xx", "timeout", "lost-before", "lost-after")
+DDB_FAULT_WEIGHTS = (90, 2, 2, 1.5, 1.5, 3)
+# SQS call faults (the outcome after the SDK's retries)
+SQS_FAULTS = ("ok", "throttle", "5xx", "timeout", "lost-after")
+SQS_FAULT_WEIGHTS = (88, 3, 3, 2, 4)
+
+# every kind of event the scheduler can pick; index 0 is "step an actor"
+EVENTS = ("step", "tick", "retick", "manual", "remanual", "sqs", "renew", "clock", "skew",
+          "pause", "resume", "force", "recovery", "reconcile", "kill", "expire_visibility",
+          "ttl", "work", "future_tick", "damage", "burst", "outage")
+EVENT_WEIGHTS = {"step": 45, "tick": 6, "retick": 3, "manual": 4, "remanual": 2.5, "sqs": 9,
+                 "renew": 6, "clock": 7, "skew": 1, "pause": 0.9, "resume": 0.6,
+                 "force": 0.7, "recovery": 0.5, "reconcile": 0.5, "kill": 1.2,
+                 "expire_visibility": 1.0, "ttl": 0.3, "work": 0.6, "future_tick": 0.6,
+                 "damage": 0.12, "burst": 0.8, "outage": 0.8}
+SWARM = (1.0, 0.0, 0.3, 3.0)
+SWARM_WEIGHTS = (4, 1.5, 1.5, 2)
+HANDLER_FAILURE = (0.08, 0.02, 0.25)
+OUTAGES = (("dynamodb", "throttle"), ("dynamodb", "timeout"), ("dynamodb", "lost-after"),
+           ("sqs", "5xx"), ("sqs", "timeout"), ("sqs", "lost-after"))
+OUTAGE_LENGTHS = (2, 3, 4, 6, 9)
+CLOCK_STEPS = (timedelta(seconds=1), timedelta(seconds=7), timedelta(seconds=20),
+               LEASE + SKEW + timedelta(seconds=1), timedelta(minutes=3),
+               timedelta(hours=2, minutes=15), timedelta(hours=5))
+CLOCK_WEIGHTS = (4, 3, 3, 2.5, 1.5, 1.2, 0.4)
+SKEWS = (timedelta(0), timedelta(seconds=3), timedelta(seconds=-3), SKEW + timedelta(seconds=2),
+         -(SKEW + timedelta(seconds=2)), timedelta(seconds=90), timedelta(seconds=-90))
+DAMAGES = ("remove:expires_at_ms", "remove:fence", "string:fence", "string:expires_at_ms",
+           "delete-row")
+
+
+class Killed(BaseException):
+    """Raised at a killed actor's gates: its process is gone."""
+
+
+class Deadlock(RuntimeError):
+    pass
+
+
+class SkewClock:
+    """One worker's wall clock: the shared clock plus an offset that can step."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self.offset = timedelta(0)
+
+    def now(self) -> datetime:
+        return self.base.now() + self.offset
+
+    def monotonic(self) -> float:
+        return float(self.base.monotonic())
+
+
+class Ctx:
+    def __init__(self, request_id: str) -> None:
+        self.aws_request_id = request_id
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+@dataclass
+class Req:
+    actor: Actor
+    service: str
+    op: str
+    params: dict[str, Any]
+    fault: str = "ok"
+    status: int | None = None
+    code: str | None = None
+    run: tuple[str, int, str] | None = None  # run id, fence, trigger id of the caller
+
+
+@dataclass
+class Actor:
+    n: int
+    name: str
+    kind: str
+    fn: Any
+    sim: Sim
+    container: Container | None = None
+    delivery: Delivery | None = None
+    heartbeat: Any = None
+    go: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    pending: Req | None = None
+    done: bool = False
+    killed: bool = False
+    result: Any = None
+    exc: BaseException | None = None
+    faults: int = 0
+    run: tuple[str, int, str] | None = None
+    thread: threading.Thread | None = None
+    on_done: Any = None
+    released: str | None = None
+    """The run whose lease this actor's request freed."""
+    request_faults: int = 0
+    """Faults injected into this actor's own requests (not clock jumps and the like)."""
+
+    def park(self, req: Req) -> None:
+        """Called in the actor's thread at a gate: wait until the scheduler steps us."""
+        if self.killed:
+            raise Killed()
+        self.pending = req
+        self.sim._parked.release()
+        self.go.acquire()
+        self.pending = None
+        if self.killed:
+            raise Killed()
+
+    def main(self) -> None:
+        self.sim._local.actor = self
+        try:
+            self.result = self.fn()
+        except Killed:
+            self.killed = True
+        except BaseException as exc:  # noqa: BLE001 - observed, classified by the model
+            self.exc = exc
+        finally:
+            self.done = True
+            self.sim._parked.release()
+
+
+@dataclass
+class Container:
+    """One Lambda execution environment: its own GuardedJob, clock and owner."""
+
+    n: int
+    job: Any  # GuardedJob
+    batch: Any  # the NotesJob
+    clock: SkewClock
+    busy: bool = False
+
+
+def _plain(item: dict[str, Any] | None) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeDeserializer
+
+    if not item:
+        return {}
+    des = TypeDeserializer()
+    out: dict[str, Any] = {}
+    for k, v in item.items():
+        value = des.deserialize(v)
+        if hasattr(value, "as_integer_ratio") and not isinstance(value, (int, float)):
+            value = int(value) if value == int(value) else float(value)
+        out[k] = value
+    return out
+
+
+def item_size(item: dict[str, Any] | None) -> int:
+    """DynamoDB's size of an item (names + values, approximately as billed)."""
+    def size(v: dict[str, Any]) -> int:
+        (t, x), = v.items()
+        if t in ("S", "B"):
+            return len(x.encode() if isinstance(x, str) else x)
+        if t == "N":
+            return len(str(x).lstrip("-").replace(".", "")) // 2 + 1
+        if t in ("BOOL", "NULL"):
+            return 1
+        if t in ("SS", "NS", "BS"):
+            return sum(len(str(e)) for e in x)
+        if t == "L":
+            return 3 + sum(size(e) + 1 for e in x)
+        if t == "M":
+            return 3 + sum(len(k.encode()) + size(e) + 1 for k, e in x.items())
+        return 0
+    return sum(len(k.encode()) + size(v) for k, v in (item or {}).items())
+
+
+def _short(value: Any, n: int = 48) -> str:
+    text = str(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _fmt_delta(ms: int) -> str:
+    sign = "-" if ms < 0 else "+"
+    s = abs(ms) // 1000
+    return f"{sign}{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@dataclass
+class Result:
+    seed: int | None
+    policy: str
+    choices: list[int]
+    violations: list[tuple[str, str]]
+    trace: list[str]
+    steps: int
+    requests: int
+    coverage: set[tuple[str, str]]
+    first_violation_step: int | None = None
+
+    @property
+    def codes(self) -> set[str]:
+        return {c for c, _ in self.violations}
+
+
+class Sim:
+    """One history: build the world, run the fault phase from the chooser, settle, check."""
+
+    def __init__(self, chooser: Chooser, *, seed: int | None = None, policy: str | None = None,
+                 trace: bool = True) -> None:
+        self.chooser = chooser
+        self.seed = seed
+        # configuration is drawn too (so that a replayed list replays it)
+        self.policy = policy or POLICIES[chooser.draw(len(POLICIES))]
+        self.max_queued = 1 + chooser.draw(3)
+        # swarm testing: each history weighs the event kinds its own way (some off)
+        self.weights = {e: EVENT_WEIGHTS[e] * SWARM[chooser.draw(len(SWARM), SWARM_WEIGHTS)]
+                        for e in EVENTS}
+        self.weights["step"] = EVENT_WEIGHTS["step"]
+        self.handler_failure = HANDLER_FAILURE[chooser.draw(len(HANDLER_FAILURE))]
+        self.want_trace = trace
+        self.trace: list[str] = []
+        self.model = Model(policy=self.policy, skew_ms=int(SKEW.total_seconds() * 1000))
+        self._local = threading.local()
+        self._parked = threading.Semaphore(0)
+        self.actors: list[Actor] = []
+        self._actor_n = 0
+        self.step = 0
+        self.requests = 0
+        self.coverage: set[tuple[str, str]] = set()
+        self.heartbeats: dict[int, Any] = {}
+        self.hb_run: dict[int, tuple[str, int, str]] = {}
+        self.deliveries: list[Delivery] = self.model.deliveries
+        self.ticks: list[datetime] = []
+        self.manuals: list[str] = []
+        self.last_outcome: dict[str, str] = {}
+        self.paused = False
+        self.damaged: str | None = None
+        self.row: dict[str, Any] = {}
+        self.raw_row: dict[str, Any] | None = None
+        self._ids = 0
+        self._rand_bytes: Any = None
+        self.first_violation_step: int | None = None
+        self.source: list[dict[str, Any]] = []
+        self.dlq_steps: dict[int, int] = {}
+        self._internal: Exception | None = None
+        self.outage: tuple[str, str, int] | None = None
+
+    # -- trace ---------------------------------------------------------------------------
+
+    def log(self, text: str) -> None:
+        if self.want_trace:
+            ms = int((self.clock.now() - T0).total_seconds() * 1000)
+            self.trace.append(f"#{self.step:04d} t={_fmt_delta(ms)} {text}")
+
+    def _row_diff(self, before: dict[str, Any], after: dict[str, Any]) -> str:
+        parts = []
+        for k in sorted(set(before) | set(after)):
+            if k in ("pk", "sk"):
+                continue
+            a, b = before.get(k), after.get(k)
+            if a == b:
+                continue
+            if k not in before:
+                parts.append(f"+{_short(k, 40)}={_short(b, 30)}")
+            elif k not in after:
+                parts.append(f"-{_short(k, 40)}")
+            else:
+                parts.append(f"{_short(k, 40)}:{_short(a, 30)}->{_short(b, 30)}")
+        return ", ".join(parts)
+
+    # -- the world -------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        from jobguard.local.emulator import in_process
+        from jobguard.testing import ManualClock
+
+        self.clock = ManualClock(T0)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(in_process())
+            self._build()
+            stack.enter_context(self._patches())
+            self.log(f"policy={self.policy} max_queued={self.max_queued} lease={LEASE} "
+                     f"skew={SKEW}")
+            try:
+                while not self.chooser.exhausted:
+                    self._step_random()
+                self._settle()
+            except Deadlock as exc:
+                self.model.violate("LIVE/deadlock", f"the explorer deadlocked: {exc}")
+            finally:
+                self._abandon_all()
+        return Result(self.seed, self.policy, list(self.chooser.record), self.model.violations,
+                      self.trace, self.step, self.requests, self.coverage,
+                      self.first_violation_step)
+
+    def _build(self) -> None:
+        import botocore.session
+
+        from jobguard import JobConfig, OverlapPolicy
+        from jobguard._clients import config as client_config
+        from jobguard.destinations import DynamoDBDestination
+        from jobguard.dynamodb import DynamoJobStore, create_table
+        from jobguard.dynamodb_items import DynamoItemStore
+        from jobguard.triggerqueue import TriggerQueue
+
+        session = botocore.session.get_session()
+        self.observer = session.create_client("dynamodb", config=client_config())
+        self.table = "jobguard-explorer"
+        create_table(self.observer, self.table)
+        self.notes_table = DynamoDBDestination.create_table(self.observer, "notes-explorer")
+        self.ttl_attribute = self.observer.describe_time_to_live(TableName=self.table)[
+            "TimeToLiveDescription"].get("AttributeName")
+        self.items_view = DynamoItemStore(self.table, client=self.observer)
+        # the clients the library uses: every request passes a gate
+        self.ddb = session.create_client("dynamodb", config=client_config())
+        self.ddb.meta.events.register_first("before-send.dynamodb", self._ddb_gate,
+                                            unique_id="explorer-gate")
+        self.sqs = session.create_client("sqs", config=client_config())
+        self.sqs.meta.events.register_first("before-call.sqs", self._sqs_gate,
+                                            unique_id="explorer-sqs")
+        self.queue = FifoQueue(QUEUE_URL, visibility_s=VISIBILITY_S, max_receives=MAX_RECEIVES)
+        self.store = DynamoJobStore(self.table, client=self.ddb)
+        self.trigger_queue = TriggerQueue(QUEUE_URL, client=self.sqs)
+        self.notes = DynamoDBDestination(self.notes_table, client=self.ddb)
+        self.config = JobConfig(name=JOB, policy=OverlapPolicy(self.policy),
+                                table_name=self.table, trigger_queue_url=QUEUE_URL,
+                                batch_size=2, lease=LEASE, skew_margin=SKEW,
+                                max_queued=self.max_queued)
+        self.source = [{"id": f"c{i:03d}", "change": f"change {i}"} for i in range(3)]
+        self.containers: list[Container] = []
+
+    @contextlib.contextmanager
+    def _patches(self) -> Any:
+        import random as _random
+
+        from jobguard.run import Heartbeat
+
+        sim = self
+        rand = _random.Random(1234)
+        original_stop = Heartbeat.stop
+
+        def start(hb: Any) -> Any:
+            sim.heartbeats[id(hb)] = hb
+            return hb
+
+        def stop(hb: Any) -> None:
+            original_stop(hb)
+            sim.heartbeats.pop(id(hb), None)
+
+        def urandom(n: int) -> bytes:
+            return rand.randbytes(n)
+
+        loggers = [logging.getLogger(n) for n in ("jobguard", "botocore", "aws_lambda_powertools")]
+        levels = [lg.level for lg in loggers]
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL)
+        from jobguard import observability
+
+        with mock.patch.object(Heartbeat, "start", start), \
+                mock.patch.object(Heartbeat, "stop", stop), \
+                mock.patch.object(os, "urandom", urandom), \
+                mock.patch.object(time, "sleep", lambda s: None), \
+                mock.patch.object(observability.JobTelemetry, "flush", lambda self: None), \
+                open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+            observability._logger().setLevel(logging.CRITICAL)
+            try:
+                yield
+            finally:
+                for lg, lvl in zip(loggers, levels, strict=True):
+                    lg.setLevel(lvl)
+
+    def _container(self) -> Container | None:
+        for c in self.containers:
+            if not c.busy:
+                return c
+        if len(self.containers) >= MAX_CONTAINERS:
+            return None
+        from jobguard.local.load import NotesJob
+
+        sim = self
+        n = len(self.containers) + 1
+        clock = SkewClock(self.clock)
+
+        class ExplorerNotesJob(NotesJob):
+            def run(self, run: Any, context: Any) -> Any:
+                sim._invoked(run)
+                if sim.chooser.chance(sim.handler_failure):
+                    raise RuntimeError("injected handler failure (source unavailable)")
+                report = super().run(run, context)
+                return report
+
+        batch = ExplorerNotesJob(self.config, self.source, self.notes, store=self.store,
+                                 queue=self.trigger_queue, clock=clock, owner=f"fn/c{n}")
+        job = batch.handler()
+        original_handle = job.handle
+
+        def handle(trigger: Any, event: Any, context: Any) -> Any:
+            # observe each delivery's own outcome (on the SQS path: per record)
+            d = sim._local.actor.delivery
+            try:
+                result = original_handle(trigger, event, context)
+            except Exception as exc:
+                if d is not None:
+                    d.error = f"{type(exc).__name__}: {exc}"[:300]
+                    d.outcome = "deferred" if type(exc).__name__ == "_Deferred" else "error"
+                raise
+            if d is not None:
+                d.outcome, d.run_id = sim._classify(result, d)
+            return result
+
+        job.handle = handle
+        c = Container(n, job, batch, clock)
+        self.containers.append(c)
+        return c
+
+    # -- gates (run in actor threads) ----------------------------------------------------------
+
+    def _current_run(self, actor: Actor) -> tuple[str, int, str] | None:
+        from jobguard import current_run
+        from jobguard.errors import JobGuardError
+
+        if actor.heartbeat is not None:
+            return self.hb_run.get(id(actor.heartbeat))
+        try:
+            run = current_run()
+        except JobGuardError:
+            return actor.run  # after its run: the release and record are still its run's
+        info = (run.run_id, run.fence, run.trigger.trigger_id)
+        self.hb_run[id(run.heartbeat)] = info
+        actor.run = info
+        return info
+
+    def _ddb_gate(self, request: Any, event_name: str = "", **_: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+        from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+        from moto.core.models import botocore_stubber
+
+        actor: Actor | None = getattr(self._local, "actor", None)
+        if actor is None:
+            return None
+        if actor.killed:
+            raise Killed()
+        target = request.headers.get("X-Amz-Target", b"")
+        op = (target.decode() if isinstance(target, bytes) else str(target)).split(".")[-1]
+        body = request.body
+        params = json.loads(body.decode() if isinstance(body, bytes) else (body or "{}"))
+        req = Req(actor, "dynamodb", op, params, run=self._current_run(actor))
+        actor.park(req)
+        url = request.url
+        request.url = _UNROUTABLE  # moto's own before-send hook (after this one) skips it
+        if req.fault in ("throttle", "5xx"):
+            code, status = (("ThrottlingException", 400) if req.fault == "throttle"
+                            else ("InternalServerError", 500))
+            req.status, req.code = status, code
+            self._answered(req)
+            payload = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}",
+                                  "message": "injected by the explorer"}).encode()
+            return AWSResponse(_UNROUTABLE, status, {"x-amzn-ErrorType": code,
+                                                     "Content-Type": "application/x-amz-json-1.0"},
+                               _Raw(payload))
+        if req.fault in ("timeout", "lost-before"):
+            self._answered(req)
+            if req.fault == "timeout":
+                raise ConnectTimeoutError(endpoint_url=url)
+            raise ReadTimeoutError(endpoint_url=url)
+        request.url = url
+        response = botocore_stubber(event_name, request)
+        request.url = _UNROUTABLE
+        req.status = response.status_code
+        if req.status >= 300:
+            try:
+                req.code = str(json.loads(response.content).get("__type", "")).split("#")[-1]
+            except ValueError:
+                req.code = "?"
+        else:
+            self._applied(req)
+        self._answered(req)
+        if req.fault == "lost-after":
+            raise ReadTimeoutError(endpoint_url=url)
+        return response
+
+    def _sqs_gate(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+        from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+        actor: Actor | None = getattr(self._local, "actor", None)
+        if actor is None or actor.killed:
+            raise Killed()
+        op = model.name
+        body = params.get("body") or b"{}"
+        api = json.loads(body.decode() if isinstance(body, bytes) else body)
+        req = Req(actor, "sqs", op, api, run=self._current_run(actor))
+        actor.park(req)
+        if req.fault == "timeout":
+            self._answered(req)
+            raise ConnectTimeoutError(endpoint_url=QUEUE_URL)
+        if req.fault in ("throttle", "5xx"):
+            code, status = (("RequestThrottled", 400) if req.fault == "throttle"
+                            else ("InternalFailure", 500))
+            req.status, req.code = status, code
+            self._answered(req)
+            return (AWSResponse(QUEUE_URL, status, {}, _Raw(b"")),
+                    {"Error": {"Code": code, "Message": "injected by the explorer"},
+                     "ResponseMetadata": {"HTTPStatusCode": status}})
+        try:
+            parsed = self.queue.answer(op, api, self._now_ms())
+        except SqsError as exc:
+            req.status, req.code = exc.status, exc.code
+            self._answered(req)
+            return (AWSResponse(QUEUE_URL, exc.status, {}, _Raw(b"")),
+                    {"Error": {"Code": exc.code, "Message": str(exc)},
+                     "ResponseMetadata": {"HTTPStatusCode": exc.status}})
+        req.status = 200
+        self._answered(req)
+        if req.fault == "lost-after":
+            raise ReadTimeoutError(endpoint_url=QUEUE_URL)
+        parsed["ResponseMetadata"] = {"HTTPStatusCode": 200}
+        return (AWSResponse(QUEUE_URL, 200, {}, _Raw(b"")), parsed)
+
+    def _applied(self, req: Req) -> None:
+        """A DynamoDB request the table accepted (in the actor's thread, under the gate)."""
+        p = req.params
+        puts: list[dict[str, Any]] = []
+        writes_lease_side = False
+        if req.op == "PutItem":
+            puts.append(p)
+        elif req.op == "TransactWriteItems":
+            for action in p.get("TransactItems", []):
+                for kind, body in action.items():
+                    if kind == "Put":
+                        puts.append(body)
+                    if body.get("TableName") == self.table and kind != "Put":
+                        writes_lease_side = True
+        elif req.op in ("UpdateItem", "DeleteItem") and p.get("TableName") == self.table:
+            writes_lease_side = True
+        for put in puts:
+            item = _plain(put.get("Item"))
+            if put.get("TableName") == self.notes_table and req.run is not None:
+                self.model.destination_reached(str(item.get("work_id")), req.run[0],
+                                               req.run[1])
+            elif "decision" in item and "run_id" in item:
+                rec = RecordWrite(self.step, str(item["run_id"]), str(item.get("trigger_id")),
+                                  str(item["decision"]), str(item.get("status")),
+                                  str(item.get("trigger_kind") or ""))
+                self.model.record_written(rec)
+        if writes_lease_side and req.run is not None:
+            self.model.write_applied(run_id=req.run[0], fence=req.run[1],
+                                     what=f"{req.op}", step=self.step)
+
+    # -- scheduling (main thread) -------------------------------------------------------------
+
+    def _wait_parked(self, actor: Actor) -> None:
+        if not self._parked.acquire(timeout=_PARK_TIMEOUT_S):
+            raise Deadlock(f"actor {actor.name} neither reached a gate nor ended")
+        if self._internal is not None:
+            error, self._internal = self._internal, None
+            raise error
+        if actor.done:
+            self._finished(actor)
+
+    def spawn(self, name: str, kind: str, fn: Any, *, container: Container | None = None,
+              delivery: Delivery | None = None, heartbeat: Any = None,
+              on_done: Any = None) -> Actor:
+        self._actor_n += 1
+        actor = Actor(self._actor_n, f"A{self._actor_n}:{name}", kind, fn, self,
+                      container=container, delivery=delivery, heartbeat=heartbeat,
+                      on_done=on_done)
+        if container is not None:
+            container.busy = True
+        if delivery is not None:
+            delivery.actor = actor.name
+            delivery.damaged = self.damaged
+        self.actors.append(actor)
+        actor.thread = threading.Thread(target=actor.main, name=actor.name, daemon=True)
+        actor.thread.start()
+        self._wait_parked(actor)
+        return actor
+
+    def _step_actor(self, actor: Actor, fault: str) -> None:
+        req = actor.pending
+        assert req is not None
+        req.fault = fault
+        if fault != "ok":
+            actor.faults += 1
+            actor.request_faults += 1
+            if actor.delivery is not None:
+                actor.delivery.faults += 1
+        self.requests += 1
+        actor.go.release()
+        self._wait_parked(actor)
+
+    def _answered(self, req: Req) -> None:
+        """In the actor's thread, once its request has its answer: trace and check."""
+        self.step += 1
+        try:
+            self._after_request(req, self.row)
+        except Exception as exc:  # noqa: BLE001 - the explorer's own failure
+            self._internal = exc
+
+    def _after_request(self, req: Req, before: dict[str, Any]) -> None:
+        what = self._describe(req)
+        outcome = req.fault if req.fault != "ok" else ""
+        answer = f"{req.status}{' ' + req.code if req.code else ''}" if req.status else "-"
+        row_text = ""
+        if req.service == "dynamodb" and req.status == 200 and req.op in (
+                "UpdateItem", "PutItem", "TransactWriteItems", "DeleteItem"):
+            self._read_row()
+            row_text = self._row_diff(before, self.row)
+            self.model.lease_changed(before, self.row, step=self.step,
+                                     true_now_ms=self._now_ms())
+            self.model.lease_size(item_size(self.raw_row), self.step)
+            if req.op == "TransactWriteItems" and req.run is not None:
+                self._check_checkpoint()
+            if (before.get("run_id") is not None and self.row.get("run_id") is None
+                    and req.run is not None and before.get("run_id") == req.run[0]):
+                req.actor.released = req.run[0]
+        if req.service == "sqs" and req.op == "ChangeMessageVisibility" and req.status == 200 \
+                and int(req.params.get("VisibilityTimeout", 0)) > 0:
+            for m in self.queue.messages:
+                if m.receipt == req.params.get("ReceiptHandle"):
+                    m.deferred_on = self.row.get("run_id")
+                    m.deferred_by = req.actor
+        line = f"{req.actor.name} {what} -> {answer}"
+        if outcome:
+            line += f" [{outcome}]"
+        if row_text:
+            line += f" | row {row_text}"
+        self.log(line)
+        self._note_violations()
+
+    def _describe(self, req: Req) -> str:
+        p = req.params
+        if req.service == "sqs":
+            if req.op == "SendMessage":
+                try:
+                    body = json.loads(p.get("MessageBody", "{}"))
+                except ValueError:
+                    body = {}
+                return f"sqs.SendMessage {body.get('kind')} {body.get('trigger_id')}"
+            return f"sqs.{req.op}"
+
+        def key(d: dict[str, Any]) -> str:
+            k = d.get("Key") or d.get("Item") or {}
+            sk = (k.get("sk") or {}).get("S") or ""
+            pk = (k.get("pk") or {}).get("S") or (k.get("work_id") or {}).get("S") or ""
+            if d.get("TableName") == self.notes_table:
+                return f"notes:{pk}"
+            if pk.startswith("ITEM#"):
+                return f"item:{pk.split('#')[-1]}"
+            return sk[:18] if sk else pk[:24]
+        if req.op == "TransactWriteItems":
+            acts = []
+            for a in p.get("TransactItems", []):
+                for kind, body in a.items():
+                    acts.append(f"{kind}({key(body)})")
+            return "ddb.Transact[" + " ".join(acts) + "]"
+        return f"ddb.{req.op}({key(p)})"
+
+    def _note_violations(self) -> None:
+        if self.model.violations and self.first_violation_step is None:
+            self.first_violation_step = self.step
+            for code, text in self.model.violations:
+                self.log(f"!!! {code}: {text}")
+
+    def _read_row(self) -> None:
+        item = self.observer.get_item(TableName=self.table,
+                                      Key={"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "LEASE"}},
+                                      ConsistentRead=True).get("Item")
+        self.raw_row = item
+        try:
+            self.row = _plain(item)
+        except Exception:  # noqa: BLE001 - a damaged value still shows
+            self.row = {k: str(v) for k, v in (item or {}).items()}
+
+    def _check_checkpoint(self) -> None:
+        from jobguard.workitems import ItemState, WorkId
+
+        cp = self.items_view.read_checkpoint(JOB)
+        cursor = int(cp.cursor) if cp.cursor else -1
+        if (cp.seq, cursor) == self.model.checkpoint:
+            return
+        ids = [str(WorkId(r["id"], "create-note")) for r in self.source[:max(cursor, 0)]]
+        rows = self.items_view.get_many(JOB, ids) if ids else {}
+        unfinished = [w for w in ids if w not in rows
+                      or rows[w].state not in (ItemState.COMPLETED, ItemState.FAILED)]
+        self.model.checkpoint_moved(cp.seq, cursor, unfinished, self.step)
+
+    def _finished(self, actor: Actor) -> None:
+        if actor in self.actors:
+            self.actors.remove(actor)
+        if actor.container is not None:
+            actor.container.busy = False
+        d = actor.delivery
+        if d is not None and d.outcome is None:
+            if actor.killed:
+                d.outcome = "killed"
+            elif actor.exc is not None:
+                d.outcome = "error"
+                d.error = f"{type(actor.exc).__name__}: {actor.exc}"[:300]
+            elif actor.kind != "sqs":  # the SQS path: its record's outcome, in on_done
+                d.outcome, d.run_id = self._classify(actor.result, d)
+        if actor.on_done is not None:
+            actor.on_done(actor)
+        if d is not None and d.outcome == "error" and d.error and "injected handler" in d.error:
+            d.handler_failed = True
+        if d is not None and d.outcome != "deferred":
+            self.model.now_step = self.step
+            self.model.delivery_ended(d)
+        self._check_wakes(actor)
+        summary = ("killed" if actor.killed else
+                   f"raised {type(actor.exc).__name__}: {_short(actor.exc, 90)}"
+                   if actor.exc is not None
+                   else f"returned {_short(self._brief(actor.result), 90)}")
+        self.log(f"{actor.name} ends: {summary}")
+
+    def _check_wakes(self, actor: Actor) -> None:
+        """A message deferred while run R held the lease is visible again once R's
+        release has ended (the README: "the release wakes it"), unless a fault hit the
+        deferral or the release's own delivery."""
+        now = self._now_ms()
+        for m in self.queue.messages:
+            if m.deferred_by is actor and actor.request_faults:
+                m.excused = True
+        if actor.released is None or actor.killed or actor.request_faults:
+            return
+        for m in self.queue.inflight(now):
+            if (m.deferred_on == actor.released and not m.excused and m.visible_ms > now
+                    and getattr(m.deferred_by, "done", False)):
+                self.model.violate("LIVE/wake-lost", f"message {m.message_id} "
+                                   f"({m.trigger_id()}) deferred on run {actor.released} is "
+                                   f"still hidden for {(m.visible_ms - now) // 1000} s after "
+                                   "that run released the lease")
+                self._note_violations()
+
+    @staticmethod
+    def _brief(result: Any) -> str:
+        if isinstance(result, dict):
+            if "decision" in result:
+                return f"{result['decision']} (run {result.get('run_id')})"
+            if result.get("jobguard") == "lease_lost":
+                return f"lease_lost (run {result.get('run_id')})"
+            if "batchItemFailures" in result:
+                return f"batchItemFailures={len(result['batchItemFailures'])}"
+            if "selected" in result or "batch_size" in result:
+                return f"ran (completed {result.get('completed', 0)})"
+        return str(result)
+
+    def _classify(self, result: Any, d: Delivery) -> tuple[str, str | None]:
+        if isinstance(result, dict):
+            if "decision" in result:
+                return str(result["decision"]), result.get("run_id")
+            if result.get("jobguard") == "lease_lost":
+                return "lease_lost", result.get("run_id")
+        return "ran", d.invoked[-1] if d.invoked else None
+
+    def _invoked(self, run: Any) -> None:
+        actor: Actor = self._local.actor
+        self.step += 1
+        inv = Invocation(run.run_id, run.trigger.trigger_id, run.trigger.kind.value, run.fence,
+                         self.step, actor=actor.name)
+        self.hb_run[id(run.heartbeat)] = (run.run_id, run.fence, run.trigger.trigger_id)
+        actor.run = (run.run_id, run.fence, run.trigger.trigger_id)
+        self.log(f"{actor.name} handler invoked: run {run.run_id[-6:]} fence {run.fence} "
+                 f"trigger {run.trigger.trigger_id}")
+        self.model.invoked(inv, actor.delivery)
+        self._note_violations()
+
+    def _abandon_all(self) -> None:
+        for actor in list(self.actors):
+            actor.killed = True
+            actor.go.release()
+            if actor.thread is not None:
+                actor.thread.join(timeout=5)
+        self.actors.clear()
+
+    # -- time --------------------------------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return int(self.clock.now().timestamp() * 1000)
+
+    def _advance(self, delta: timedelta) -> None:
+        self.clock.advance(delta)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _gated(self) -> list[Actor]:
+        return sorted((a for a in self.actors if a.pending is not None and not a.done),
+                      key=lambda a: a.n)
+
+    def _enabled(self) -> dict[str, bool]:
+        room = len(self.actors) < MAX_ACTORS
+        free = room and (any(not c.busy for c in self.containers)
+                         or len(self.containers) < MAX_CONTAINERS)
+        now = self._now_ms()
+        return {
+            "step": bool(self._gated()), "tick": free, "retick": free and bool(self.ticks),
+            "manual": free, "remanual": free and bool(self.manuals),
+            "sqs": free and self.queue.next_visible(now) is not None,
+            "renew": room and bool(self._renewable()), "clock": True, "skew": bool(self.containers),
+            "pause": room, "resume": room, "force": room, "recovery": free, "reconcile": free,
+            "kill": bool(self._gated()), "expire_visibility": bool(self.queue.inflight(now)),
+            "ttl": True, "work": True, "future_tick": free, "damage": True,
+            "burst": free, "outage": self.outage is None,
+        }
+
+    def _renewable(self) -> list[Any]:
+        busy = {id(a.heartbeat) for a in self.actors if a.heartbeat is not None}
+        return [hb for key, hb in sorted(self.heartbeats.items(), key=lambda kv: kv[0])
+                if key not in busy and hb.lost_reason is None]
+
+    def _step_random(self) -> None:
+        enabled = self._enabled()
+        weights = [self.weights[e] if enabled[e] else 0.0 for e in EVENTS]
+        if not any(weights):
+            weights = [1.0 if enabled[e] else 0.0 for e in EVENTS]
+        event = EVENTS[self.chooser.draw(len(EVENTS), weights)]
+        if not enabled[event]:
+            return
+        if event != "step":
+            self.step += 1
+        getattr(self, f"_ev_{event}")()
+
+    def _ev_step(self) -> None:
+        gated = self._gated()
+        actor = gated[self.chooser.draw(len(gated))]
+        req = actor.pending
+        assert req is not None
+        if self.outage is not None and self.outage[0] == req.service:
+            service, fault, left = self.outage
+            self.outage = (service, fault, left - 1) if left > 1 else None
+        elif req.service == "dynamodb":
+            fault = DDB_FAULTS[self.chooser.draw(len(DDB_FAULTS), DDB_FAULT_WEIGHTS)]
+        else:
+            fault = SQS_FAULTS[self.chooser.draw(len(SQS_FAULTS), SQS_FAULT_WEIGHTS)]
+        self._step_actor(actor, fault)
+
+    def _ev_outage(self) -> None:
+        service, fault = OUTAGES[self.chooser.draw(len(OUTAGES))]
+        n = OUTAGE_LENGTHS[self.chooser.draw(len(OUTAGE_LENGTHS))]
+        self.outage = (service, fault, n)
+        self.coverage.add((self._row_state(), f"outage:{service}:{fault}"))
+        self.log(f"ENV outage: the next {n} {service} requests fail ({fault})")
+
+    def _ev_burst(self) -> None:
+        """Several distinct manual (or rule-driven) triggers, each run to its end."""
+        n = 2 + self.chooser.draw(6)
+        long_ids = self.chooser.chance(0.5)
+        self.log(f"ENV burst of {n} manual triggers")
+        for _ in range(n):
+            mid = self._new_id()
+            if long_ids:
+                mid = (mid + "-" + "x" * 120)[:128]
+            self.manuals.append(mid)
+            event, tid = self._manual_event(mid)
+            actor = self.deliver_direct("manual", event, tid, "burst")
+            if actor is None:
+                break
+            self._run_to_end(actor)
+
+    def _new_id(self) -> str:
+        self._ids += 1
+        return f"{self._ids:08x}-5e1f-4c2a-9b7d-{self._ids * 7919:012x}"
+
+    def _state_of(self, trigger_id: str) -> str:
+        """A trigger's state as the run log written so far shows it."""
+        for rec in reversed(self.model.records):
+            if rec.trigger_id == trigger_id:
+                return rec.decision if rec.decision != "ran" else f"ran:{rec.status}"
+        if any(inv.trigger_id == trigger_id for inv in self.model.invocations.values()):
+            return "running"
+        return "new"
+
+    def _row_state(self) -> str:
+        row = self.row
+        if self.damaged:
+            return "damaged"
+        if row.get("paused_at_ms") is not None:
+            return "paused"
+        exp = row.get("expires_at_ms")
+        if row.get("run_id") is None:
+            return "free"
+        if isinstance(exp, int) and exp + SKEW.total_seconds() * 1000 < self._now_ms():
+            return "held-expired"
+        return "held"
+
+    def deliver_direct(self, kind: str, event: dict[str, Any], trigger_id: str,
+                       label: str, container: Container | None = None) -> Actor | None:
+        c = container or self._container()
+        if c is None:
+            return None
+        self.coverage.add((self._state_of(trigger_id), f"deliver:{label}"))
+        self.coverage.add((self._row_state(), f"deliver:{label}"))
+        d = Delivery(len(self.deliveries) + 1, trigger_id, kind, self.step)
+        self.deliveries.append(d)
+        rid = self._new_id()
+        self.log(f"ENV deliver {label} {trigger_id} -> c{c.n} (delivery #{d.n})")
+        return self.spawn(f"{label}#{d.n}", "delivery",
+                          lambda: c.job(dict(event), Ctx(rid)), container=c, delivery=d)
+
+    def _tick_event(self, at: datetime) -> tuple[dict[str, Any], str]:
+        from jobguard.triggers import format_instant
+
+        text = format_instant(at)
+        return {"job": JOB, "scheduled_at": text}, f"{JOB}@{text}"
+
+    def _ev_tick(self) -> None:
+        now = self.clock.now()
+        at = T0 + ((now - T0) // TICK_EVERY) * TICK_EVERY
+        if at not in self.ticks:
+            self.ticks.append(at)
+        event, tid = self._tick_event(at)
+        self.deliver_direct("tick", event, tid, "tick")
+
+    def _ev_retick(self) -> None:
+        recent = self.ticks[-6:][::-1]
+        at = recent[self.chooser.draw(len(recent))]
+        event, tid = self._tick_event(at)
+        self.deliver_direct("tick", event, tid, "tick-again")
+
+    def _ev_future_tick(self) -> None:
+        if FAR_FUTURE not in self.ticks:
+            self.ticks.append(FAR_FUTURE)
+        event, tid = self._tick_event(FAR_FUTURE)
+        self.deliver_direct("tick", event, tid, "tick-far-future")
+
+    def _manual_event(self, mid: str) -> tuple[dict[str, Any], str]:
+        return {"job": JOB, "manual": True, "trigger_id": mid}, f"{JOB}@manual:{mid}"
+
+    def _ev_manual(self) -> None:
+        mid = self._new_id()
+        self.manuals.append(mid)
+        event, tid = self._manual_event(mid)
+        self.deliver_direct("manual", event, tid, "manual")
+
+    def _ev_remanual(self) -> None:
+        recent = self.manuals[-6:][::-1]
+        mid = recent[self.chooser.draw(len(recent))]
+        event, tid = self._manual_event(mid)
+        self.deliver_direct("manual", event, tid, "manual-again")
+
+    def deliver_message(self, m: Message) -> Actor | None:
+        c = self._container()
+        if c is None:
+            return None
+        now = self._now_ms()
+        receipt = self.queue.receive(m, now)
+        if receipt is None:
+            self.dlq_steps[m.seq] = self.step
+            self.log(f"ENV sqs {m.message_id} ({m.trigger_id()}) reached maxReceiveCount: "
+                     f"moved to the DLQ")
+            self.coverage.add(("queued-msg", "dlq"))
+            return None
+        body = json.loads(m.body)
+        kind = str(body.get("kind"))
+        tid = str(body.get("trigger_id"))
+        self.coverage.add((self._state_of(tid), f"sqs:{kind}:recv{min(m.receive_count, 3)}"))
+        d = Delivery(len(self.deliveries) + 1, tid, kind, self.step)
+        self.deliveries.append(d)
+        record = {"messageId": m.message_id, "receiptHandle": receipt, "body": m.body,
+                  "attributes": {"ApproximateReceiveCount": str(m.receive_count),
+                                 "MessageGroupId": m.group,
+                                 "MessageDeduplicationId": m.dedup_id},
+                  "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                  "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:triggers.fifo",
+                  "awsRegion": "us-east-1"}
+        self.log(f"ENV sqs deliver {m.message_id} {kind} {tid} receive #{m.receive_count} "
+                 f"-> c{c.n} (delivery #{d.n})")
+
+        def done(actor: Actor) -> None:
+            if actor.killed or actor.exc is not None:
+                return  # comes back after its visibility timeout
+            failed = {f.get("itemIdentifier") for f in
+                      (actor.result or {}).get("batchItemFailures", [])}
+            if m.message_id not in failed and self.queue.delete_by_receipt(receipt):
+                self.log(f"ENV sqs {m.message_id} deleted (handled)")
+            if d.outcome is None:
+                d.outcome = "failed" if m.message_id in failed else "handled"
+                d.run_id = d.invoked[-1] if d.invoked else None
+                if m.message_id in failed and not actor.faults:
+                    # refused before any decision: jobguard cannot read its own message
+                    self.model.violate("END/own-message-refused", f"message {m.message_id} "
+                                       f"({tid}), written by jobguard, was refused before "
+                                       "any decision (it can only end in the DLQ)")
+                    self._note_violations()
+
+        rid = self._new_id()
+        return self.spawn(f"sqs-{kind}#{d.n}", "sqs",
+                          lambda: c.job({"Records": [record]}, Ctx(rid)), container=c,
+                          delivery=d, on_done=done)
+
+    def _ev_sqs(self) -> None:
+        m = self.queue.next_visible(self._now_ms())
+        if m is not None:
+            self.deliver_message(m)
+
+    def _ev_renew(self) -> None:
+        hbs = self._renewable()
+        hb = hbs[self.chooser.draw(len(hbs))]
+        info = self.hb_run.get(id(hb))
+        name = f"renew-{info[0][-6:]}" if info else "renew"
+        self.spawn(name, "heartbeat", hb.renew_once, heartbeat=hb)
+
+    def _disrupt(self, why: str) -> None:
+        """Something outside a delivery's own requests may make it fail (a clock jump
+        past its heartbeat, an operator command, a skewed clock): count it as a fault."""
+        for a in self.actors:
+            if a.delivery is not None:
+                a.delivery.faults += 1
+
+    def _ev_clock(self) -> None:
+        delta = CLOCK_STEPS[self.chooser.draw(len(CLOCK_STEPS), CLOCK_WEIGHTS)]
+        if delta >= timedelta(seconds=20):
+            self._disrupt("clock")
+        self.coverage.add((self._row_state(), f"clock+{int(delta.total_seconds())}s"))
+        self._advance(delta)
+        self.log(f"ENV clock +{delta}")
+
+    def _ev_skew(self) -> None:
+        c = self.containers[self.chooser.draw(len(self.containers))]
+        offset = SKEWS[self.chooser.draw(len(SKEWS))]
+        c.clock.offset = offset
+        self._disrupt("skew")
+        self.coverage.add((self._row_state(), f"skew{int(offset.total_seconds()):+d}s"))
+        self.log(f"ENV c{c.n} wall clock offset now {offset.total_seconds():+.0f}s")
+
+    def _operator(self, name: str, fn: Any) -> None:
+        self._disrupt(name)
+        self.coverage.add((self._row_state(), f"operator:{name}"))
+        self.log(f"ENV operator {name}")
+        self.spawn(f"op-{name}", "operator", fn)
+
+    def _op_clock(self) -> int:
+        return self._now_ms()
+
+    def _ev_pause(self) -> None:
+        def fn() -> None:
+            self.store.pause(JOB, reason="operator pause", now_ms=self._op_clock())
+            self.paused = True
+        self._operator("pause", fn)
+
+    def _ev_resume(self) -> None:
+        def fn() -> None:
+            self.store.resume(JOB)
+            self.paused = False
+        self._operator("resume", fn)
+
+    def _force(self) -> Any:
+        lease = self.store.read_lease(JOB)
+        if lease.run_id is None:
+            return "free"
+        return self.store.force_release(JOB, holder_run_id=lease.run_id, fence=lease.fence,
+                                        now_ms=self._op_clock())
+
+    def _ev_force(self) -> None:
+        self._operator("release-force", self._force)
+
+    def _ev_recovery(self) -> None:
+        from jobguard.recovery import recover
+
+        c = self._container()
+        if c is None:
+            return
+        n = len(self.source)
+        event = {"job": JOB, "cursor_from": "000000", "cursor_to": f"{n:06d}",
+                 "dry_run": False, "wait_seconds": 0, "requested_by": "operator"}
+        options = {"store": self.store, "queue": self.trigger_queue, "clock": c.clock,
+                   "owner": f"recovery/c{c.n}"}
+        self.coverage.add((self._row_state(), "recovery"))
+        self.log("ENV recovery requested")
+        self.spawn("recovery", "recovery",
+                   lambda: recover(event, job=c.batch, guard_options=options), container=c)
+
+    def _ev_reconcile(self) -> None:
+        from jobguard import GuardedJob, OverlapPolicy, current_run
+        from jobguard.batch import sweep
+
+        c = self._container()
+        if c is None:
+            return
+        config = replace(self.config, policy=OverlapPolicy.SKIP, trigger_queue_url=None)
+        guard = GuardedJob(config, lambda e, ctx: sweep(current_run(), c.batch.reconcile).as_dict(),
+                           store=self.store, clock=c.clock, owner=f"reconciler/c{c.n}")
+        rid = self._new_id()
+        self.coverage.add((self._row_state(), "reconciler"))
+        self.log("ENV reconciler sweep")
+        self.spawn("reconciler", "reconciler",
+                   lambda: guard({"job": JOB, "manual": True, "trigger_id": f"reconcile-{rid}"},
+                                 Ctx(rid)), container=c)
+
+    def _ev_kill(self) -> None:
+        gated = self._gated()
+        actor = gated[self.chooser.draw(len(gated))]
+        self.coverage.add((self._row_state(), f"kill:{actor.kind}"))
+        self.log(f"ENV kill {actor.name} (its process is gone)")
+        victims = [actor]
+        if actor.container is not None:
+            # the run's heartbeat dies with its process
+            for hb_key, info in list(self.hb_run.items()):
+                if actor.run is not None and info[0] == actor.run[0]:
+                    self.heartbeats.pop(hb_key, None)
+            run = actor.pending.run if actor.pending else None
+            if run is not None:
+                for key, info in list(self.hb_run.items()):
+                    if info[0] == run[0]:
+                        self.heartbeats.pop(key, None)
+                        victims += [a for a in self.actors
+                                    if a.heartbeat is not None and id(a.heartbeat) == key]
+        for v in victims:
+            v.killed = True
+            v.go.release()
+            self._wait_parked(v)
+
+    def _ev_expire_visibility(self) -> None:
+        now = self._now_ms()
+        inflight = self.queue.inflight(now)
+        m = inflight[self.chooser.draw(len(inflight))]
+        self.queue.expire_visibility(m, now)
+        self.coverage.add(("queued-msg", "visibility-expired"))
+        self.log(f"ENV sqs {m.message_id} ({m.trigger_id()}) visibility expired: visible again")
+
+    def _ev_ttl(self) -> None:
+        if not self.ttl_attribute:
+            return
+        now_s = self._now_ms() // 1000
+        expired = []
+        kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
+        while True:
+            page = self.observer.scan(**kwargs)
+            for item in page["Items"]:
+                ttl = item.get(self.ttl_attribute, {}).get("N")
+                if ttl is not None and int(float(ttl)) <= now_s:
+                    expired.append(item)
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        if not expired:
+            return
+        expired.sort(key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+        item = expired[self.chooser.draw(len(expired))]
+        self.observer.delete_item(TableName=self.table,
+                                  Key={"pk": item["pk"], "sk": item["sk"]})
+        self.coverage.add(("expired-item", "ttl-delete"))
+        self.log(f"ENV TTL deleted {item['pk']['S']} / {item['sk']['S']}")
+        self._read_row()
+
+    def _ev_work(self) -> None:
+        start = len(self.source)
+        for i in range(start, start + 1 + self.chooser.draw(2)):
+            self.source.append({"id": f"c{i:03d}", "change": f"change {i}"})
+        self.log(f"ENV source now has {len(self.source)} records")
+
+    def _ev_damage(self) -> None:
+        what = DAMAGES[self.chooser.draw(len(DAMAGES))]
+        key = {"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "LEASE"}}
+        if what == "delete-row":
+            self.observer.delete_item(TableName=self.table, Key=key)
+            self.damaged = None  # a deleted row is not damaged; fences must still not repeat
+        else:
+            how, attr = what.split(":")
+            if how == "remove":
+                self.observer.update_item(TableName=self.table, Key=key,
+                                          UpdateExpression="REMOVE #a",
+                                          ExpressionAttributeNames={"#a": attr})
+            else:
+                self.observer.update_item(TableName=self.table, Key=key,
+                                          UpdateExpression="SET #a = :v",
+                                          ExpressionAttributeNames={"#a": attr},
+                                          ExpressionAttributeValues={":v": {"S": "garbage"}})
+            self.damaged = attr
+        for a in self.actors:  # deliveries under way meet the damage too
+            if a.delivery is not None and self.damaged is not None:
+                a.delivery.damaged = self.damaged
+        self.coverage.add((self._row_state(), f"damage:{what}"))
+        before = self.row
+        self._read_row()
+        self.log(f"ENV lease row damaged: {what} | row {self._row_diff(before, self.row)}")
+
+    # -- settling: faults stop, everything pending must be decided ------------------------------
+
+    def _run_to_end(self, actor: Actor | None) -> None:
+        guard = 0
+        while actor is not None and not actor.done:
+            if actor.pending is None:
+                break
+            self._step_actor(actor, "ok")
+            guard += 1
+            if guard > 500:
+                raise Deadlock(f"{actor.name} made more than 500 requests while settling")
+
+    def _drain_actors(self) -> None:
+        guard = 0
+        while self._gated():
+            self._step_actor(self._gated()[0], "ok")
+            guard += 1
+            if guard > 3000:
+                raise Deadlock("actors kept making requests while settling")
+
+    def _settle(self) -> None:
+        self.chooser.quiet = True
+        self.log("--- faults stop: in-flight work ends, the operator tidies up, "
+                 "the queue drains ---")
+        self._drain_actors()
+        if self.damaged is not None:
+            self.log("ENV operator repairs the damaged row: jobguard release --force")
+            actor = self.spawn("op-repair", "operator", self._force)
+            self._run_to_end(actor)
+            if actor.exc is not None:
+                self.model.violate("DAMAGE/no-way-out",
+                                   "release --force on the damaged row failed: "
+                                   f"{type(actor.exc).__name__}: {actor.exc}")
+                self._note_violations()
+                self.log("--- end: the job is wedged; later checks are skipped ---")
+                return
+            self.damaged = None
+        for c in self.containers:
+            c.clock.offset = timedelta(0)
+        actor = self.spawn("op-resume", "operator", lambda: self.store.resume(JOB))
+        self._run_to_end(actor)
+        self.paused = False
+        # 1. the queue alone drains: follow-ups of coalesced triggers must run now, not
+        #    when some sender retries
+        self._drain_queue(rounds=4)
+        self.model.coalesced_checks(
+            dlq=[(m.trigger_id(), self.dlq_steps.get(m.seq, 0)) for m in self.queue.dlq])
+        self._note_violations()
+        # 2. the senders retry what failed; everything pending is decided
+        undecided: list[str] = []
+        for rounds in range(1, 5):
+            self.log(f"ENV settle round {rounds}: senders retry failed deliveries")
+            undecided = self._retry_undecided()
+            self._drain_queue(rounds=2)
+            undecided = self._undecided()
+            if not self.queue.live() and not undecided:
+                break
+        self._read_row()
+        runs = [r.as_dict() for r in self._runs()]
+        dlq = [(m.trigger_id(), self.dlq_steps.get(m.seq, 0)) for m in self.queue.dlq]
+        queued_n = self.row.get("queued_n", 0)
+        self.model.settle_checks(
+            runs=runs, dlq=dlq, queue_live=[m.trigger_id() for m in self.queue.live()],
+            undecided=undecided, queued_n=int(queued_n) if isinstance(queued_n, int) else -1,
+            invocations_after={})
+        self._note_violations()
+        # a fresh tick runs
+        self._advance(TICK_EVERY)
+        at = T0 + ((self.clock.now() - T0) // TICK_EVERY) * TICK_EVERY
+        event, tid = self._tick_event(at)
+        actor = self.deliver_direct("tick", event, tid, "fresh-tick")
+        self._run_to_end(actor)
+        self._drain_actors()
+        for _ in range(3):
+            m = self.queue.next_visible(self._now_ms())
+            if m is None:
+                break
+            self._run_to_end(self.deliver_message(m))
+            self._drain_actors()
+        if not any(inv.trigger_id == tid for inv in self.model.invocations.values()):
+            last = self.deliveries[-1]
+            self.model.violate("LIVE/fresh-tick", f"a fresh tick after settling did not run: "
+                               f"{last.outcome} {last.error or ''}".strip(),
+                               key=str(last.outcome))
+        self._note_violations()
+        self.log(f"--- end: {len(self.model.violations)} violation(s) ---")
+
+    def _drain_queue(self, *, rounds: int) -> None:
+        for n in range(rounds):
+            self._advance(max(LEASE + SKEW, timedelta(seconds=VISIBILITY_S)) + timedelta(seconds=1))
+            self.log("ENV settle: clock past every lease and visibility; "
+                     f"the queue drains ({n + 1})")
+            delivered = 0
+            while delivered < 25:
+                m = self.queue.next_visible(self._now_ms())
+                if m is None:
+                    break
+                self._run_to_end(self.deliver_message(m))
+                self._drain_actors()
+                delivered += 1
+            if not self.queue.live():
+                return
+
+    def _runs(self) -> list[Any]:
+        """The run log (``list_runs``); a raw query if the lease row cannot be read."""
+        from jobguard.dynamodb import DynamoJobStore, run_record
+
+        try:
+            return DynamoJobStore(self.table, client=self.observer).list_runs(JOB, limit=10_000)
+        except Exception as exc:  # noqa: BLE001 - a damaged lease row
+            self.model.violate("DAMAGE/list-runs", f"list_runs failed: {type(exc).__name__}: {exc}")
+        items = self.observer.query(
+            TableName=self.table, KeyConditionExpression="pk = :pk AND begins_with(sk, :r)",
+            ExpressionAttributeValues={":pk": {"S": f"JOB#{JOB}"}, ":r": {"S": "RUN#"}},
+            ConsistentRead=True)["Items"]
+        return [run_record(i) for i in items]
+
+    def _undecided(self) -> list[str]:
+        """Direct triggers delivered whose every delivery failed (the sender retries)."""
+        got: dict[str, bool] = {}
+        for d in self.deliveries:
+            if d.kind not in DIRECT_KINDS:
+                continue
+            ok = d.outcome not in (None, "error", "killed")
+            got[d.trigger_id] = got.get(d.trigger_id, False) or ok
+        return sorted(t for t, ok in got.items() if not ok)
+
+    def _retry_undecided(self) -> list[str]:
+        todo = self._undecided()
+        for tid in todo:
+            d = next(d for d in reversed(self.deliveries) if d.trigger_id == tid)
+            if tid.startswith(f"{JOB}@manual:"):
+                event, _ = self._manual_event(tid.split("@manual:", 1)[1])
+                label = "manual-retry"
+            else:
+                at = datetime.fromisoformat(tid.split("@", 1)[1].replace("Z", "+00:00"))
+                event, _ = self._tick_event(at)
+                label = "tick-retry"
+            del d
+            actor = self.deliver_direct("manual" if "manual" in label else "tick", event, tid,
+                                        label)
+            self._run_to_end(actor)
+            self._drain_actors()
+        return self._undecided()
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
+
+    def read(self, *_: Any) -> bytes:
+        body, self._body = self._body, b""
+        return body
+
+
+def run_history(*, seed: int | None = None, choices: list[int] | None = None,
+                steps: int = 160, trace: bool = True) -> Result:
+    """One history: random from ``seed`` (``steps`` draws of faults), or replayed."""
+    import random as _random
+
+    if choices is None:
+        budget = steps if seed is None else _random.Random(seed).randint(steps // 2, steps)
+        chooser = Chooser(seed, budget=budget)
+    else:
+        chooser = Chooser(replay=choices)
+    sim = Sim(chooser, seed=seed, trace=trace)
+    return sim.run()
