@@ -12,7 +12,7 @@ MS_STAMP := $(MS_VENV)/.installed
 # jobguard.local.ministack.VERSION (a test checks).
 MINISTACK_VERSION := 1.5.33
 
-.PHONY: demo demo-embedded test lint typecheck unit bench synth soak mutate clean
+.PHONY: demo demo-embedded test lint typecheck unit bench synth soak mutate explore clean
 
 # CDK (jsii runs the construct library on Node): keep its package cache between runs,
 # silence Node 20's end-of-life banner, and never call AWS or the CLI's telemetry.

@@ -3,17 +3,8 @@
 It depends on the run only through what it is handed (no import of the run or the
 guard), so ``run -> claims`` and ``batch -> claims, guard, run`` point one way.
 
-Two ways in, one engine:
-
-- :meth:`jobguard.Run.claim` in any guarded handler: iterate records, get a claimed
-  item for each one that still needs work;
-- :class:`BatchJob`: write ``select``, ``work_id``, ``process`` and ``reconcile``, and
-  the runner pages, claims, processes, checkpoints and resumes.
-
-Outcomes are written per page (one transaction per 99 items, carrying the checkpoint)
-or per item (``JobConfig.flush``). Per page costs ~0.04 requests per item at batch size
-100; per item costs two requests per item but a crash leaves only the item in flight
-uncertain instead of the whole page's unflushed outcomes.
+It serves :meth:`jobguard.Run.claim` in any guarded handler and
+:class:`jobguard.BatchJob` (whose docstring says how outcomes are flushed).
 """
 
 from __future__ import annotations
