@@ -588,3 +588,25 @@ def test_a_recovery_never_absorbs_the_pending_follow_up(aws, clock):
     assert follow_ups[0].fence == 3
     gate.release.set()
     thread.join(10)
+
+
+def test_status_shows_a_damaged_row_instead_of_a_traceback(aws, clock):
+    """GIVEN a lease row whose fence is not a number; WHEN `jobguard status` reads it;
+    THEN it names the row, the attribute and the repair command (exit 1, no traceback),
+    and `--json` carries the raw row for the operator."""
+    import json
+
+    from ._trigger_support import cli
+
+    job = make_job(aws, clock, lambda e, c: "ran")
+    job(tick(JOB, clock.now()), None)
+    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                   "sk": {"S": "LEASE"}},
+                        UpdateExpression="SET fence = :x",
+                        ExpressionAttributeValues={":x": {"S": "abc"}})
+    code, out, err = cli(aws, "status", JOB)
+    assert code == 1 and "Traceback" not in out + err
+    assert "fence" in out and f"jobguard release --force {JOB}" in out
+    code, out, _ = cli(aws, "--json", "status", JOB)
+    data = json.loads(out)
+    assert data["damaged"]["attribute"] == "fence" and data["lease_row"]["fence"] == "abc"
