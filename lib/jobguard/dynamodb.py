@@ -217,6 +217,16 @@ READ_TRIGGER = call_site(
 )
 
 
+def _follow_up_gate(lease: LeaseState, item: TriggerRecord | None) -> int:
+    """The gate a follow-up's acquisition checks: the lease fence it was seen at, or,
+    when the row is below the follow-up's own gate (a deleted lease row, rewritten from
+    the high-water mark), the gate itself: whether a run started since cannot be told,
+    and a follow-up run once more is harmless, one never run is not."""
+    if item is not None and item.gate_fence is not None and item.gate_fence > lease.fence:
+        return item.gate_fence
+    return lease.fence
+
+
 class DynamoJobStore:
     """Leases, trigger items and run records for any number of jobs in one table.
 
@@ -508,7 +518,7 @@ class DynamoJobStore:
             job, trigger_id, item, state=State.RUNNING, route=route, run_id=run_id,
             now_ms=now_ms, ttl_epoch_s=trigger_ttl_s, fence=fence,
             gate_fence=fence if trigger_kind == "follow_up" else None, kind=trigger_kind,
-            gate=lease.fence if trigger_kind == "follow_up" else None))
+            gate=_follow_up_gate(lease, item) if trigger_kind == "follow_up" else None))
         kinds.append("trigger")
         if lease.run_id is not None and lease.trigger_id and lease.trigger_id != trigger_id \
                 and mark_displaced:

@@ -48,6 +48,9 @@ from .triggers import (
 
 __all__ = ["TICK_AHEAD_LIMIT", "GuardedJob", "guarded"]
 
+LAMBDA_MAX_EVENT_AGE = timedelta(hours=6)
+"""The longest Lambda keeps retrying an asynchronous invocation (its default)."""
+
 TICK_AHEAD_LIMIT = timedelta(minutes=15)
 """A tick is delivered at or after its scheduled time; one scheduled further ahead of
 the worker's clock than this is refused (``InvalidTriggerError`` on ``scheduled_at``)
@@ -363,6 +366,13 @@ class GuardedJob:
                 # so did undoing the decision). Sending it again is always safe: the
                 # same deduplication id, and only a delivery that finds it queued runs.
                 self._trigger_queue().send(self._queued_message(trigger), event=event)
+            elif item is not None and item.state is State.COALESCED and item.into \
+                    and route is Route.DIRECT:
+                # Its follow-up's message may never have been sent (the send failed, and
+                # the holder released without the queue, or died): send it again, as
+                # safely; a follow-up already run or absorbed ignores it.
+                self._trigger_queue().send(Trigger(trigger.job, item.into,
+                                                   TriggerKind.FOLLOW_UP))
         elif step is Next.PAUSED:
             detail = lease.paused_reason
         if step is Next.QUEUE or follow_up is not None:
@@ -393,16 +403,14 @@ class GuardedJob:
             try:
                 self._trigger_queue().send(
                     Trigger(trigger.job, follow_up[0], TriggerKind.FOLLOW_UP))
-            except StoreError as exc:
+            except StoreError:
                 if _mutants.on("coalesce-undo-strands"):
                     rt.store.mutant_drop_follow_up(  # type: ignore[attr-defined]
                         trigger.job, follow_up[0])
-                    raise
-                # The follow-up is named on the lease row: the holder's release sends it
-                # again, and a run that starts first serves (absorbs) it.
-                rt.telemetry.logger.warning(
-                    "follow-up not sent: the holder's release sends it",
-                    extra={"follow_up": follow_up[0], "error": str(exc)})
+                # The decision stands (the follow-up is named on the lease row, and the
+                # holder's release sends it when it has the queue); the sender sees the
+                # error and its retry, a duplicate, sends the follow-up again.
+                raise
         rt.telemetry.count(_METRIC_OF[decision])
         if decision is Decision.QUEUED:
             rt.telemetry.count("QueueDepth", lease.queued_n + 1)
@@ -616,6 +624,10 @@ class GuardedJob:
         if trigger.scheduled_at is not None and not _mutants.on("future-tick-runs"):
             base_ms = max(now_ms, to_ms(trigger.scheduled_at))
         window = max(self.config.dedup_window, self.config.stale_after)
+        if trigger.scheduled_at is None:
+            # a manual invoke: Lambda retries an asynchronous event for up to 6 hours
+            # unless its function says less (the stack's does), so remember it that long
+            window = max(window, LAMBDA_MAX_EVENT_AGE)
         return (base_ms + self._skew_ms) // 1000 + int(window.total_seconds())
 
     def _running_ttl(self, trigger: Trigger, now_ms: int) -> int:

@@ -610,3 +610,41 @@ def test_status_shows_a_damaged_row_instead_of_a_traceback(aws, clock):
     code, out, _ = cli(aws, "--json", "status", JOB)
     data = json.loads(out)
     assert data["damaged"]["attribute"] == "fence" and data["lease_row"]["fence"] == "abc"
+
+
+def test_a_manual_trigger_is_remembered_as_long_as_lambda_retries_it(aws, clock):
+    """Found by the explorer (seed 5137): a succeeded manual trigger delivered again 2 h
+    15 min later (Lambda keeps retrying an asynchronous event up to 6 h) ran again: its
+    item was kept only dedup_window (2 h). Now it is a duplicate for 6 h."""
+    job = make_job(aws, clock, lambda e, c: "ran")
+    event = {"job": JOB, "manual": True, "trigger_id": "backfill-1"}
+    assert job(event, None) == "ran"
+    clock.advance(timedelta(hours=5, minutes=45))
+    assert job(event, None)["decision"] == "duplicate"
+
+
+def test_a_follow_up_runs_after_its_lease_row_was_deleted_and_recreated(aws, clock):
+    """Found by the explorer (seed 30): the lease row deleted, then a pause wrote a new
+    row without a fence; the pending follow-up's gate (above 0) could never match the new
+    row's fence, so it failed every delivery and went to the DLQ. Now a row below the
+    follow-up's gate lets it run (once), with a fence above every fence issued."""
+    from ._support import Gate, Recorder, holding, in_thread
+
+    gate, rec = Gate(), Recorder()
+    t1 = tick(JOB, clock.now())
+    job = make_job(aws, clock, rec.handler(holding(gate, t1)), policy=OverlapPolicy.COALESCE)
+    thread, _ = in_thread(lambda: job(t1, None))
+    assert gate.entered.wait(10)
+    clock.advance(timedelta(seconds=1))
+    assert job(tick(JOB, clock.now()), None)["decision"] == "coalesced"
+    gate.release.set()
+    thread.join(10)
+    key = {"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "LEASE"}}
+    aws.ddb.delete_item(TableName=aws.table, Key=key)
+    aws.store.pause(JOB, reason="x", now_ms=to_ms(clock.now()))
+    aws.store.resume(JOB)
+    drain(aws, JOB, job)
+    ran = [r for r in aws.runs(JOB) if r.trigger_kind == "follow_up"
+           and r.decision.value == "ran"]
+    assert [r.status.value for r in ran] == ["succeeded"], aws.runs(JOB)
+    assert (ran[0].fence or 0) > 1
