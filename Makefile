@@ -108,10 +108,12 @@ mutate: $(STAMP)
 ## explore: the protocol explorer (tests/explorer): new seeds for MINUTES (default 1),
 ## printing histories/s, coverage and each violation with its shrunk choice list and trace;
 ## SEED=N replays one history with its trace (SHRINK=1 to shrink it); CHOICES=a,b,c replays
-## a choice list. Exit 1 on any violation.
+## a choice list. MUTANTS=all hunts each known-bug switch (jobguard._mutants; budget
+## EXPLORE_ARGS="--mutant-minutes N", default 10) and records the times in bench/results.json.
+## Exit 1 on any violation.
 explore: $(STAMP)
 	PYTHONHASHSEED=0 $(PY) -m tests.explorer.explore \
-		$(if $(SEED),--seed $(SEED) $(if $(SHRINK),--shrink),$(if $(CHOICES),--choices $(CHOICES),--minutes $(or $(MINUTES),1))) \
+		$(if $(MUTANTS),--mutants $(MUTANTS) --bench bench/results.json,$(if $(SEED),--seed $(SEED) $(if $(SHRINK),--shrink),$(if $(CHOICES),--choices $(CHOICES),--minutes $(or $(MINUTES),1)))) \
 		$(EXPLORE_ARGS)
 
 clean:

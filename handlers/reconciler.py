@@ -25,8 +25,10 @@ def lambda_handler(event: Any, context: Any) -> Any:
         # The sweep is a run of the job (same lease), skipped while the job runs.
         config = job.config.__class__(**{**_fields(job.config), "policy": "SKIP",
                                          "trigger_queue_url": None})
+        # A sweep serves no trigger: it never absorbs the job's pending follow-up.
         _guards[name] = GuardedJob(
             config, lambda e, c: sweep(current_run(), job.reconcile).as_dict(),
+            serves_triggers=False,
             **job._guard_options,  # noqa: SLF001 - the job's own wiring (tests, local)
         )
     return _guards[name]({"job": name, "manual": True,

@@ -499,8 +499,15 @@ class DynamoJobStore:
             f"{e.n('expires_at_ms')} = {e.v(now_ms + lease_ms)}",
             f"{e.n('prev_run_id')} = {e.v(lease.run_id or lease.last_run_id or '-')}",
         ]
-        removes = [e.n("wake_receipt")] if keep_follow_up and lease.follow_up else \
-            [e.n("wake_receipt"), e.n("follow_up")]
+        if keep_follow_up:
+            # a service run (recovery, reconciler): the follow-up stays named, exactly as
+            # seen (a follow-up the row names but we did not see refuses this write)
+            fu = e.n("follow_up")
+            pieces.append(f"attribute_not_exists({fu})" if lease.follow_up is None
+                          else f"{fu} = {e.v(lease.follow_up)}")
+            removes = [e.n("wake_receipt")]
+        else:
+            removes = [e.n("wake_receipt"), e.n("follow_up")]
         update = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
         if route is Route.QUEUE and item is not None and item.state is State.QUEUED \
                 and trigger_kind == "queued":
@@ -658,6 +665,7 @@ class DynamoJobStore:
         record: RunRecord,
         record_ttl_s: int,
         trigger_ttl_s: int,
+        keep_follow_up: bool = False,
     ) -> Released:
         """Free the lease, end the trigger and write the run record, in one transaction.
 
@@ -672,13 +680,17 @@ class DynamoJobStore:
         for attempt in range(8):
             e = _Expr()
             condition = f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)}"
-            for name, value in (("wake_receipt", wake), ("follow_up", follow_up)):
+            watched = (("wake_receipt", wake),) if keep_follow_up else (
+                ("wake_receipt", wake), ("follow_up", follow_up))
+            for name, value in watched:
                 condition += (f" AND attribute_not_exists({e.n(name)})" if value is None
                               else f" AND {e.n(name)} = {e.v(value)}")
+            # a service run without the queue leaves the follow-up named for the next run
+            removed = [n for n in _HOLDER_ATTRS if not (keep_follow_up and n == "follow_up")]
             update = (
                 f"SET {e.n('released_at_ms')} = {e.v(record.ended_at_ms)}, "
                 f"{e.n('last_run_id')} = {e.v(run_id)}, {e.n('released_by')} = {e.v('run')} "
-                f"REMOVE {', '.join(e.n(n) for n in _HOLDER_ATTRS)}"
+                f"REMOVE {', '.join(e.n(n) for n in removed)}"
             )
             actions = [self._update(self._lease_key(job), e, update, condition)]
             kinds = ["lease"]
@@ -730,7 +742,8 @@ class DynamoJobStore:
                 backoff(attempt)  # a conflict: look again
                 continue
             if state.run_id == run_id and state.fence == fence:
-                wake, follow_up = state.wake_receipt, state.follow_up
+                wake = state.wake_receipt
+                follow_up = None if keep_follow_up else state.follow_up
                 continue
             if state.last_run_id == run_id and state.released_by == "run":
                 if _mutants.on("lost-release-forgets"):

@@ -130,8 +130,12 @@ class GuardedJob:
         queue: TriggerQueuePort | None = None,
         clock: Clock | None = None,
         owner: str | None = None,
+        serves_triggers: bool = True,
     ) -> None:
         self.config = config
+        self.serves_triggers = serves_triggers
+        """False for a service run (the reconciler's sweep): it does not do the job's
+        regular work, so it never absorbs a pending follow-up."""
         self.handler = handler
         self.clock: Clock = clock or SystemClock()
         self.owner = owner or _default_owner()
@@ -223,6 +227,7 @@ class GuardedJob:
                                  route=Route.QUEUE, ttl_epoch_s=2**40)
         high_water = 0
         mark_displaced = True
+        keep_follow_up = True
         seen: list[str] = []
         for attempt in range(_MAX_ATTEMPTS):
             if attempt and trigger.scheduled_at is not None and route is Route.DIRECT \
@@ -251,10 +256,11 @@ class GuardedJob:
                     and not (item is not None and item.state is State.RUNNING),
                     displaced=self._displaced_record(lease, now_ms),
                     record_ttl_s=self._ttl(now_ms), mark_displaced=mark_displaced,
+                    keep_follow_up=not self.serves_triggers and keep_follow_up,
                 )
                 if isinstance(result, Acquired):
                     return self._run(trigger, run_id, result, now_ms, acquired_mono,
-                                     event, context)
+                                     event, context, service=not self.serves_triggers)
                 refused = result
             else:
                 outcome, refused = self._decide(trigger, step, lease, item, run_id, now_ms,
@@ -270,6 +276,8 @@ class GuardedJob:
                 high_water = refused.high_water
             if refused.displaced_failed:
                 mark_displaced = False
+            if refused.follow_up_failed:
+                keep_follow_up = False
             if refused.conflict:
                 backoff(attempt)
             fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
@@ -324,7 +332,7 @@ class GuardedJob:
             )
             if isinstance(result, Acquired):
                 return self._run(trigger, run_id, result, now_ms, acquired_mono, event,
-                                 context)
+                                 context, service=True)
             if result.lease is not None:
                 lease = result.lease
             if result.trigger_failed:
@@ -492,7 +500,7 @@ class GuardedJob:
 
     def _run(
         self, trigger: Trigger, run_id: str, acquired: Acquired, now_ms: int,
-        acquired_mono: float, event: Any, context: Any,
+        acquired_mono: float, event: Any, context: Any, *, service: bool = False,
     ) -> Any:
         rt = self.runtime()
         config = self.config
@@ -562,6 +570,7 @@ class GuardedJob:
             outcome=outcome, record=record, record_ttl_s=self._ttl(ended_ms),
             trigger_ttl_s=(self._queue_ttl(ended_ms) if route is Route.QUEUE
                            else self._trigger_ttl(trigger, ended_ms)),
+            keep_follow_up=service,
         )
         if pruned and released.released:
             rt.store.mutant_forget(config.name, pruned)  # type: ignore[attr-defined]

@@ -5,6 +5,9 @@
     python -m tests.explorer.explore --seed 17 --shrink   # and its minimal choice list
     python -m tests.explorer.explore --choices 3,0,1,...  # replay a (shrunk) choice list
     python -m tests.explorer.explore --regressions        # every regression seed
+    python -m tests.explorer.explore --mutants all        # find each known-bug mutant
+    python -m tests.explorer.explore --mutant lease-lost-is-done --mutant-minutes 5
+    python -m tests.explorer.explore --seed 17 --mutant NAME [--bias wake]  # replay one
 
 A violation prints its seed, the shrunk choice list and the trace of the shrunk
 history. Hash randomisation is pinned (``PYTHONHASHSEED=0``, re-exec'ing if needed) so
@@ -44,7 +47,7 @@ def _same(result: Result, wanted: str) -> bool:
 
 
 def shrink(choices: list[int], wanted: str, *, budget_s: float = 120.0,
-           say: Any = None) -> list[int]:
+           say: Any = None, bias: str = "") -> list[int]:
     """Delete and simplify choices while the same violation persists (greedy, bounded)."""
     best = list(choices)
     deadline = time.monotonic() + budget_s
@@ -53,7 +56,7 @@ def shrink(choices: list[int], wanted: str, *, budget_s: float = 120.0,
     def holds(candidate: list[int]) -> bool:
         nonlocal tries
         tries += 1
-        return _same(run_history(choices=candidate, trace=False), wanted)
+        return _same(run_history(choices=candidate, trace=False, bias=bias), wanted)
 
     # 1. cut the tail: the shortest prefix that still fails
     lo, hi = 0, len(best)
@@ -91,7 +94,8 @@ def shrink(choices: list[int], wanted: str, *, budget_s: float = 120.0,
     return best
 
 
-def report(result: Result, *, shrunk: list[int] | None = None, trace: bool = True) -> str:
+def report(result: Result, *, shrunk: list[int] | None = None, trace: bool = True,
+           bias: str = "") -> str:
     lines = [f"seed {result.seed} policy {result.policy}: {len(result.violations)} violation(s)"]
     if shrunk is None and result.seed is None:
         lines.append(f"  choice list ({len(result.choices)}): {','.join(map(str, result.choices))}")
@@ -100,7 +104,7 @@ def report(result: Result, *, shrunk: list[int] | None = None, trace: bool = Tru
     if shrunk is not None:
         lines.append(f"  minimal choice list ({len(shrunk)}): {','.join(map(str, shrunk))}")
     if trace:
-        replay = run_history(choices=shrunk) if shrunk is not None else result
+        replay = run_history(choices=shrunk, bias=bias) if shrunk is not None else result
         lines.append("  trace:")
         lines.extend("    " + line for line in replay.trace)
     return "\n".join(lines)
@@ -138,9 +142,23 @@ def focused(seed: int, focus: str | None) -> bool:
     return True
 
 
+_BIAS = ""
+"""The scheduler bias of this process's histories (``--bias``; set in every worker)."""
+
+
+def _init_worker(mutants: tuple[str, ...], bias: str) -> None:
+    """Pool initializer: switch the known-bug mutants on in this worker process."""
+    global _BIAS
+    from jobguard import _mutants
+
+    _mutants.ACTIVE.clear()
+    _mutants.ACTIVE.update(mutants)
+    _BIAS = bias
+
+
 def _one(args: tuple[int, int]) -> dict[str, Any]:
     seed, steps = args
-    result = run_history(seed=seed, steps=steps, trace=False)
+    result = run_history(seed=seed, steps=steps, trace=False, bias=_BIAS)
     return {"seed": seed, "policy": result.policy, "violations": result.violations,
             "choices": result.choices, "coverage": sorted(result.coverage),
             "requests": result.requests}
@@ -236,6 +254,89 @@ def explore(minutes: float, *, first_seed: int, steps: int, shrink_s: float,
     return summary
 
 
+MUTANT_SHAPES: dict[str, tuple[str, str]] = {
+    # mutant -> (--focus, --bias): the history shapes each defect lives in
+    "release-prunes-from-old-read": ("QUEUE,sqs,fail", ""),
+    "force-release-erases-run": ("force", ""),
+    "paused-queue-retry-loops": ("QUEUE,pause,sqs,fail", ""),
+    "lost-release-forgets": ("QUEUE,sqs", "wake"),
+    "coalesce-undo-strands": ("COALESCE,sqs", ""),
+    "replace-displaced-retryable": ("REPLACE,retick", ""),
+    "lease-lost-is-done": ("QUEUE,sqs,clock", ""),
+    "queued-forgotten-early": ("QUEUE,sqs,fail", ""),
+    "lease-row-grows": ("SKIP,burst", ""),
+    "fence-restarts": ("damage", ""),
+    "future-tick-runs": ("future_tick", ""),
+}
+
+
+def mutant_bug(name: str) -> int:
+    """The issue-14 behaviour number a known-bug switch re-introduces (``#N`` in KNOWN)."""
+    from jobguard import _mutants
+
+    return int(_mutants.KNOWN[name].split()[0].lstrip("#"))
+
+
+def hunt_mutant(name: str, *, minutes: float, first_seed: int, steps: int, workers: int = 2,
+                focus: str | None = None, bias: str | None = None,
+                say: Any = print) -> dict[str, Any]:
+    """New seeds with mutant ``name`` switched on in every worker until the model reports
+    a violation ``known.bug_of`` attributes to its behaviour, or ``minutes`` pass."""
+    import multiprocessing
+
+    from .known import bug_of
+
+    shape_focus, shape_bias = MUTANT_SHAPES.get(name, ("", ""))
+    focus = shape_focus if focus is None else focus
+    bias = shape_bias if bias is None else bias
+    bug = mutant_bug(name)
+    started = time.monotonic()
+    deadline = started + minutes * 60
+    histories = 0
+    next_seed = first_seed
+    hit: dict[str, Any] | None = None
+    other: dict[str, int] = {}
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers, initializer=_init_worker, initargs=((name,), bias)) as pool:
+        def take() -> int:
+            nonlocal next_seed
+            while not focused(next_seed, focus):
+                next_seed += 1
+            next_seed += 1
+            return next_seed - 1
+
+        pending = [pool.apply_async(_one, ((take(), steps),)) for _ in range(workers * 2)]
+        while pending:
+            try:  # a history that hangs (a deadlocked actor) ends the hunt, not the run
+                out = pending.pop(0).get(timeout=max(5.0, deadline - time.monotonic()) + 90)
+            except multiprocessing.TimeoutError:
+                say(f"  {name}: a history did not finish; hunt stopped")
+                break
+            histories += 1
+            for sig, text in out["violations"]:
+                if bug_of(sig) == bug:
+                    if hit is None:
+                        hit = {"seed": out["seed"], "signature": sig, "text": text[:300],
+                               "seconds": round(time.monotonic() - started, 1),
+                               "histories": histories}
+                    break
+                other.setdefault(sig, out["seed"])
+            if hit is None and time.monotonic() < deadline:
+                pending.append(pool.apply_async(_one, ((take(), steps),)))
+        pool.terminate()
+    result = {"mutant": name, "bug": bug, "focus": focus, "bias": bias,
+              "seconds": hit["seconds"] if hit else None, "histories": histories,
+              "found": hit, "other_violations": other}
+    if hit:
+        say(f"  {name:<30} #{bug:<2} found in {hit['seconds']:6.1f} s ({histories} histories)"
+            f": seed {hit['seed']} {hit['signature']}")
+        say(f"      replay: make explore SEED={hit['seed']} EXPLORE_ARGS=\"--mutant {name}"
+            + (f" --bias {bias}" if bias else "") + '"')
+    else:
+        say(f"  {name:<30} #{bug:<2} NOT found in {minutes:g} min ({histories} histories)")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     _pin_hash_seed()
     parser = argparse.ArgumentParser(prog="explore", description=__doc__,
@@ -253,8 +354,46 @@ def main(argv: list[str] | None = None) -> int:
                         "QUEUE,pause,sqs,fail (policy, events weighed at least normally, "
                         "fail = the highest handler failure rate)")
     parser.add_argument("--regressions", action="store_true")
+    parser.add_argument("--mutant", help="a known-bug switch (jobguard._mutants.KNOWN) to turn "
+                        "on in every worker: hunt it (or, with --seed/--choices, replay)")
+    parser.add_argument("--mutants", help="'all' or a comma-separated list: hunt each in turn")
+    parser.add_argument("--mutant-minutes", type=float, default=10.0,
+                        help="the budget per mutant (default 10)")
+    parser.add_argument("--bias", default=None, help="scheduler bias: wake (see sim.BIASES)")
+    parser.add_argument("--bench", help="record the known-bug figures in this results.json")
     parser.add_argument("--json", help="write the summary here")
     args = parser.parse_args(argv)
+    if args.mutants or (args.mutant and args.seed is None and args.choices is None):
+        from jobguard import _mutants
+
+        names = ([args.mutant] if args.mutant else list(_mutants.KNOWN)
+                 if args.mutants == "all" else args.mutants.split(","))
+        first = args.first_seed if args.first_seed is not None else 900_000
+        print(f"known-bug mutants: {len(names)}, up to {args.mutant_minutes:g} min each, "
+              f"{args.workers} workers, seeds from {first}")
+        results = [hunt_mutant(n, minutes=args.mutant_minutes, first_seed=first,
+                               steps=args.steps, workers=args.workers, focus=args.focus,
+                               bias=args.bias) for n in names]
+        found = sum(r["seconds"] is not None for r in results)
+        print(f"known bugs found: {found} of {len(results)}")
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(results, out, indent=2, default=str)
+        if args.bench:
+            with open(args.bench) as f:
+                bench = json.load(f)
+            bench["explore_known_bugs_found"] = found
+            bench["explore_known_bugs_total"] = len(_mutants.KNOWN)
+            bench["explore_known_bugs"] = {r["mutant"]: r["seconds"] for r in results}
+            with open(args.bench, "w") as f:
+                json.dump(bench, f, indent=2)
+                f.write("\n")
+        return 0 if found == len(results) else 1
+    if args.mutant:
+        from jobguard import _mutants
+
+        _mutants.ACTIVE.add(args.mutant)
+    bias = args.bias or ""
     if args.regressions:
         from .regressions import REGRESSIONS
 
@@ -268,16 +407,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if bad else 0
     if args.choices is not None:
         choices = [int(c) for c in args.choices.split(",") if c.strip()]
-        result = run_history(choices=choices)
-        print(report(result))
+        result = run_history(choices=choices, bias=bias)
+        print(report(result, bias=bias))
         return 1 if result.violations else 0
     if args.seed is not None:
-        result = run_history(seed=args.seed, steps=args.steps)
+        result = run_history(seed=args.seed, steps=args.steps, bias=bias)
         shrunk = None
         if args.shrink and result.violations:
             shrunk = shrink(result.choices, signature(result) or "", budget_s=args.shrink_seconds,
-                            say=print)
-        print(report(result, shrunk=shrunk))
+                            say=print, bias=bias)
+        print(report(result, shrunk=shrunk, bias=bias))
         return 1 if result.violations else 0
     first = args.first_seed if args.first_seed is not None else int(time.time()) % 1_000_000
     summary = explore(args.minutes, first_seed=first, steps=args.steps,

@@ -32,6 +32,7 @@ _RULES: list[tuple[str, int]] = [
     (r"^BOUND/queued_n", 1),
     (r"^END/no-run-record", 2),
     (r"^RERUN/ran-again:[a-z_-]+:returned-lease_lost", 2),
+    (r"^RERUN/ran-again:[a-z_-]+:released", 2),
     (r"^END/failed-unfaulted:(queued|follow_up):StoreError", 3),
     (r"^LIVE/wake-lost", 4),
     (r"^END/coalesced-never-followed", 5),
@@ -40,6 +41,7 @@ _RULES: list[tuple[str, int]] = [
     (r"^BOUND/row-size", 9),
     (r"^(FENCE/reissued|FENCE/no-fence|FENCE/stale-write|END/crash|DAMAGE/)", 10),
     (r"^RERUN/ran-again:(far-future-tick|manual):returned-ran", 11),
+    (r"^RERUN/ran-again:far-future-tick:", 11),
 ]
 
 

@@ -12,9 +12,12 @@ Invariants (each violation is ``(code, text)``; the code is what shrinking prese
   without any injected fault is a violation; every run that ended has its record; every
   queued or coalesced trigger is run (or dead-lettered, or recorded paused), never
   silently dropped; every direct trigger gets a decision once faults stop.
-- ``RERUN``: a trigger that already ran is never run again (a direct trigger once a
-  delivery that ran it returned, or once REPLACE displaced it; a queued trigger or
-  follow-up once a run of it succeeded).
+- ``RERUN``: a trigger that is spent never runs again. Spent (README, "A trigger's
+  states"): a run of it succeeded (any route; for a direct trigger also: a delivery that
+  ran it returned success); REPLACE displaced its live run (``replaced``); the operator
+  force-released its run (``released``). A direct trigger whose run failed, lost its
+  lease or was taken over (``failed``/``lost``) MAY run again on a later delivery of the
+  same trigger; a queued trigger or follow-up in those states MUST (END).
 - ``ONCE``: no work id reaches the destination from two runs that both held the newest
   fence at the time.
 - ``FENCE``: fences issued grow strictly; no write from a run is accepted once a higher
@@ -155,10 +158,19 @@ class Model:
 
     def record_written(self, rec: RecordWrite) -> None:
         self.records.append(rec)
-        if rec.decision == "ran" and rec.status == "succeeded" and rec.kind not in DIRECT_KINDS:
+        if rec.decision == "ran" and rec.status == "succeeded":
             self.spent.setdefault(rec.trigger_id, f"run {rec.run_id} succeeded")
             self.spent_step.setdefault(rec.trigger_id, rec.step)
             self.spent_reason.setdefault(rec.trigger_id, "succeeded")
+
+    def force_released(self, trigger_id: str, run_id: str, *, step: int) -> None:
+        """The operator's ``release --force`` of run ``run_id`` landed: its trigger is
+        ``released``, terminal (observed from the operator's side, not from the record
+        the library writes)."""
+        self.spent.setdefault(trigger_id, f"its run {run_id} was force-released by the "
+                              "operator")
+        self.spent_step.setdefault(trigger_id, step)
+        self.spent_reason.setdefault(trigger_id, "released")
 
     def invoked(self, inv: Invocation, delivery: Delivery | None) -> None:
         why = self.spent.get(inv.trigger_id)
@@ -181,7 +193,9 @@ class Model:
         if d.outcome in ("ran", "lease_lost") or (d.outcome == "error" and d.invoked
                                                   and d.error and "injected handler" in d.error):
             pass
-        if d.outcome in ("ran", "lease_lost") and d.kind in DIRECT_KINDS:
+        # new protocol: only success spends a direct trigger (lease_lost / failed MAY run
+        # again on a later delivery of the same trigger)
+        if d.outcome == "ran" and d.kind in DIRECT_KINDS:
             for run_id in d.invoked:
                 inv = self.invocations.get(run_id)
                 if inv is not None and inv.trigger_id == d.trigger_id:
@@ -199,7 +213,7 @@ class Model:
                 self.violate("END/crash", f"delivery #{d.n} of {d.trigger_id} crashed: {d.error}",
                              key=name)
             elif d.damaged is not None:
-                if d.damaged not in d.error:
+                if d.damaged not in d.error and not d.handler_failed:
                     self.violate("DAMAGE/unnamed",
                                  f"delivery #{d.n} of {d.trigger_id} on a lease row "
                                  f"whose {d.damaged} is damaged failed without naming it: "

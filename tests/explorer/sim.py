@@ -79,6 +79,12 @@ DAMAGES = ("remove:expires_at_ms", "remove:fence", "string:fence", "string:expir
            "delete-row")
 
 
+BIASES = ("", "wake")
+"""Scheduler biases (``--bias``): ``wake`` delivers queue messages while a run holds the
+lease and loses the responses of the holder's requests (its release above all), the shape
+of issue 14's #4 (a release whose response was lost forgets its wake receipt)."""
+
+
 class Killed(BaseException):
     """Raised at a killed actor's gates: its process is gone."""
 
@@ -145,6 +151,9 @@ class Actor:
     """The run whose lease this actor's request freed."""
     request_faults: int = 0
     """Faults injected into this actor's own requests (not clock jumps and the like)."""
+    excusing_faults: int = 0
+    """Request faults that excuse a late wake-up: all but a DynamoDB response lost after
+    the request was applied (the library's retry must then recover all it found)."""
 
     def park(self, req: Req) -> None:
         """Called in the actor's thread at a gate: wait until the scheduler steps us."""
@@ -248,8 +257,9 @@ class Sim:
     """One history: build the world, run the fault phase from the chooser, settle, check."""
 
     def __init__(self, chooser: Chooser, *, seed: int | None = None, policy: str | None = None,
-                 trace: bool = True) -> None:
+                 trace: bool = True, bias: str = "") -> None:
         self.chooser = chooser
+        self.bias = bias
         self.seed = seed
         # configuration is drawn too (so that a replayed list replays it)
         self.policy = policy or POLICIES[chooser.draw(len(POLICIES))]
@@ -349,6 +359,11 @@ class Sim:
         self.observer = session.create_client("dynamodb", config=client_config())
         self.table = "jobguard-explorer"
         create_table(self.observer, self.table)
+        # the store remembers the last fence it saw per (table, job) in the process: a
+        # history must start as a cold process does, or the same seed sends other requests
+        from jobguard import dynamodb as _store_module
+
+        _store_module._fences.clear()  # noqa: SLF001
         self.notes_table = DynamoDBDestination.create_table(self.observer, "notes-explorer")
         self.ttl_attribute = self.observer.describe_time_to_live(TableName=self.table)[
             "TimeToLiveDescription"].get("AttributeName")
@@ -625,6 +640,8 @@ class Sim:
         if fault != "ok":
             actor.faults += 1
             actor.request_faults += 1
+            if not (fault == "lost-after" and req.service == "dynamodb"):
+                actor.excusing_faults += 1
             if actor.delivery is not None:
                 actor.delivery.faults += 1
         self.requests += 1
@@ -763,7 +780,7 @@ class Sim:
         for m in self.queue.messages:
             if m.deferred_by is actor and actor.request_faults:
                 m.excused = True
-        if actor.released is None or actor.killed or actor.request_faults:
+        if actor.released is None or actor.killed or actor.excusing_faults:
             return
         for m in self.queue.inflight(now):
             if (m.deferred_on == actor.released and not m.excused and m.visible_ms > now
@@ -853,6 +870,8 @@ class Sim:
     def _step_random(self) -> None:
         enabled = self._enabled()
         weights = [self.weights[e] if enabled[e] else 0.0 for e in EVENTS]
+        if self.bias == "wake" and self.row.get("run_id") is not None and enabled["sqs"]:
+            weights[EVENTS.index("sqs")] = max(weights[EVENTS.index("sqs")], 9.0) * 4
         if not any(weights):
             weights = [1.0 if enabled[e] else 0.0 for e in EVENTS]
         event = EVENTS[self.chooser.draw(len(EVENTS), weights)]
@@ -871,7 +890,11 @@ class Sim:
             service, fault, left = self.outage
             self.outage = (service, fault, left - 1) if left > 1 else None
         elif req.service == "dynamodb":
-            fault = DDB_FAULTS[self.chooser.draw(len(DDB_FAULTS), DDB_FAULT_WEIGHTS)]
+            weights = DDB_FAULT_WEIGHTS
+            if self.bias == "wake" and actor.run is not None \
+                    and self.row.get("run_id") == actor.run[0]:
+                weights = (60, 1, 1, 1, 1, 36)  # the holder's responses lost
+            fault = DDB_FAULTS[self.chooser.draw(len(DDB_FAULTS), weights)]
         else:
             fault = SQS_FAULTS[self.chooser.draw(len(SQS_FAULTS), SQS_FAULT_WEIGHTS)]
         self._step_actor(actor, fault)
@@ -1087,11 +1110,22 @@ class Sim:
         self._operator("resume", fn)
 
     def _force(self) -> Any:
-        lease = self.store.read_lease(JOB)
+        """``jobguard release --force`` (what cli.cmd_release does, on the explorer's
+        clients): on a damaged row ``force_release`` repairs it."""
+        from jobguard.errors import DamagedRowError
+
+        try:
+            lease = self.store.read_lease(JOB)
+        except DamagedRowError:
+            return self.store.force_release(JOB, holder_run_id="", fence=-1,
+                                            now_ms=self._op_clock())
         if lease.run_id is None:
             return "free"
-        return self.store.force_release(JOB, holder_run_id=lease.run_id, fence=lease.fence,
-                                        now_ms=self._op_clock())
+        released = self.store.force_release(JOB, holder_run_id=lease.run_id,
+                                            fence=lease.fence, now_ms=self._op_clock())
+        if released and lease.trigger_id:
+            self.model.force_released(lease.trigger_id, lease.run_id, step=self.step)
+        return released
 
     def _ev_force(self) -> None:
         self._operator("release-force", self._force)
@@ -1121,7 +1155,8 @@ class Sim:
             return
         config = replace(self.config, policy=OverlapPolicy.SKIP, trigger_queue_url=None)
         guard = GuardedJob(config, lambda e, ctx: sweep(current_run(), c.batch.reconcile).as_dict(),
-                           store=self.store, clock=c.clock, owner=f"reconciler/c{c.n}")
+                           store=self.store, clock=c.clock, owner=f"reconciler/c{c.n}",
+                           serves_triggers=False)
         rid = self._new_id()
         self.coverage.add((self._row_state(), "reconciler"))
         self.log("ENV reconciler sweep")
@@ -1274,6 +1309,16 @@ class Sim:
             undecided = self._undecided()
             if not self.queue.live() and not undecided:
                 break
+        if any(json.loads(m.body).get("kind") == "queued" for m in self.queue.dlq):
+            # README: a queued trigger dead-lettered before it ran leaves its count on the
+            # lease row; the operator's `jobguard repair JOB` recounts it
+            self.log("ENV the DLQ holds a queued trigger: operator runs jobguard repair")
+            actor = self.spawn("op-repair-count", "operator",
+                               lambda: self.store.repair(JOB, now_ms=self._op_clock()))
+            self._run_to_end(actor)
+            if actor.exc is not None:
+                self.model.violate("BOUND/repair-failed", f"jobguard repair failed: "
+                                   f"{type(actor.exc).__name__}: {actor.exc}")
         self._read_row()
         runs = [r.as_dict() for r in self._runs()]
         dlq = [(m.trigger_id(), self.dlq_steps.get(m.seq, 0)) for m in self.queue.dlq]
@@ -1376,7 +1421,7 @@ class _Raw:
 
 
 def run_history(*, seed: int | None = None, choices: list[int] | None = None,
-                steps: int = 160, trace: bool = True) -> Result:
+                steps: int = 160, trace: bool = True, bias: str = "") -> Result:
     """One history: random from ``seed`` (``steps`` draws of faults), or replayed."""
     import random as _random
 
@@ -1385,5 +1430,5 @@ def run_history(*, seed: int | None = None, choices: list[int] | None = None,
         chooser = Chooser(seed, budget=budget)
     else:
         chooser = Chooser(replay=choices)
-    sim = Sim(chooser, seed=seed, trace=trace)
+    sim = Sim(chooser, seed=seed, trace=trace, bias=bias)
     return sim.run()
