@@ -218,12 +218,11 @@ READ_TRIGGER = call_site(
 
 
 def _follow_up_gate(lease: LeaseState, item: TriggerRecord | None) -> int:
-    """The gate a follow-up's acquisition checks: the lease fence it was seen at, or,
-    when the row is below the follow-up's own gate (a deleted lease row, rewritten from
-    the high-water mark), the gate itself: whether a run started since cannot be told,
-    and a follow-up run once more is harmless, one never run is not."""
-    if item is not None and item.gate_fence is not None and item.gate_fence > lease.fence:
-        return item.gate_fence
+    """The gate a follow-up's acquisition checks on its own item: the gate as read (the
+    decision has judged it against the row's ``served_fence``), or, before the item was
+    read, the lease fence it was seen at."""
+    if item is not None and item.gate_fence is not None:
+        return item.gate_fence  # as read: the decision judged it against served_fence
     return lease.fence
 
 
@@ -499,6 +498,8 @@ class DynamoJobStore:
             f"{e.n('expires_at_ms')} = {e.v(now_ms + lease_ms)}",
             f"{e.n('prev_run_id')} = {e.v(lease.run_id or lease.last_run_id or '-')}",
         ]
+        if not keep_follow_up:
+            sets.append(f"{e.n('served_fence')} = {e.v(fence)}")  # a run that serves
         if keep_follow_up:
             # a service run (recovery, reconciler): the follow-up stays named, exactly as
             # seen (a follow-up the row names but we did not see refuses this write)
@@ -1009,7 +1010,8 @@ class DynamoJobStore:
                 lease_action = self._check(lease_key, e, paused)
         else:  # ABSORB: a run started after the one the follow-up follows
             gate = item.gate_fence if item is not None and item.gate_fence is not None else 0
-            lease_action = self._check(lease_key, e, f"{e.n('fence')} > {e.v(gate)}")
+            lease_action = self._check(lease_key, e,
+                                       f"{e.n('served_fence')} > {e.v(gate)}")
         trigger_action = self._trigger_write(
             job, record.trigger_id, item, state=target,
             route=Route.QUEUE if step is Next.QUEUE else route, run_id=record.run_id,

@@ -49,6 +49,10 @@ class LeaseState:
     follow_up: str | None = None
     wake_receipt: str | None = None
     prev_run_id: str | None = None
+    served_fence: int = 0
+    """The fence of the last run that served triggers (not a recovery or a reconciler
+    sweep): a follow-up is absorbed only once a run past its gate has served it. 0 when
+    unknown (a recreated row): the follow-up then runs, once more at worst."""
     exists: bool = True
     """False when the row does not exist (a new job, or a deleted row)."""
 
@@ -65,7 +69,7 @@ class LeaseState:
 
 
 _INT = ("acquired_at_ms", "expires_at_ms", "heartbeat_at_ms", "released_at_ms",
-        "paused_at_ms")
+        "paused_at_ms", "served_fence")
 _STR = ("run_id", "holder_owner", "trigger_id", "last_run_id", "released_by",
         "paused_reason", "follow_up", "wake_receipt", "prev_run_id")
 _HELD_NEEDS = ("expires_at_ms", "holder_owner", "trigger_id", "acquired_at_ms")
@@ -130,6 +134,7 @@ def parse_lease(job: str, row: dict[str, Any] | None) -> LeaseState:
         follow_up=row.get("follow_up"),
         wake_receipt=row.get("wake_receipt"),
         prev_run_id=row.get("prev_run_id"),
+        served_fence=int(row.get("served_fence") or 0),
         exists=fence is not None,
     )
 

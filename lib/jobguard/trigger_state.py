@@ -236,7 +236,7 @@ class TriggerRecord:
 
     def live(self, now_ms: int) -> bool:
         """False once past its TTL: treated as absent, as every condition does."""
-        return self.ttl_epoch_s * 1000 >= now_ms
+        return self.ttl_epoch_s >= now_ms // 1000  # whole seconds, as the conditions
 
 
 class Next(StrEnum):
@@ -298,7 +298,7 @@ def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
             # or never landed) or is long forgotten.
             return Next.DUPLICATE
         if trigger.kind is TriggerKind.FOLLOW_UP and item is not None \
-                and item.gate_fence is not None and lease.fence > item.gate_fence \
+                and item.gate_fence is not None and lease.served_fence > item.gate_fence \
                 and lease.run_id != item.run_id:
             return Next.ABSORB
         if lease.paused_at_ms is not None and not ignore_pause and not (

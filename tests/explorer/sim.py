@@ -284,6 +284,7 @@ class Sim:
         self.deliveries: list[Delivery] = self.model.deliveries
         self.ticks: list[datetime] = []
         self.manuals: list[str] = []
+        self.manual_at: dict[str, Any] = {}
         self.last_outcome: dict[str, str] = {}
         self.paused = False
         self.damaged: str | None = None
@@ -916,6 +917,7 @@ class Sim:
             if long_ids:
                 mid = (mid + "-" + "x" * 120)[:128]
             self.manuals.append(mid)
+            self.manual_at[mid] = self.clock.now()
             event, tid = self._manual_event(mid)
             actor = self.deliver_direct("manual", event, tid, "burst")
             if actor is None:
@@ -994,12 +996,19 @@ class Sim:
     def _ev_manual(self) -> None:
         mid = self._new_id()
         self.manuals.append(mid)
+        self.manual_at[mid] = self.clock.now()
         event, tid = self._manual_event(mid)
         self.deliver_direct("manual", event, tid, "manual")
 
     def _ev_remanual(self) -> None:
+        # Lambda retries an asynchronous event for at most 6 hours (its longest maximum
+        # event age): no copy of a manual trigger arrives later than that
         recent = self.manuals[-6:][::-1]
         mid = recent[self.chooser.draw(len(recent))]
+        first = self.manual_at.get(mid)
+        if first is not None and self.clock.now() - first > timedelta(hours=6):
+            self.log(f"ENV manual {mid} too old to be retried by Lambda (over 6 h)")
+            return
         event, tid = self._manual_event(mid)
         self.deliver_direct("manual", event, tid, "manual-again")
 

@@ -99,12 +99,14 @@ def test_a_free_lease_runs_a_queue_tick_only_when_nothing_is_queued(queued_n, ex
 
 
 def test_a_trigger_item_is_live_up_to_its_ttl_second_inclusive():
-    """GIVEN a trigger item with ttl_epoch_s T WHEN it is read at T*1000 ms THEN it is
-    still live; one millisecond later it counts as absent."""
+    """GIVEN a trigger item with ttl_epoch_s T WHEN it is read anywhere in second T THEN
+    it is still live, as every write condition judges it (``ttl < now_s`` is absent);
+    from second T + 1 on it counts as absent."""
     record = TriggerRecord(trigger_id="j@t", state=State.DONE, route=Route.DIRECT,
                            ttl_epoch_s=1_800_000_000)
     assert record.live(1_800_000_000_000)
-    assert not record.live(1_800_000_000_001)
+    assert record.live(1_800_000_000_999)
+    assert not record.live(1_800_000_001_000)
 
 
 def test_every_edge_of_the_table_is_found_by_its_source_and_event():

@@ -111,7 +111,7 @@ def test_a_running_trigger_is_a_duplicate_while_its_run_lives_and_retried_once_i
 def test_a_follow_up_is_absorbed_once_a_run_started_after_its_holder():
     queued = item(State.QUEUED, Route.QUEUE, gate=4)
     assert decide(FREE, queued, FOLLOW_UP, cfg(OverlapPolicy.COALESCE), NOW) is Next.RUN
-    later = LeaseState(job="j", fence=6)
+    later = LeaseState(job="j", fence=6, served_fence=6)
     assert decide(later, queued, FOLLOW_UP, cfg(OverlapPolicy.COALESCE), NOW) is Next.ABSORB
 
 
