@@ -408,11 +408,16 @@ class Sim:
         def urandom(n: int) -> bytes:
             return rand.randbytes(n)
 
+        from jobguard import observability
+
+        # made before stdout is redirected (its handler keeps the stream it was made with)
+        # and before the levels are saved (making it sets the "jobguard" logger's level),
+        # so that every later test logs exactly as before the history
+        telemetry_logger = observability._logger()
         loggers = [logging.getLogger(n) for n in ("jobguard", "botocore", "aws_lambda_powertools")]
         levels = [lg.level for lg in loggers]
         for lg in loggers:
             lg.setLevel(logging.CRITICAL)
-        from jobguard import observability
 
         with mock.patch.object(Heartbeat, "start", start), \
                 mock.patch.object(Heartbeat, "stop", stop), \
@@ -420,7 +425,7 @@ class Sim:
                 mock.patch.object(time, "sleep", lambda s: None), \
                 mock.patch.object(observability.JobTelemetry, "flush", lambda self: None), \
                 open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
-            observability._logger().setLevel(logging.CRITICAL)
+            telemetry_logger.setLevel(logging.CRITICAL)
             try:
                 yield
             finally:
