@@ -674,6 +674,9 @@ class DynamoJobStore:
         wake-up receipt and the holder's pending follow-up are removed by the write that
         saw them (a first attempt conditioned on their absence returns them) and
         returned, also when a retry finds that an earlier attempt landed.
+        ``keep_follow_up`` (a service run: recovery, reconciler) leaves the follow-up
+        named on the row but still returns it, so the releaser can send its message
+        again when it has the queue (the coalescing sender's send may have failed).
         """
         wake: str | None = None
         follow_up: str | None = None
@@ -681,8 +684,9 @@ class DynamoJobStore:
         for attempt in range(8):
             e = _Expr()
             condition = f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)}"
-            watched = (("wake_receipt", wake),) if keep_follow_up else (
-                ("wake_receipt", wake), ("follow_up", follow_up))
+            # a service run leaves the follow-up named for the next run, but learns it
+            # (so it can send its message again: the coalescing sender may have failed)
+            watched = (("wake_receipt", wake), ("follow_up", follow_up))
             for name, value in watched:
                 condition += (f" AND attribute_not_exists({e.n(name)})" if value is None
                               else f" AND {e.n(name)} = {e.v(value)}")
@@ -744,7 +748,7 @@ class DynamoJobStore:
                 continue
             if state.run_id == run_id and state.fence == fence:
                 wake = state.wake_receipt
-                follow_up = None if keep_follow_up else state.follow_up
+                follow_up = state.follow_up
                 continue
             if state.last_run_id == run_id and state.released_by == "run":
                 if _mutants.on("lost-release-forgets"):

@@ -15,24 +15,17 @@ import pytest
 from .regressions import PROTOCOL_FIXED, REGRESSIONS
 from .sim import run_history
 
-OPEN_FINDINGS = {
-    30: "the lease row deleted (damage) while a follow-up is pending: its pointer on the "
-        "row is gone, a reconciler sweep then takes the lease from the high-water mark, "
-        "and the follow-up is absorbed although no run served its coalesced triggers "
-        "(the wedge this seed first showed is fixed; this remainder is open)",
-}
+OPEN_FINDINGS: dict[int, str] = {}
+# Closed: 30 (a deleted lease row while a follow-up was pending: the follow-up was
+# absorbed by a service run; fixed by ``served_fence``, now in CI_SEEDS).
 """Seeds that show a library bug the explorer found on the new protocol (reported to the
 library's owners, not fixed here): xfail until fixed, then they join ``CI_SEEDS``."""
 
-OPEN_REGRESSIONS = {
-    5091: "the reconciler holds the lease, a manual trigger coalesces onto it and its "
-          "follow-up's SendMessage times out; the sweep now keeps the follow-up named and "
-          "the sender sees the error, but this choice list still ends with the coalesced "
-          "trigger unserved (open; its seed holds)",
-    5137: "a manual trigger's item was kept 2 h while Lambda retries up to 6 h (fixed: "
-          "6 h, its choice list holds); from its seed a succeeded manual trigger still "
-          "runs again (open: `make explore SEED=5137`)",
-}
+OPEN_REGRESSIONS: dict[int, str] = {}
+# Closed: 5091 (a service run's release left a follow-up whose send had failed for a
+# sender's retry; it now sends it again: tests/scenarios/test_trigger_state.py
+# ::test_a_service_run_resends_a_follow_up_whose_send_failed), 5137 (a manual trigger's
+# item kept 6 h, as long as Lambda retries it).
 """Old-protocol regression histories that still fail on the new code: library bugs,
 reported, not fixed here (xfail until fixed)."""
 

@@ -648,3 +648,41 @@ def test_a_follow_up_runs_after_its_lease_row_was_deleted_and_recreated(aws, clo
            and r.decision.value == "ran"]
     assert [r.status.value for r in ran] == ["succeeded"], aws.runs(JOB)
     assert (ran[0].fence or 0) > 1
+
+
+def test_a_service_run_resends_a_follow_up_whose_send_failed(aws, clock):
+    """GIVEN a COALESCE job whose lease a recovery holds (a service run: it serves no
+    coalesced trigger and leaves the follow-up named on the row)
+    WHEN a tick is coalesced onto it but the follow-up message's send fails, and the
+    recovery then releases
+    THEN the recovery's release sends the follow-up again, so it runs after the recovery
+    without waiting for the coalescing sender's retry (explorer regression 5091)."""
+    from jobguard.triggers import Trigger, TriggerKind
+
+    from ._support import Gate, Recorder, in_thread
+
+    gate, rec = Gate(), Recorder()
+    recovery_id = f"{JOB}@recovery:r1"
+    job = make_job(aws, clock, rec.handler(lambda t: gate if t == recovery_id else None),
+                   policy=OverlapPolicy.COALESCE)
+    thread, box = in_thread(lambda: job.run_exclusive(
+        Trigger(JOB, recovery_id, TriggerKind.RECOVERY), wait=0))
+    assert gate.entered.wait(10)
+    clock.advance(timedelta(seconds=1))
+    t2 = clock.now()
+    with fail_next_send(aws.sqs) as failed:
+        outcome = call(job, tick(JOB, t2))
+    assert failed, "the follow-up's send was never attempted"
+    assert isinstance(outcome, Exception), f"the failed send was swallowed: {outcome}"
+    assert decisions_of(aws, JOB, tick_id(JOB, t2)) == ["coalesced"]
+    assert not visible(aws, JOB), "a follow-up message was sent although the send failed"
+    gate.release.set()
+    thread.join(10)
+    assert box["result"]["fence"] == 1, box
+    # no sender retries: the queue alone must bring the follow-up
+    clock.advance(timedelta(seconds=5))
+    drain(aws, JOB, job)
+    follow_ups = [r for r in aws.runs(JOB) if r.trigger_kind == "follow_up"
+                  and r.decision.value == "ran"]
+    assert [r.status.value for r in follow_ups] == ["succeeded"], aws.statuses(JOB)
+    assert [f for _, f in rec.calls] == [1, 2], rec.calls
