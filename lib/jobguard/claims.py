@@ -209,8 +209,8 @@ class WorkClaims:
     ) -> list[ClaimedItem]:
         """Claim every record of a page that still needs work.
 
-        Completed items are skipped and counted; a completed item whose payload differs
-        is reported as a conflict; uncertain items and claims of a vanished holder are
+        Completed items are skipped and counted; a completed or uncertain item whose
+        payload differs is reported as a conflict; uncertain items and claims of a vanished holder are
         reconciled first (found: completed; not found: claimed for a safe retry).
         """
         self.run.ensure_lease()
@@ -248,6 +248,10 @@ class WorkClaims:
             elif row.state is ItemState.CLAIMED and not self._vanished(row, now_ms):
                 self.report.held += 1
             else:
+                if row.payload_hash and digest and row.payload_hash != digest:
+                    # reconciled as usual, but whichever payload the destination holds,
+                    # the work id was reused for other content: say so
+                    self._conflict(key, "left uncertain earlier with a different payload")
                 if self._reconcile_one(wid, record, row, now_ms):
                     second_chance.append(ClaimRequest(key, payload_hash=digest,
                                                       after_uncertain=True))

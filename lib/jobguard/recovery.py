@@ -161,6 +161,13 @@ class Plan:
     never_attempted: int = 0
     to_replay: int = 0
     skipped_by_mode: int = 0
+    expired: int = 0
+    """Completed rows past their TTL: absent, as every run treats them (counted in
+    ``never_attempted`` too)."""
+    conflicts: int = 0
+    """Completed or unresolved rows whose recorded payload differs from the record's
+    payload now: the work id was reused for other content."""
+    conflict_ids: list[str] = field(default_factory=list)
     sample: list[str] = field(default_factory=list)
     token: str = ""
     records: list[Any] = field(default_factory=list, repr=False)
@@ -182,8 +189,11 @@ def _in_scope(row: ItemRecord | None, mode: RecoveryMode) -> bool:
     return False
 
 
-def make_plan(job: Any, items: Any, request: RecoveryRequest) -> Plan:
+def make_plan(job: Any, items: Any, request: RecoveryRequest, *, now_ms: int) -> Plan:
     """Select the range's records and classify them from the ledger (reads only).
+
+    A completed row whose TTL has passed (``now_ms``) is absent, as it is to every run:
+    DynamoDB deletes expired items up to days late, and a run may claim it again.
 
     The range is the records the job's ``select`` returns after ``cursor_from`` (the
     same meaning as a checkpoint), up to and including ``cursor_to``: cut exactly
@@ -217,10 +227,17 @@ def make_plan(job: Any, items: Any, request: RecoveryRequest) -> Plan:
             "max_items", f"the range holds more than {request.max_items} records: narrow it "
             "or raise max_items")
     by_id = {str(job.work_id(r)): r for r in records}
-    rows = items.get_many(job.config.name, list(by_id))
-    plan = Plan(selected=len(by_id), records=records, rows=rows)
-    for work_id in by_id:
+    read = items.get_many(job.config.name, list(by_id))
+    rows = {w: row for w, row in read.items() if row.live(now_ms // 1000)}
+    plan = Plan(selected=len(by_id), records=records, rows=rows, expired=len(read) - len(rows))
+    for work_id, record in by_id.items():
         row = rows.get(work_id)
+        if row is not None and row.payload_hash:
+            now_payload = job.payload(record)
+            if now_payload and now_payload != row.payload_hash:
+                plan.conflicts += 1
+                if len(plan.conflict_ids) < SAMPLE_SIZE:
+                    plan.conflict_ids.append(work_id)
         if row is None:
             plan.never_attempted += 1
         elif row.state is ItemState.COMPLETED:
@@ -253,6 +270,7 @@ class Summary:
     failed: int = 0
     still_uncertain: int = 0
     skipped_by_mode: int = 0
+    conflicts: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -287,22 +305,18 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
             raise InvalidRequestError("job", str(exc).split(": ", 1)[1]) from None
     if job.config.name != request.job:
         raise InvalidRequestError("job", f"{request.job!r} is not this job ({job.config.name!r})")
+    from .clock import to_ms
+
     guard = GuardedJob(job.config, lambda e, c: None, **(guard_options or job._guard_options))
     runtime = guard.runtime()
-    plan = make_plan(job, runtime.items, request)
+    plan = make_plan(job, runtime.items, request, now_ms=to_ms(guard.clock.now()))
     answer: dict[str, Any] = {"job": request.job, "range": _range(request),
                               "mode": request.mode.value, "plan": plan.as_dict()}
     if request.dry_run:
         answer["result"] = "planned"
         answer["needs_confirmation"] = plan.to_replay > limit
         return answer
-    if plan.to_replay > limit and request.confirm != plan.token:
-        raise InvalidRequestError(
-            "confirm",
-            ("required: " if request.confirm is None else "does not match this plan: ")
-            + f"{plan.to_replay} items exceed the threshold of {limit}; run the "
-            "dry run and pass its token (a token from another request, or from before the "
-            "ledger changed, is refused)")
+    _check_confirmation(plan, request, limit)
     import uuid
 
     trigger = Trigger(request.job, f"{request.job}@recovery:{uuid.uuid4().hex[:16]}",
@@ -315,9 +329,10 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
         run = current_run()
         run.stats.update({"recovery_range": json.dumps(_range(request)),
                           "recovery_mode": request.mode.value})
-        fresh = make_plan(job, runtime.items, request)
-        if fresh.token != plan.token and plan.to_replay > limit:
-            raise InvalidRequestError("confirm", "the ledger changed since the plan; plan again")
+        # Judged again on the plan made under the lease: the ledger may have changed
+        # while the recovery waited for it (a plan of 50 can have become 250).
+        fresh = make_plan(job, runtime.items, request, now_ms=to_ms(run.clock.now()))
+        _check_confirmation(fresh, request, limit, under_lease=True)
         _execute(job, run, request, fresh, summary)
         run.stats.update({f"recovery_{k}": v for k, v in summary.as_dict().items()})
         return summary.as_dict()
@@ -330,6 +345,24 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
     if isinstance(outcome, dict) and outcome.get("jobguard") == "lease_lost":
         answer["result"] = "lease_lost"
     return answer
+
+
+def _check_confirmation(plan: Plan, request: RecoveryRequest, limit: int, *,
+                        under_lease: bool = False) -> None:
+    """A given token must match this plan, whatever its size; a plan above the threshold
+    needs one."""
+    changed = ("the ledger changed since the dry run (judged again under the lease): "
+               "plan again and pass the new token" if under_lease else
+               "run the dry run of this same request and pass its token (a token from "
+               "another request, or from before the ledger changed, is refused)")
+    if request.confirm is not None and request.confirm != plan.token:
+        raise InvalidRequestError("confirm", f"does not match this plan ({plan.to_replay} "
+                                  f"items to replay); {changed}")
+    if request.confirm is None and plan.to_replay > limit:
+        raise InvalidRequestError(
+            "confirm", f"required: {plan.to_replay} items exceed the threshold of {limit}; "
+            + ("the plan grew while the recovery waited for the lease: plan again and pass "
+               "its token" if under_lease else "run the dry run and pass its token"))
 
 
 def _range(request: RecoveryRequest) -> dict[str, str | None]:
@@ -347,6 +380,9 @@ def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: 
     summary.selected = plan.selected
     summary.already_completed = plan.completed
     summary.skipped_by_mode = plan.skipped_by_mode
+    summary.conflicts = plan.conflicts
+    if plan.conflicts:
+        run.telemetry_count("PayloadConflicts", plan.conflicts)
     from .clock import to_ms
 
     now_ms = to_ms(run.clock.now())

@@ -249,3 +249,147 @@ def test_a_recovery_of_a_coalesce_job_ends_cleanly_when_a_tick_coalesced_behind_
     kinds = Counter((r.trigger_kind, r.status.value) for r in aws.runs(JOB))
     assert kinds[("follow_up", "succeeded")] == 1 and kinds[("recovery", "succeeded")] == 1
     assert len(notes.all()) == 6 and Counter(notes.calls).most_common(1)[0][1] == 1
+
+
+# -- recovery always checks (issue 16) ---------------------------------------------------
+
+def test_a_wrong_token_is_refused_even_for_a_plan_under_the_threshold(aws, clock):
+    """GIVEN a plan of 2 failed items, far under the threshold (no token needed)
+    WHEN the operator executes it with a token that is not this plan's
+    THEN it is refused naming ``confirm`` and nothing is written or sent; without a
+    token it runs."""
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes)
+    job.fail_ids = {"contact-00004", "contact-00005"}
+    job.handler()(manual("tick-1"), None)
+    job.fail_ids = set()
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "30", "mode": "failed",
+               "dry_run": False}
+    before, calls = aws.item_count(), list(notes.calls)
+    runs_before = len(aws.runs(JOB))
+    with pytest.raises(InvalidRequestError) as info:
+        recover({**request, "confirm": "0123456789abcdef01234567"}, job=job, threshold=100)
+    assert info.value.field == "confirm" and "does not match" in str(info.value)
+    assert aws.item_count() == before and notes.calls == calls
+    assert len(aws.runs(JOB)) == runs_before
+    assert recover(request, job=job, threshold=100)["summary"]["replayed"] == 2
+
+
+def test_the_threshold_is_judged_on_the_plan_made_under_the_lease(aws, clock):
+    """GIVEN a recovery of the failed items in 0..60 planned at 3 items (threshold 10:
+    no token needed), waiting for the lease a scheduled run holds
+    WHEN that run, once the recovery is waiting, fails 20 more items of the range
+    THEN the recovery, judging again under the lease, refuses (``confirm`` required)
+    and replays nothing; its dry run afterwards shows 23 and asks for the token."""
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes, n=30)
+    job.fail_ids = {"contact-00001", "contact-00002", "contact-00003"}
+    job.handler()(manual("tick-1"), None)
+    grown = make(aws, clock, notes, n=60)
+    grown.fail_ids = {f"contact-{i:05d}" for i in range(30, 50)}
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "60", "mode": "failed",
+               "dry_run": False}
+    assert recover({**request, "dry_run": True}, job=grown, threshold=10)["plan"][
+        "to_replay"] == 3
+
+    inside, go = threading.Event(), threading.Event()
+
+    def hold(**ctx: Any) -> None:
+        if not inside.is_set():
+            inside.set()
+            assert go.wait(20)
+
+    with hooks.on("after_acquire", hold):
+        scheduled, _ = in_thread(lambda: grown.handler()(manual("tick-2"), None))
+        assert inside.wait(10)
+        recovery, box = in_thread(lambda: recover(request, job=grown, threshold=10))
+        recovery.join(0.5)
+        assert recovery.is_alive(), box  # planned at 3: no token asked; waits for the lease
+        go.set()
+        scheduled.join(10)
+        recovery.join(20)
+    error = box.get("error")
+    assert isinstance(error, InvalidRequestError) and error.field == "confirm", box
+    assert "23 items exceed the threshold of 10" in str(error)
+    failed = [w for w, r in rows(aws, 60).items() if r.state is ItemState.FAILED]
+    assert len(failed) == 23  # nothing replayed
+    again = recover({**request, "dry_run": True}, job=grown, threshold=10)
+    assert again["needs_confirmation"] and again["plan"]["to_replay"] == 23
+
+
+def test_a_completed_item_past_its_ttl_is_absent_in_the_plan_as_in_a_run(aws, clock):
+    """GIVEN 5 completed items whose TTL has passed (DynamoDB has not deleted them yet)
+    WHEN an operator plans a recovery of the range
+    THEN they count as never attempted (and expired), as a run would claim them again;
+    executing replays them once each."""
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes, n=5, item_ttl=timedelta(days=1))
+    job.handler()(manual("tick-1"), None)
+    assert {r.state for r in rows(aws, 5).values()} == {ItemState.COMPLETED}
+    clock.advance(timedelta(days=1, minutes=1))
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "5"}
+    plan = recover(request, job=job, threshold=100)["plan"]
+    assert (plan["completed"], plan["never_attempted"], plan["expired"]) == (0, 5, 5)
+    assert plan["to_replay"] == 5
+    summary = recover({**request, "dry_run": False}, job=job, threshold=100)["summary"]
+    assert summary["replayed"] == 5
+    assert Counter(notes.calls) == Counter({f"contact-{i:05d}:create-note": 2
+                                            for i in range(5)})
+
+
+def test_payload_conflicts_are_reported_by_plans_runs_and_recoveries(aws, clock):
+    """GIVEN items left uncertain (a run died mid-call) and completed items
+    WHEN the source records change content under the same work ids, and a run, a plan
+    and a recovery meet them
+    THEN each reports the reused work ids as conflicts (never ``conflicts = 0``)."""
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes, n=4, flush="page")
+    paused, never = threading.Event(), threading.Event()
+
+    def die_after_two(**ctx: Any) -> None:
+        if len(notes.calls) == 2:
+            paused.set()
+            never.wait(30)
+
+    with hooks.on("before_item", die_after_two):
+        thread, _ = in_thread(lambda: job.handler()(manual("doomed"), None))
+        assert paused.wait(10)
+    clock.advance(timedelta(seconds=66))
+    changed = make(aws, clock, notes, n=4, flush="page")
+    for record in changed.source:
+        record["change"] += " (edited)"
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "4"}
+    plan = recover(request, job=changed, threshold=100)["plan"]
+    assert plan["conflicts"] == 4 and len(plan["conflict_ids"]) == 4, plan
+    summary = recover({**request, "dry_run": False}, job=changed, threshold=100)["summary"]
+    assert summary["conflicts"] == 4, summary
+    never.set()
+    thread.join(10)
+
+
+def test_a_run_reports_an_uncertain_item_presented_with_another_payload(aws, clock):
+    """GIVEN 4 items claimed by a run that died mid-call (2 reached the destination)
+    WHEN the next run meets them with other content under the same work ids
+    THEN it reconciles them as usual and reports 4 conflicts on its record."""
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes, n=4, flush="page")
+    paused, never = threading.Event(), threading.Event()
+
+    def die_after_two(**ctx: Any) -> None:
+        if len(notes.calls) == 2:
+            paused.set()
+            never.wait(30)
+
+    with hooks.on("before_item", die_after_two):
+        thread, _ = in_thread(lambda: job.handler()(manual("doomed"), None))
+        assert paused.wait(10)
+    clock.advance(timedelta(seconds=66))
+    changed = make(aws, clock, notes, n=4, flush="page")
+    for record in changed.source:
+        record["change"] += " (edited)"
+    changed.handler()(manual("tick-2"), None)
+    (second,) = [r for r in aws.runs(JOB) if r.trigger_id.endswith("tick-2")]
+    assert second.extra["conflicts"] == 4, second.extra
+    assert len(notes.all()) == 4  # still one note per work id
+    never.set()
+    thread.join(10)
