@@ -1,0 +1,204 @@
+"""The store's smaller writes, against the in-process emulator (no server): the wake
+receipt a deferred message leaves, the operator's repair of a damaged row, and an
+acquisition whose answer was lost.
+
+GIVEN rows written by the store (or by hand, for damage), WHEN one of these writes runs,
+THEN it changes exactly what it promises, only under its condition, and says whether it
+did. ``make mutate`` found these reached only by the slow scenario suites
+(docs/mutation.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ReadTimeoutError
+
+from jobguard.dynamodb import DynamoJobStore
+from jobguard.errors import StoreError
+from jobguard.lease import Acquired
+from jobguard.trigger_state import Refused, State
+from jobguard.triggers import Trigger, TriggerKind
+
+JOB = "writes-job"
+T0 = 1_800_000_000_000
+LEASE_MS = 60_000
+
+
+def take(store: DynamoJobStore, n: int, run_id: str, *, job: str = JOB, now_ms: int = T0):
+    result = store.take(Trigger(job, f"{job}@manual:{n}", TriggerKind.MANUAL), run_id=run_id,
+                        owner=f"worker-{run_id}", now_ms=now_ms, lease_ms=LEASE_MS,
+                        skew_ms=5_000)
+    assert isinstance(result, Acquired)
+    return result
+
+
+def _pk(job: str) -> dict[str, Any]:
+    from jobguard.schema import LEASE_SK, PARTITION_KEY, SORT_KEY, job_pk
+
+    return {PARTITION_KEY: {"S": job_pk(job)}, SORT_KEY: {"S": LEASE_SK}}
+
+
+# -- set_wake ----------------------------------------------------------------------------
+
+def test_the_holder_gets_the_wake_receipt_and_nobody_else_does(aws):
+    """GIVEN R1 holds the lease of job A, and job B has a lease row held by R9
+    WHEN a deferred message of A leaves its receipt for R1, then one for a run that does
+    not hold A's lease, then one for a job with no row
+    THEN only the first is kept (True), on A's row alone; the others change nothing and
+    say so (False)."""
+    take(aws.store, 1, "R1")
+    take(aws.store, 1, "R9", job="other-job")
+    assert aws.store.set_wake(JOB, holder_run_id="R1", receipt="rcpt-1") is True
+    assert aws.store.read_lease(JOB).wake_receipt == "rcpt-1"
+    assert aws.store.set_wake(JOB, holder_run_id="R2", receipt="rcpt-2") is False
+    assert aws.store.read_lease(JOB).wake_receipt == "rcpt-1"
+    assert aws.store.set_wake("no-row-job", holder_run_id="R1", receipt="rcpt-3") is False
+    assert aws.store.read_lease_raw("no-row-job") is None
+    assert aws.store.read_lease("other-job").wake_receipt is None
+
+
+def test_a_wake_receipt_the_backend_fails_is_a_store_error_naming_set_wake_and_the_job(aws):
+    """GIVEN a backend that refuses the write for another reason than the condition
+    WHEN set_wake runs THEN a StoreError names ``set_wake`` and the job."""
+    take(aws.store, 1, "R1")
+    store = DynamoJobStore("no-such-table", client=aws.ddb)
+    with pytest.raises(StoreError) as info:
+        store.set_wake(JOB, holder_run_id="R1", receipt="rcpt")
+    assert info.value.operation == "set_wake" and info.value.job == JOB
+    assert "no-such-table" in str(info.value) or "not found" in str(info.value).lower()
+
+
+# -- repair ------------------------------------------------------------------------------
+
+def _damage(aws, job: str, **attributes: dict[str, Any]) -> None:
+    names = {f"#a{i}": k for i, k in enumerate(attributes)}
+    values = {f":v{i}": v for i, v in enumerate(attributes.values())}
+    aws.ddb.update_item(TableName=aws.table, Key=_pk(job),
+                        UpdateExpression="SET " + ", ".join(f"#a{i} = :v{i}"
+                                                            for i in range(len(names))),
+                        ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+
+
+def test_repair_of_a_row_with_a_garbled_fence_issues_the_next_fence_above_the_high_water(aws):
+    """GIVEN R1 took the lease three times (fence 3, high-water 3) and the row's fence
+    was overwritten with text WHEN the operator repairs the row THEN the new fence is
+    exactly 4 (never 1, never skipping), the holder is gone, the release names the
+    operator and the stuck run, and the next acquisition gets fence 5."""
+    for n in (1, 2, 3):
+        take(aws.store, n, f"R{n}", now_ms=T0 + n * 2 * LEASE_MS)
+    _damage(aws, JOB, fence={"S": "three"})
+    assert aws.store.repair(JOB, now_ms=T0 + 10 * LEASE_MS, by="alice") == 4
+    raw = aws.store.read_lease_raw(JOB)
+    assert raw["fence"] == 4 and "run_id" not in raw and raw["last_run_id"] == "R3"
+    assert raw["released_by"] == "operator:alice"
+    assert aws.store.high_water(JOB) == 4
+    assert aws.store.read_trigger(JOB, f"{JOB}@manual:3").state is State.RELEASED
+    assert take(aws.store, 4, "R4", now_ms=T0 + 11 * LEASE_MS).fence == 5
+
+
+def test_repair_keeps_a_row_fence_above_the_high_water_and_a_pause(aws):
+    """GIVEN a row whose fence (9) is above the high-water mark (1), paused, held by R1
+    WHEN the operator repairs it (default actor) THEN the fence is 10, the pause and its
+    reason stay, and the release names ``operator:operator``."""
+    take(aws.store, 1, "R1")
+    aws.store.pause(JOB, reason="maintenance", now_ms=T0 + 1_000)
+    _damage(aws, JOB, fence={"N": "9"})
+    assert aws.store.repair(JOB, now_ms=T0 + 2_000) == 10
+    raw = aws.store.read_lease_raw(JOB)
+    assert raw["fence"] == 10 and raw["released_by"] == "operator:operator"
+    assert raw["paused_reason"] == "maintenance" and "paused_at_ms" in raw
+    assert aws.store.high_water(JOB) == 10
+
+
+def test_repair_of_a_row_nobody_holds_clears_no_trigger_and_never_clobbers_a_new_holder(aws):
+    """GIVEN a released row (no holder) with a boolean where the fence belongs
+    WHEN repaired THEN the fence is above the high-water mark and no last run is named;
+    AND GIVEN a row that gained a holder after the repair read it, the repair is refused
+    (StoreError naming ``repair``) and the holder keeps its lease."""
+    take(aws.store, 1, "R1")
+    aws.store.force_release(JOB, holder_run_id="R1", fence=1, now_ms=T0 + 1_000,
+                            by="bob", reason="test")
+    hw = aws.store.high_water(JOB)
+    _damage(aws, JOB, fence={"BOOL": True})
+    new = aws.store.repair(JOB, now_ms=T0 + 2_000)
+    assert new == hw + 1
+    raw = aws.store.read_lease_raw(JOB)
+    assert "last_run_id" not in raw and "run_id" not in raw
+
+    # a second operator repairs and a run takes the lease between this repair's read
+    # and its write
+    _damage(aws, JOB, fence={"S": "again"})
+
+    def meanwhile(**_: Any) -> None:
+        aws.ddb.meta.events.unregister("before-call.dynamodb.TransactWriteItems",
+                                       unique_id="meanwhile")
+        DynamoJobStore(aws.table, client=aws.ddb).repair(JOB, now_ms=T0 + 3_000, by="carol")
+        take(aws.store, 2, "R2", now_ms=T0 + 3_000)
+
+    aws.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", meanwhile,
+                                 unique_id="meanwhile")
+    with pytest.raises(StoreError) as info:
+        aws.store.repair(JOB, now_ms=T0 + 4_000, by="dave")
+    assert info.value.operation == "repair"
+    lease = aws.store.read_lease(JOB)
+    assert lease.run_id == "R2" and lease.fence == new + 2
+
+
+# -- an acquisition whose answer was lost --------------------------------------------------
+
+def _lose_answer(client: Any, *, apply: bool) -> Any:
+    """The next TransactWriteItems times out on the way back (applied) or out (not)."""
+    state = {"done": False}
+
+    def before(**kwargs: Any) -> None:
+        if state["done"]:
+            return
+        state["done"] = True
+        if not apply:
+            raise ReadTimeoutError(endpoint_url="emulator")
+
+    def after(**kwargs: Any) -> None:
+        if state.get("raised"):
+            return
+        if apply and state["done"]:
+            state["raised"] = True
+            raise ReadTimeoutError(endpoint_url="emulator")
+
+    client.meta.events.register("before-call.dynamodb.TransactWriteItems", before,
+                                unique_id="lose-before")
+    client.meta.events.register("after-call.dynamodb.TransactWriteItems", after,
+                                unique_id="lose-after")
+    return state
+
+
+def _unregister(client: Any) -> None:
+    client.meta.events.unregister("before-call.dynamodb.TransactWriteItems",
+                                  unique_id="lose-before")
+    client.meta.events.unregister("after-call.dynamodb.TransactWriteItems",
+                                  unique_id="lose-after")
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["landed", "never-sent"])
+def test_an_acquisition_whose_answer_was_lost_reads_back_whether_it_landed(aws, applied):
+    """GIVEN R1's acquisition times out (after DynamoDB applied it, or before it was sent)
+    WHEN the store reads back THEN it knows: when it landed it reports fence 1 without a
+    second attempt; when it did not, it tries again and gets fence 1. Never fence 2, and
+    never Busy against its own lease."""
+    sent: list[int] = []
+    aws.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems",
+                                 lambda **_: sent.append(1), unique_id="count")
+    _lose_answer(aws.ddb, apply=applied)
+    try:
+        result = aws.store.take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL),
+                                run_id="R1", owner="w", now_ms=T0, lease_ms=LEASE_MS,
+                                skew_ms=5_000)
+    finally:
+        _unregister(aws.ddb)
+        aws.ddb.meta.events.unregister("before-call.dynamodb.TransactWriteItems",
+                                       unique_id="count")
+    assert isinstance(result, Acquired) and result.fence == 1, result
+    assert result.displaced_run_id is None
+    assert aws.store.read_lease(JOB).run_id == "R1" and aws.store.high_water(JOB) == 1
+    assert len(sent) == (1 if applied else 2)
