@@ -210,8 +210,9 @@ class WorkClaims:
         """Claim every record of a page that still needs work.
 
         Completed items are skipped and counted; a completed or uncertain item whose
-        payload differs is reported as a conflict; uncertain items and claims of a vanished holder are
-        reconciled first (found: completed; not found: claimed for a safe retry).
+        payload differs is reported as a conflict; uncertain items and claims of a
+        vanished holder are reconciled first (found: completed; not found: claimed for a
+        safe retry).
         """
         self.run.ensure_lease()
         by_key: dict[str, tuple[WorkId, Any, str | None]] = {}

@@ -10,9 +10,11 @@ Examples::
     jobguard release crm-sync --force
     jobguard runbook crm-sync
 
-Human tables by default, ``--json`` for scripts. AWS settings as the AWS CLI takes
-them (``--profile``, ``--region``, ``AWS_*``); ``--endpoint-url`` (or
-``AWS_ENDPOINT_URL``) points everything at the local emulator.
+Human tables by default; ``--output json`` (or ``--json``) for scripts, ``--output text``
+for tab-separated lines. Global options go before or after the command, as the AWS CLI
+takes them (``--profile``, ``--region``, ``AWS_*``); ``--endpoint-url`` (or
+``AWS_ENDPOINT_URL``) points everything at the local emulator. Every time is UTC, in
+ISO 8601 with its ``Z``.
 """
 
 from __future__ import annotations
@@ -142,10 +144,71 @@ def _job_name(args: argparse.Namespace, field: str = "JOB") -> str:
         raise CommandError(field, str(exc).split(": ", 1)[1]) from None
 
 
+def _defined_jobs(args: argparse.Namespace) -> dict[str, Any]:
+    """The jobs module's definitions; none when the default module is not importable here
+    (a project outside this repository), an error when one was named."""
+    named = args.jobs_module_given
+    try:
+        return _definitions(args)
+    except CommandError:
+        if named:
+            raise
+        return {}
+
+
+def _jobs_in_table(store: Any, *, pages: int = 10) -> set[str]:
+    """Jobs that have a lease row in the table (a bounded scan: operator tooling only)."""
+    from .schema import LEASE_SK, PARTITION_KEY, SORT_KEY
+
+    found: set[str] = set()
+    kwargs: dict[str, Any] = {
+        "TableName": store.table_name, "FilterExpression": "#sk = :lease",
+        "ProjectionExpression": "#pk", "ExpressionAttributeNames": {
+            "#sk": SORT_KEY, "#pk": PARTITION_KEY},
+        "ExpressionAttributeValues": {":lease": {"S": LEASE_SK}}}
+    for _ in range(pages):
+        page = store.client.scan(**kwargs)
+        for item in page.get("Items", []):
+            found.add(item[PARTITION_KEY]["S"].removeprefix("JOB#"))
+        if "LastEvaluatedKey" not in page:
+            break
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return found
+
+
+def _known_job(args: argparse.Namespace, store: Any, field: str = "JOB") -> str:
+    """The command's job, checked: defined in the jobs module, or known to the table
+    (it has run here). Anything else is a typo until shown otherwise: refused, naming
+    the known jobs and the nearest match, before anything is written."""
+    import difflib
+
+    job = _job_name(args, field)
+    defined = _defined_jobs(args)
+    if job in defined or store.read_lease_raw(job) is not None:
+        return job
+    known = sorted(set(defined) | _jobs_in_table(store))
+    nearest = difflib.get_close_matches(job, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
+    raise CommandError(field, f"no job {job!r}: not in {args.jobs_module} and never run in "
+                       f"table {store.table_name} (known: {', '.join(known) or 'none'}){hint}")
+
+
 def _ms(ms: int | None) -> str:
+    """An epoch-milliseconds time as ISO 8601 UTC with its ``Z`` ("-" when unset)."""
     if not ms:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _with_times(row: dict[str, Any]) -> dict[str, Any]:
+    """``*_ms`` times shown as ISO 8601 UTC (durations, ``*_ms`` without ``_at``, stay)."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key.endswith("_at_ms") and isinstance(value, int) and not isinstance(value, bool):
+            out[key.removesuffix("_ms")] = _ms(value)
+        else:
+            out[key] = value
+    return out
 
 
 def _table_text(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -159,8 +222,33 @@ def _table_text(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join([line, "  ".join("-" * w for w in widths), *body])
 
 
+def _text(data: Any) -> str:
+    """``--output text``: one line per row (or per key), fields separated by tabs."""
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, dict | list):
+            return json.dumps(value, default=str, separators=(",", ":"))
+        return str(value)
+
+    if isinstance(data, list):
+        columns: list[str] = []
+        for row in data:
+            columns += [k for k in row if k not in columns]
+        return "\n".join("\t".join(cell(row.get(c)) for c in columns) for row in data)
+    if isinstance(data, dict):
+        return "\n".join(f"{k}\t{cell(v)}" for k, v in data.items())
+    return cell(data)
+
+
 def _out(args: argparse.Namespace, data: Any, human: str) -> None:
-    print(json.dumps(data, indent=2, default=str) if args.json else human)
+    output = getattr(args, "output", None) or "table"
+    if output == "json":
+        print(json.dumps(data, indent=2, default=str))
+    elif output == "text":
+        print(_text(data))
+    else:
+        print(human)
 
 
 # -- commands ------------------------------------------------------------------------
@@ -170,7 +258,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from .errors import DamagedRowError
 
     store, _ = _stores(args)
-    job = _job_name(args)
+    job = _known_job(args, store)
     try:
         lease = store.read_lease(job)
     except DamagedRowError as damage:
@@ -224,13 +312,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
         raise CommandError("--status", f"{args.status!r} is not a run status; one of "
                            f"{', '.join(statuses)} (an unknown one would list nothing)")
     store, _ = _stores(args)
+    _known_job(args, store)
     records = store.list_runs(job, limit=max(args.last * 5, 50) if args.status else args.last)
     if args.status:
         records = [r for r in records if r.status.value == args.status]
-    rows = [r.as_dict() for r in records[: args.last]]
-    for row in rows:
-        row["started"] = _ms(row.get("started_at_ms"))
-    _out(args, rows, _table_text(rows, ("run_id", "started", "status", "decision", "trigger_id",
+    rows = [_with_times(r.as_dict()) for r in records[: args.last]]
+    _out(args, rows, _table_text(rows, ("run_id", "started_at", "status", "decision",
+                                        "trigger_id",
                                         "fence", "holder_run_id", "duration_ms")))
     return 0
 
@@ -246,8 +334,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for job in jobs:
         record = store.get_run(job, args.run_id)
         if record is not None:
-            data = record.as_dict()
-            human = "\n".join(f"{k:>16}: {v}" for k, v in data.items())
+            data = _with_times(record.as_dict())
+            human = "\n".join(f"{k:>20}: {'-' if v is None else v}" for k, v in data.items())
             _out(args, data, human)
             return 0
     raise CommandError("RUN_ID", f"no run {args.run_id!r} in jobs {', '.join(jobs) or '(none)'}")
@@ -256,8 +344,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_items(args: argparse.Namespace) -> int:
     from .workitems import ItemState
 
-    _, items = _stores(args)
-    job = _job_name(args)
+    store, items = _stores(args)
+    job = _known_job(args, store)
     states = [ItemState(args.status)] if args.status else None
     rows = [{**r.__dict__, "state": r.state.value,
              "updated": _ms(r.updated_at_ms)} for r in items.unresolved(job, states=states)]
@@ -267,10 +355,11 @@ def cmd_items(args: argparse.Namespace) -> int:
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    store, _ = _stores(args)
-    job = _job_name(args)
+    _job_name(args)
     if not args.reason or not args.reason.strip():
         raise CommandError("--reason", "say why (it is shown on every paused trigger)")
+    store, _ = _stores(args)
+    job = _known_job(args, store)
     store.pause(job, reason=args.reason.strip(), now_ms=int(time.time() * 1000))
     _out(args, {"job": job, "paused": args.reason}, f"job {job} paused: {args.reason}")
     return 0
@@ -278,17 +367,18 @@ def cmd_pause(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     store, _ = _stores(args)
-    job = _job_name(args)
+    job = _known_job(args, store)
     store.resume(job)
     _out(args, {"job": job, "paused": None}, f"job {job} resumed")
     return 0
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    store, _ = _stores(args)
-    job = _job_name(args)
+    _job_name(args)
     if not args.force:
         raise CommandError("--force", "releasing a lease by hand needs --force")
+    store, _ = _stores(args)
+    job = _known_job(args, store)
     from .errors import DamagedRowError
 
     who = os.environ.get("USER") or "operator"
@@ -330,7 +420,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_repair(args: argparse.Namespace) -> int:
     store, _ = _stores(args)
-    job = _job_name(args)
+    job = _known_job(args, store)
     if not args.yes:
         answer = input(f"rewrite the lease row of {job} (a live holder loses its lease)? "
                        "[y/N] ") if sys.stdin.isatty() else ""
@@ -350,8 +440,12 @@ def cmd_runbook(args: argparse.Namespace) -> int:
     definitions = _definitions(args)
     job = _job_name(args)
     if job not in definitions:
+        import difflib
+
+        nearest = difflib.get_close_matches(job, list(definitions), n=1, cutoff=0.6)
         raise CommandError("JOB", f"{job!r} is not defined in {args.jobs_module} "
-                           f"({', '.join(definitions)})")
+                           f"(known: {', '.join(definitions)})"
+                           + (f"; did you mean {nearest[0]!r}?" if nearest else ""))
     text = render(definitions[job])
     _out(args, {"job": job, "runbook": text}, text)
     return 0
@@ -375,17 +469,37 @@ def cmd_recover(args: argparse.Namespace) -> int:
         request["confirm"] = args.confirm
     request = {k: v for k, v in request.items() if v is not None}
     _check_request(request)  # refused here, naming the option, before anything is invoked
+    store, _ = _stores(args)
+    _known_job(args, store)
     if args.direct:
         answer = _recover_direct(args, request)
     else:
         if not args.function_name:
-            raise CommandError("--function-name", "name the deployed recovery function, or "
-                               "pass --direct to run it in this process")
+            args.function_name = _recovery_function(args)
         answer = _invoke(args, request)
     if answer.get("result") in ("refused", "busy"):
         raise CommandError(answer.get("field") or "request", answer.get("error", "refused"))
     _out(args, answer, _recovery_text(answer))
     return 0
+
+
+def _recovery_function(args: argparse.Namespace) -> str:
+    """The deployed recovery function's name, from the stack's ``RecoveryFunctionName``
+    output (``--stack``, default ``JOBGUARD_STACK`` or ``JobGuard``)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    stack = args.stack or os.environ.get("JOBGUARD_STACK") or "JobGuard"
+    try:
+        described = _client(args, "cloudformation").describe_stacks(StackName=stack)
+    except (ClientError, BotoCoreError) as exc:
+        raise CommandError("--function-name", f"not given, and stack {stack!r} could not be "
+                           f"read to find it ({exc}): pass --function-name, --stack, or "
+                           "--direct to run the recovery in this process") from None
+    for output in described["Stacks"][0].get("Outputs", []):
+        if output.get("OutputKey") == "RecoveryFunctionName":
+            return str(output["OutputValue"])
+    raise CommandError("--function-name", f"not given, and stack {stack!r} has no "
+                       "RecoveryFunctionName output: pass --function-name")
 
 
 def _invoke(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
@@ -439,11 +553,16 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
 
     if args.endpoint_url:
         os.environ["AWS_ENDPOINT_URL"] = args.endpoint_url
-    if args.table:
-        os.environ["JOBGUARD_TABLE"] = args.table
+    os.environ["JOBGUARD_TABLE"] = _table(args)
     if args.modules:
         os.environ["JOBGUARD_RECOVERY_MODULES"] = args.modules
-    registry.load_from_environment()
+    from .errors import ConfigError
+
+    try:
+        registry.load_from_environment()
+    except ConfigError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise CommandError("--modules" if "MODULES" in field else field, message) from None
     done = {"n": 0}
 
     def progress(**ctx: Any) -> None:
@@ -467,13 +586,28 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
     return answer
 
 
+def _range_text(bounds: Any) -> str:
+    if not isinstance(bounds, dict):
+        return str(bounds)
+    if bounds.get("time_from") is not None:
+        return f"times {bounds.get('time_from')} .. {bounds.get('time_to')}"
+    return f"cursors after {bounds.get('cursor_from')} up to {bounds.get('cursor_to')}"
+
+
 def _recovery_text(answer: dict[str, Any]) -> str:
     plan = answer.get("plan", {})
-    lines = [f"recovery of {answer.get('job')} {answer.get('range')} mode {answer.get('mode')}",
+    lines = [f"recovery of {answer.get('job')}, {_range_text(answer.get('range'))}, mode "
+             f"{answer.get('mode')}",
              f"plan: {plan.get('selected', 0)} selected, {plan.get('completed', 0)} completed, "
              f"{plan.get('failed', 0)} failed, {plan.get('uncertain', 0)} uncertain, "
              f"{plan.get('never_attempted', 0)} never attempted -> {plan.get('to_replay', 0)} "
              f"to replay ({plan.get('skipped_by_mode', 0)} skipped by mode)"]
+    if plan.get("expired"):
+        lines.append(f"expired: {plan['expired']} completed items past their TTL count as "
+                     "never attempted")
+    if plan.get("conflicts"):
+        lines.append(f"conflicts: {plan['conflicts']} work ids recorded with another payload "
+                     f"({', '.join(plan.get('conflict_ids', []))})")
     if plan.get("sample"):
         lines.append("sample: " + ", ".join(plan["sample"]))
     if answer.get("result") == "planned":
@@ -524,78 +658,134 @@ def cmd_local(args: argparse.Namespace) -> int:
 # -- parser ----------------------------------------------------------------------------
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jobguard")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """The options every command takes, before or after it (as the AWS CLI does). On a
+    command they default to "not given", so they never undo one given before it."""
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    group = parser.add_argument_group("global options")
+    group.add_argument("--output", choices=("table", "json", "text"), default=default(None),
+                       help="table (default), json (for scripts) or text (tab-separated)")
+    group.add_argument("--json", dest="output", action="store_const", const="json",
+                       default=default(None), help="the same as --output json")
+    group.add_argument("--endpoint-url", default=default(None),
+                       help="AWS endpoint URL: the local AWS (default: AWS_ENDPOINT_URL)")
+    group.add_argument("--profile", default=default(None),
+                       help="AWS profile, as the AWS CLI takes it")
+    group.add_argument("--region", default=default(None),
+                       help="AWS region (default: the profile's, or AWS_DEFAULT_REGION)")
+    group.add_argument("--table", default=default(None),
+                       help="the jobguard table (default: JOBGUARD_TABLE)")
+    group.add_argument("--jobs-module", default=default(None),
+                       help="module whose JOBS lists the job definitions (default: "
+                            "JOBGUARD_JOBS_MODULE, else handlers.jobs)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jobguard", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--endpoint-url", help="AWS endpoint (the local emulator)")
-    parser.add_argument("--profile", help="AWS profile, as the AWS CLI takes it")
-    parser.add_argument("--region", help="AWS region")
-    parser.add_argument("--table", help="jobguard table (default: JOBGUARD_TABLE)")
-    parser.add_argument("--jobs-module", default=os.environ.get("JOBGUARD_JOBS_MODULE",
-                                                                "handlers.jobs"),
-                        help="module whose JOBS lists the job definitions")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"jobguard {_version()}",
+                        help="print the version and exit")
+    _global_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def job_command(name: str, help_text: str) -> argparse.ArgumentParser:
-        command = sub.add_parser(name, help=help_text)
-        command.add_argument("job", metavar="JOB")
-        return command
+    def command(name: str, help_text: str, *, job: bool = True) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        if job:
+            cmd.add_argument("job", metavar="JOB", help="the job's name (e.g. crm-sync)")
+        _global_options(cmd, top=False)
+        return cmd
 
-    job_command("status", "lease holder, pending triggers, last runs").set_defaults(
+    command("status", "lease holder, pending triggers, last runs").set_defaults(
         run=cmd_status)
-    runs = job_command("runs", "the run log, newest first")
-    runs.add_argument("--last", type=int, default=20)
-    runs.add_argument("--status")
+    runs = command("runs", "the run log, newest first")
+    runs.add_argument("--last", type=int, default=20, help="how many runs (default 20)")
+    runs.add_argument("--status", help="only runs with this status (e.g. failed)")
     runs.set_defaults(run=cmd_runs)
-    one = sub.add_parser("run", help="one run with its counts and range")
-    one.add_argument("run_id", metavar="RUN_ID")
-    one.add_argument("--job")
+    one = command("run", "one run with its counts and range", job=False)
+    one.add_argument("run_id", metavar="RUN_ID", help="the run id (26 characters)")
+    one.add_argument("--job", help="look only in this job (default: every defined job)")
     one.set_defaults(run=cmd_run)
-    items = job_command("items", "unresolved work items")
-    items.add_argument("--status", choices=["uncertain", "failed", "claimed"])
+    items = command("items", "unresolved work items")
+    items.add_argument("--status", choices=["uncertain", "failed", "claimed"],
+                       help="only items in this state")
     items.set_defaults(run=cmd_items)
-    pause = job_command("pause", "record every trigger as paused")
-    pause.add_argument("--reason", required=True)
+    pause = command("pause", "record every trigger as paused")
+    pause.add_argument("--reason", required=True,
+                       help="why (shown on every paused trigger's record)")
     pause.set_defaults(run=cmd_pause)
-    job_command("resume", "undo pause").set_defaults(run=cmd_resume)
-    release = job_command("release", "free a stuck lease and bump the fence")
-    release.add_argument("--force", action="store_true")
+    command("resume", "undo pause").set_defaults(run=cmd_resume)
+    release = command("release", "free a stuck lease and bump the fence")
+    release.add_argument("--force", action="store_true",
+                         help="required: the holder can write nothing more afterwards")
     release.add_argument("--yes", action="store_true", help="do not ask")
     release.add_argument("--reason", help="why (written on the released run's record)")
     release.set_defaults(run=cmd_release)
-    repair = job_command("repair", "rewrite the lease row: holder cleared, fence past every "
-                         "fence issued, queued count recounted (a damaged row, or a count "
-                         "left by a dead-lettered trigger)")
+    repair = command("repair", "rewrite the lease row: holder cleared, fence past every "
+                     "fence issued, queued count recounted (a damaged row, or a count "
+                     "left by a dead-lettered trigger)")
     repair.add_argument("--yes", action="store_true", help="do not ask")
     repair.set_defaults(run=cmd_repair)
-    job_command("runbook", "the job's runbook, from its definition").set_defaults(
+    command("runbook", "the job's runbook, from its definition").set_defaults(
         run=cmd_runbook)
-    recover = job_command("recover", "plan (default) or execute a bounded recovery")
-    recover.add_argument("--from", dest="from_cursor")
-    recover.add_argument("--to", dest="to_cursor")
-    recover.add_argument("--from-time", dest="from_time")
-    recover.add_argument("--to-time", dest="to_time")
-    recover.add_argument("--mode", default="unfinished")
-    recover.add_argument("--max-items", type=int, default=1000)
-    recover.add_argument("--execute", action="store_true")
-    recover.add_argument("--confirm")
-    recover.add_argument("--requested-by")
-    recover.add_argument("--function-name", help="the deployed recovery function")
-    recover.add_argument("--direct", action="store_true", help="run in this process")
-    recover.add_argument("--modules", help="job modules to load with --direct")
+    recover = command("recover", "plan (default) or execute a bounded recovery")
+    recover.add_argument("--from", dest="from_cursor",
+                         help="replay records after this cursor (as a checkpoint means it)")
+    recover.add_argument("--to", dest="to_cursor",
+                         help="... up to and including this cursor")
+    recover.add_argument("--from-time", dest="from_time",
+                         help="or a time range: from this ISO 8601 time with its timezone")
+    recover.add_argument("--to-time", dest="to_time",
+                         help="... to this one (at most 7 days after --from-time)")
+    recover.add_argument("--mode", default="unfinished",
+                         help="unfinished (default: never attempted, failed, uncertain), "
+                              "failed, or uncertain; completed items are never replayed")
+    recover.add_argument("--max-items", type=int, default=1000,
+                         help="refuse a range holding more records (default 1000)")
+    recover.add_argument("--execute", action="store_true",
+                         help="execute the plan (default: plan only, a dry run)")
+    recover.add_argument("--confirm", metavar="TOKEN",
+                         help="the plan's token (required above the confirmation "
+                              "threshold; always compared when given)")
+    recover.add_argument("--requested-by",
+                         help="who asks (written on the recovery's run record; default $USER)")
+    recover.add_argument("--function-name",
+                         help="the deployed recovery function (default: the stack's "
+                              "RecoveryFunctionName output)")
+    recover.add_argument("--stack", help="the stack to find the recovery function in "
+                         "(default: JOBGUARD_STACK, else JobGuard)")
+    recover.add_argument("--direct", action="store_true",
+                         help="run the recovery in this process instead of the Lambda")
+    recover.add_argument("--modules", help="job modules to load with --direct (default: "
+                         "JOBGUARD_RECOVERY_MODULES)")
     recover.set_defaults(run=cmd_recover)
-    local = sub.add_parser("local", help="load under injected faults on the embedded emulator")
+    local = command("local", "load under injected faults on the embedded emulator", job=False)
     local.add_argument("--faults", default="any=0.1",
                        help="KIND[:OPERATION][@SITE][#N|=P],... (default: any=0.1)")
-    local.add_argument("--seed", type=int, default=1)
-    local.add_argument("--triggers", type=int, default=1000)
-    local.add_argument("--jobs", type=int, default=5)
-    local.add_argument("--threads", type=int, default=8)
-    local.add_argument("--items-per-job", type=int, default=40)
+    local.add_argument("--seed", type=int, default=1, help="the faults' seed (default 1)")
+    local.add_argument("--triggers", type=int, default=1000,
+                       help="how many triggers (default 1000)")
+    local.add_argument("--jobs", type=int, default=5, help="how many jobs (default 5)")
+    local.add_argument("--threads", type=int, default=8,
+                       help="concurrent workers (default 8)")
+    local.add_argument("--items-per-job", type=int, default=40,
+                       help="work items per job (default 40)")
     local.set_defaults(run=cmd_local)
-    drill = sub.add_parser(
-        "drill", help="run the failure drills against a stack deployed with "
-        "-c jobguard:drills=true (locally: --endpoint-url; in AWS: --profile/--region)")
+    drill = command(
+        "drill", "run the failure drills against a stack deployed with "
+        "-c jobguard:drills=true (locally: --endpoint-url; in AWS: --profile/--region)",
+        job=False)
     drill.add_argument("--stack", default="JobGuard", help="the CloudFormation stack")
     drill.add_argument("--only", action="append", metavar="NAME",
                        help="run only this drill (repeatable)")
@@ -618,18 +808,43 @@ def cmd_drill(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.jobs_module_given = bool(args.jobs_module or os.environ.get("JOBGUARD_JOBS_MODULE"))
+    args.jobs_module = (args.jobs_module or os.environ.get("JOBGUARD_JOBS_MODULE")
+                        or "handlers.jobs")
+    args.json = args.output == "json"
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # the project's handlers/ and job modules
     try:
         code: int = args.run(args)
+        sys.stdout.flush()
     except CommandError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader stopped early (`| head`): not an error; keep Python's exit quiet
+        import contextlib
+
+        # not a real file (a test's capture): nothing left to flush
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:  # noqa: BLE001 - a command's failure, said plainly
         from botocore.exceptions import BotoCoreError, ClientError
 
         from .errors import JobGuardError
 
+        if isinstance(exc, ClientError) and exc.response.get("Error", {}).get(
+                "Code") == "ResourceNotFoundException" and exc.operation_name not in (
+                "Invoke", "DescribeStacks"):
+            where = getattr(args, "endpoint_url", None) or os.environ.get("AWS_ENDPOINT_URL")
+            table = args.table if args.table is not None else os.environ.get("JOBGUARD_TABLE")
+            print(f"error: {args.command}: AWS said a resource does not exist ({exc}); "
+                  f"is the table {table!r} deployed in this account and region"
+                  + (f" at {where}" if where else "") + "?", file=sys.stderr)
+            return 1
         if isinstance(exc, ClientError | BotoCoreError):
             # AWS failed (throttled, 5xx, unreachable): say which call, change nothing.
             print(f"error: {args.command}: AWS call failed: {exc}", file=sys.stderr)

@@ -18,7 +18,7 @@ from botocore.exceptions import ReadTimeoutError
 from jobguard.dynamodb import DynamoJobStore
 from jobguard.errors import StoreError
 from jobguard.lease import Acquired
-from jobguard.trigger_state import Refused, State
+from jobguard.trigger_state import State
 from jobguard.triggers import Trigger, TriggerKind
 
 JOB = "writes-job"
