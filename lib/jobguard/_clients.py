@@ -11,7 +11,7 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["client", "config"]
+__all__ = ["client", "config", "reset"]
 
 _lock = threading.Lock()
 
@@ -40,3 +40,12 @@ def client(service: str) -> Any:
     that fails fast and is resolved by a consistent read."""
     with _lock:  # botocore sessions are not safe to create clients from concurrently
         return _session().create_client(service, config=config())
+
+
+def reset() -> None:
+    """Forget the cached botocore session: the next client is built from a new one.
+
+    For the in-process emulator: a session made before moto was imported lacks moto's
+    request hook, and its clients would go to the real endpoints."""
+    with _lock:
+        _session.cache_clear()

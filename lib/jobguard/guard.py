@@ -546,6 +546,12 @@ class GuardedJob:
             _reset_current(token)
         if heartbeat.lost_reason is not None and status is not RunStatus.FAILED:
             status = RunStatus.LEASE_LOST
+        if status is RunStatus.SUCCEEDED:
+            figures = run.figures()
+            if figures.get("failed", 0) or figures.get("uncertain", 0):
+                # not hidden behind a green status: `runs --status incomplete`, an alarm
+                status = RunStatus.INCOMPLETE
+                rt.telemetry.count("RunsIncomplete")
         fire("before_release", job=config.name, run_id=run_id, fence=fence)
         ended_ms = to_ms(self.clock.now())
         detail = heartbeat.lost_reason if status is RunStatus.LEASE_LOST else None

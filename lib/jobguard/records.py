@@ -38,6 +38,9 @@ class RunStatus(StrEnum):
 
     RUNNING = "running"
     SUCCEEDED = "succeeded"
+    INCOMPLETE = "incomplete"
+    """The handler returned, but some of its work items failed or stay uncertain (the
+    counts are on the record): the trigger is done, the items are the recovery's."""
     FAILED = "failed"
     LEASE_LOST = "lease_lost"
     ABANDONED = "abandoned"

@@ -158,7 +158,7 @@ class Model:
 
     def record_written(self, rec: RecordWrite) -> None:
         self.records.append(rec)
-        if rec.decision == "ran" and rec.status == "succeeded":
+        if rec.decision == "ran" and rec.status in ("succeeded", "incomplete"):
             self.spent.setdefault(rec.trigger_id, f"run {rec.run_id} succeeded")
             self.spent_step.setdefault(rec.trigger_id, rec.step)
             self.spent_reason.setdefault(rec.trigger_id, "succeeded")
@@ -249,7 +249,7 @@ class Model:
         recorded paused."""
         queued = {r["trigger_id"] for r in runs if r["decision"] == "queued"}
         done = {r["trigger_id"] for r in runs if r["decision"] == "ran"
-                and r["status"] == "succeeded"}
+                and r["status"] in ("succeeded", "incomplete")}
         paused = {r["trigger_id"] for r in runs if r["decision"] == "paused"}
         return sorted(t for t in queued if t not in done and t not in dlq_triggers
                       and t not in paused)

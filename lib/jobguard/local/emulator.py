@@ -641,9 +641,14 @@ def in_process(*, region: str = DEFAULT_REGION) -> Iterator[InProcessAWS]:
     """
     from moto import mock_aws
 
+    from .. import _clients
+
     with mock_aws():
         # After mock_aws: it installs its own fake keys, which ours replace.
         saved = _override_environ(_fake_env(region), _STEERING_ENV_PREFIXES, _STEERING_ENV_NAMES)
+        # jobguard's own clients come from a new session: one cached earlier (before
+        # moto was imported, or under another endpoint) would route around the mock
+        _clients.reset()
         try:
             _patch_stubber()
             _patch_transactions()
@@ -654,6 +659,7 @@ def in_process(*, region: str = DEFAULT_REGION) -> Iterator[InProcessAWS]:
                 _unpatch_stubber()
         finally:
             _restore_environ(saved)
+            _clients.reset()
 
 
 # --------------------------------------------------------------------------- transactions
