@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_lambda as lambda_
@@ -140,6 +140,8 @@ class JobGuardStack(Stack):
         if settings.drills:
             for function in self.functions:
                 function.add_environment(DRILLS, "1")
+        if self.key is not None:
+            self._acknowledge_key_grants()
         self.dashboard = JobGuardDashboard(
             self, "Dashboard", jobs=list(self.jobs.values()), reconcilers=self.reconcilers,
             recovery=self.recovery, others=list(self.table_alarms.values()))
@@ -162,6 +164,22 @@ class JobGuardStack(Stack):
         for reconciler in self.reconcilers:
             CfnOutput(self, f"{pascal(reconciler.job.name)}ReconcilerFunctionName",
                       value=reconciler.function.function_name)
+
+    def _acknowledge_key_grants(self) -> None:
+        """CDK's grants on the customer-managed key (table, queues, failed-event
+        destinations) name two KMS action families; the resource is that one key."""
+        for function in self.functions:
+            if function.role is None:
+                continue
+            for family in ("kms:GenerateDataKey*", "kms:ReEncrypt*"):
+                Validations.of(function.role).acknowledge(Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Action::{family}]",
+                    reason="jobguard:kmsKey: the function reads and writes the table and "
+                           "queues encrypted with the deployment's customer-managed key; "
+                           f"CDK's encrypt/decrypt grant names the {family} family (the data "
+                           "key variants the services request on the caller's behalf) on "
+                           "that one key's ARN only.",
+                ))
 
     @property
     def alarms(self) -> dict[str, cloudwatch.Alarm]:
