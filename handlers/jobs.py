@@ -17,6 +17,9 @@ CRM_SYNC = JobDefinition(
     timeout=timedelta(minutes=4),
     lease=timedelta(minutes=2),
     batch_size=25,
+    # 75% of the 5-minute interval is 225 s: a run can reach it (it stops taking items
+    # 10 s before its 4-minute timeout); 80% would be the timeout itself, never reached.
+    overlap_alarm_share=0.75,
     reconciler_schedule="rate(1 hour)",
     description=(
         "Creates one note per changed CRM contact. A run can take longer than the "
@@ -33,6 +36,9 @@ REPORT_EXPORT = JobDefinition(
     timeout=timedelta(minutes=2),
     lease=timedelta(minutes=1),
     batch_size=1,
+    # A 2-minute run cannot last until the next hourly tick: no overlap alarm (a backlog
+    # shows as queued triggers and the trigger queue's age instead).
+    overlap_alarm_share=None,
     # A period's tick still runs up to 6 hours late (a long outage, a backlog in the
     # queue): an export is worth making late, unlike a sync that the next tick covers.
     stale_after=timedelta(hours=6),

@@ -21,7 +21,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     if not _loaded:
         _loaded.extend(registry.load_from_environment())
     try:
-        return recover(event)
+        return recover(event, context=context)
     except InvalidRequestError as exc:
         return {"result": "refused", "field": exc.field, "error": str(exc)}
     except LeaseBusyError as exc:

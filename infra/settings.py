@@ -10,7 +10,21 @@
 - ``jobguard:powertoolsLayerVersion`` (``bundle.POWERTOOLS_LAYER_VERSION``);
 - ``jobguard:recoveryInvokers`` (none): IAM role/user ARNs or 12-digit account ids that
   may invoke the recovery function, comma-separated;
-- ``jobguard:alarmTopicArn`` (none): an SNS topic every alarm notifies.
+- ``jobguard:alarmTopicArn`` (none): an SNS topic every alarm notifies; without it the
+  stack creates one (KMS-encrypted, TLS only) and every alarm notifies that.
+
+Operations (see :class:`OperationsSettings`; each with a safe default):
+
+- ``jobguard:kmsKey`` (``aws-managed``): ``create`` (one customer-managed key, rotated,
+  for the table, the queues, the log groups and the alarm topic) or a KMS key ARN;
+- ``jobguard:tracing`` (``false``): X-Ray active tracing, runs traced by the Powertools
+  Tracer;
+- ``jobguard:triggerMaxConcurrency`` (none): the trigger queues' event source mappings'
+  maximum concurrency (2-1000);
+- ``jobguard:deletionProtection`` / ``jobguard:terminationProtection`` (on, except for
+  local and drill deployments): the table's deletion protection, the stack's
+  termination protection;
+- ``jobguard:logRetentionDays`` (``30``): the functions' log groups.
 
 Example:
     >>> StackSettings.from_context({"jobguard:local": "true"}).dependencies.value
@@ -24,13 +38,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
 
 from jobguard.errors import ConfigError
 
 from .constructs.bundle import POWERTOOLS_LAYER_VERSION, Dependencies
 
-__all__ = ["CONTEXT", "StackSettings"]
+__all__ = ["CONTEXT", "OPERATIONS_CONTEXT", "LOG_RETENTION", "OperationsSettings",
+           "StackSettings"]
 
 CONTEXT = {
     "stack_name": "jobguard:stackName",
@@ -46,6 +65,114 @@ _ACCOUNT = re.compile(r"^\d{12}$")
 _IAM_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(root|role/[\w+=,.@/-]+|user/[\w+=,.@/-]+)$")
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]+(\.fifo)?$")
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+
+
+# -- operations: alarms' reach, encryption, protection, tracing, retention -----------------
+
+OPERATIONS_CONTEXT = {
+    "kms_key": "jobguard:kmsKey",
+    "tracing": "jobguard:tracing",
+    "trigger_max_concurrency": "jobguard:triggerMaxConcurrency",
+    "deletion_protection": "jobguard:deletionProtection",
+    "termination_protection": "jobguard:terminationProtection",
+    "log_retention_days": "jobguard:logRetentionDays",
+}
+AWS_MANAGED, CREATE = "aws-managed", "create"
+_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$")
+LOG_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS, 7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS, 150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS, 545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS, 1096: logs.RetentionDays.THREE_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS, 3653: logs.RetentionDays.TEN_YEARS,
+}
+"""Retention periods CloudWatch Logs accepts (days) that a deployment may choose."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperationsSettings:
+    """What a production team sets on a deployment beyond the jobs: encryption, tracing,
+    concurrency, protection against deletion, log retention. Defaults are safe."""
+
+    kms_key: str = AWS_MANAGED
+    """``aws-managed`` (the services' own keys), ``create`` (one customer-managed key,
+    rotated, retained), or the ARN of a key whose policy already lets CloudWatch Logs and
+    CloudWatch alarms use it."""
+    tracing: bool = False
+    trigger_max_concurrency: int | None = None
+    """Not set by default: a trigger queue is FIFO with one message group (the job), so
+    its mapping runs one trigger at a time whatever this says; set it (2-1000) to cap
+    the pollers' concurrency explicitly."""
+    deletion_protection: bool = True
+    termination_protection: bool = True
+    log_retention_days: int = 30
+
+    def __post_init__(self) -> None:
+        if not (self.kms_key in (AWS_MANAGED, CREATE) or _KEY_ARN.fullmatch(self.kms_key)):
+            raise ConfigError("kms_key", f"{self.kms_key!r}: '{AWS_MANAGED}', '{CREATE}' or a "
+                              "KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)")
+        concurrency = self.trigger_max_concurrency
+        if concurrency is not None and (isinstance(concurrency, bool)
+                                        or not isinstance(concurrency, int)
+                                        or not 2 <= concurrency <= 1000):
+            raise ConfigError("trigger_max_concurrency",
+                              f"must be an integer 2-1000 (Lambda's range), got {concurrency!r}")
+        if self.log_retention_days not in LOG_RETENTION:
+            raise ConfigError("log_retention_days", f"{self.log_retention_days!r}: one of "
+                              f"{', '.join(map(str, LOG_RETENTION))}")
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        return LOG_RETENTION[self.log_retention_days]
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any], *, disposable: bool) -> OperationsSettings:
+        """Read ``jobguard:*`` operations context; protections default to off for a
+        ``disposable`` (local or drill) deployment, on otherwise."""
+        options: dict[str, Any] = {
+            "deletion_protection": not disposable, "termination_protection": not disposable}
+        if (key := get(OPERATIONS_CONTEXT["kms_key"])) is not None:
+            options["kms_key"] = str(key).strip()
+        for name in ("tracing", "deletion_protection", "termination_protection"):
+            if (value := get(OPERATIONS_CONTEXT[name])) is not None:
+                options[name] = _flag(value, OPERATIONS_CONTEXT[name])
+        for name in ("trigger_max_concurrency", "log_retention_days"):
+            if (value := get(OPERATIONS_CONTEXT[name])) is not None:
+                try:
+                    options[name] = int(value)
+                except (TypeError, ValueError):
+                    raise ConfigError(OPERATIONS_CONTEXT[name],
+                                      f"{value!r} is not an integer") from None
+        return cls(**options)
+
+    def key(self, scope: Construct) -> kms.IKey | None:
+        """The customer-managed key (created or imported in ``scope``), or None."""
+        if self.kms_key == AWS_MANAGED:
+            return None
+        if self.kms_key == CREATE:
+            return _created_key(scope)
+        return kms.Key.from_key_arn(scope, "Key", self.kms_key)
+
+
+def _created_key(scope: Construct) -> kms.IKey:
+    key = kms.Key(scope, "Key", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
+                  description="jobguard: the table, queues, log groups and alarm topic")
+    # CloudWatch Logs encrypts the functions' log groups with it (this region's service,
+    # this account's log groups only)
+    key.add_to_resource_policy(iam.PolicyStatement(
+        sid="CloudWatchLogsOfThisAccount",
+        principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+        actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*",
+                 "kms:Describe*"],
+        resources=["*"],  # in a key policy, "*" is this key
+        conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn":
+                                f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"}},
+    ))
+    return key
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +195,8 @@ class StackSettings:
     """Deploy for ``jobguard drill``: drill timings, ``JOBGUARD_DRILLS=1`` everywhere, and
     schedules created disabled (the drills deliver every tick themselves).
     Never for a production deployment: the fault switches then become live."""
+    operations: OperationsSettings = field(default_factory=OperationsSettings)
+    """Encryption, tracing, concurrency, protection, retention (:class:`OperationsSettings`)."""
 
     def __post_init__(self) -> None:
         if not _STACK_NAME.fullmatch(self.stack_name):
@@ -116,6 +245,8 @@ class StackSettings:
         options["recovery_invokers"] = _list(get(CONTEXT["recovery_invokers"]))
         if topic := get(CONTEXT["alarm_topic_arn"]):
             options["alarm_topic_arn"] = str(topic)
+        options["operations"] = OperationsSettings.from_context(
+            get, disposable=bool(options.get("local") or options["drills"]))
         return cls(**options)
 
     def invoker_principals(self) -> list[iam.IPrincipal]:

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -44,6 +45,8 @@ from .constructs import (
     RecoveryFunction,
 )
 from .constructs._text import pascal
+from .constructs.alarm_topic import AlarmTopic
+from .constructs.alarms import table_throttle_alarms
 from .crm_sync import CrmSyncData
 from .report_export import ReportExportData
 from .settings import StackSettings
@@ -75,6 +78,8 @@ class JobGuardStack(Stack):
             raise ConfigError("jobs", f"job names must be distinct (one lease per job): {names}")
         kwargs.setdefault("description", f"jobguard: guarded scheduled jobs ({', '.join(names)}), "
                           "their queues, schedules and alarms, and the recovery Lambda")
+        operations = settings.operations
+        kwargs.setdefault("termination_protection", operations.termination_protection)
         super().__init__(scope, construct_id, **kwargs)
         if settings.drills:  # seconds, not minutes: a drill waits out leases
             jobs = [job.for_drills() for job in jobs]
@@ -83,31 +88,43 @@ class JobGuardStack(Stack):
         # what they count is exactly what they sent.
         enabled = not (settings.local or settings.drills)
 
-        self.table = JobTable(self, "Table")
+        # a customer-managed key (jobguard:kmsKey) for the table, queues, logs and topic
+        self.key = operations.key(self)
+        self.table = JobTable(self, "Table", encryption_key=self.key,
+                              deletion_protection=operations.deletion_protection)
         self.bundle = LambdaBundle(
             self, "Bundle", packages=packages, dependencies=settings.dependencies,
             powertools_layer_version=settings.powertools_layer_version)
-        action = None
+        # Every alarm reaches a person: the topic given, or one made here.
+        self.alarm_topic: AlarmTopic | None = None
         if settings.alarm_topic_arn:
-            action = cw_actions.SnsAction(
-                sns.Topic.from_topic_arn(self, "AlarmTopic", settings.alarm_topic_arn))
+            topic: sns.ITopic = sns.Topic.from_topic_arn(
+                self, "AlarmTopic", settings.alarm_topic_arn)
+        else:
+            self.alarm_topic = AlarmTopic(self, "Alarms", key=self.key)
+            topic = self.alarm_topic.topic
+        action = cw_actions.SnsAction(topic)
+        common: dict[str, Any] = {
+            "table": self.table, "bundle": self.bundle, "alarm_action": action,
+            "encryption_key": self.key, "tracing": operations.tracing,
+            "log_retention": operations.log_retention}
 
         self.jobs = {
-            job.name: GuardedJob(self, pascal(job.name), job=job, table=self.table,
-                                 bundle=self.bundle, alarm_action=action,
-                                 schedule_enabled=enabled)
+            job.name: GuardedJob(self, pascal(job.name), job=job, schedule_enabled=enabled,
+                                 trigger_max_concurrency=operations.trigger_max_concurrency,
+                                 **common)
             for job in jobs
         }
         self.reconcilers = [
-            Reconciler(self, f"{pascal(job.name)}Reconciler", job=job, table=self.table,
-                       bundle=self.bundle, alarm_action=action,
+            Reconciler(self, f"{pascal(job.name)}Reconciler", job=job,
                        dead_letter_queue=self.jobs[job.name].schedule_dlq,
-                       schedule_enabled=enabled)
+                       schedule_enabled=enabled, **common)
             for job in jobs if job.reconciler_schedule
         ]
         self.recovery = RecoveryFunction(
-            self, "Recovery", jobs=jobs, table=self.table, bundle=self.bundle,
-            invokers=settings.invoker_principals(), alarm_action=action)
+            self, "Recovery", jobs=jobs, invokers=settings.invoker_principals(), **common)
+        self.table_alarms: dict[str, cloudwatch.Alarm] = table_throttle_alarms(
+            self.table, self.table.table, action=action)
         if CRM_SYNC.name in self.jobs:  # this deployment's example job and its own data
             reconcilers = [r.function for r in self.reconcilers if r.job.name == CRM_SYNC.name]
             self.crm_sync_data: CrmSyncData | None = CrmSyncData(self, "CrmSyncData")
@@ -123,13 +140,16 @@ class JobGuardStack(Stack):
         if settings.drills:
             for function in self.functions:
                 function.add_environment(DRILLS, "1")
+        if self.key is not None:
+            self._acknowledge_key_grants()
         self.dashboard = JobGuardDashboard(
             self, "Dashboard", jobs=list(self.jobs.values()), reconcilers=self.reconcilers,
-            recovery=self.recovery)
+            recovery=self.recovery, others=list(self.table_alarms.values()))
 
         CfnOutput(self, "TableName", value=self.table.table_name)
         CfnOutput(self, "RecoveryFunctionName", value=self.recovery.function.function_name)
         CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name)
+        CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
         if self.crm_sync_data is not None:
             CfnOutput(self, "CrmContactChangesTable", value=self.crm_sync_data.feed.table_name)
             CfnOutput(self, "CrmNotesTable", value=self.crm_sync_data.notes.table_name)
@@ -144,6 +164,34 @@ class JobGuardStack(Stack):
         for reconciler in self.reconcilers:
             CfnOutput(self, f"{pascal(reconciler.job.name)}ReconcilerFunctionName",
                       value=reconciler.function.function_name)
+
+    def _acknowledge_key_grants(self) -> None:
+        """CDK's grants on the customer-managed key (table, queues, failed-event
+        destinations) name two KMS action families; the resource is that one key."""
+        for function in self.functions:
+            if function.role is None:
+                continue
+            for family in ("kms:GenerateDataKey*", "kms:ReEncrypt*"):
+                Validations.of(function.role).acknowledge(Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Action::{family}]",
+                    reason="jobguard:kmsKey: the function reads and writes the table and "
+                           "queues encrypted with the deployment's customer-managed key; "
+                           f"CDK's encrypt/decrypt grant names the {family} family (the data "
+                           "key variants the services request on the caller's behalf) on "
+                           "that one key's ARN only.",
+                ))
+
+    @property
+    def alarms(self) -> dict[str, cloudwatch.Alarm]:
+        """Every alarm of the stack, by ``<owner>/<kind>``: ``job:<name>``,
+        ``reconciler:<name>``, ``recovery`` or ``table`` as the owner."""
+        found = {f"job:{name}/{kind}": alarm
+                 for name, guarded in self.jobs.items() for kind, alarm in guarded.alarms.items()}
+        found |= {f"reconciler:{r.job.name}/{kind}": alarm
+                  for r in self.reconcilers for kind, alarm in r.alarms.items()}
+        found |= {f"recovery/{kind}": alarm for kind, alarm in self.recovery.alarms.items()}
+        found |= {f"table/{kind}": alarm for kind, alarm in self.table_alarms.items()}
+        return found
 
     @property
     def functions(self) -> list[lambda_.Function]:

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from aws_cdk import Duration
+from aws_cdk import Acknowledgment, Duration, Validations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from jobguard import environment as jobguard_environment
 from jobguard.errors import ConfigError
 
 from .bundle import LambdaBundle
@@ -49,13 +51,18 @@ def python_function(
     environment: Mapping[str, str],
     description: str,
     log_retention: logs.RetentionDays,
+    tracing: bool = False,
+    log_key: kms.IKey | None = None,
 ) -> lambda_.Function:
-    """A function running ``handler`` from the bundle, writing only to its own logs."""
+    """A function running ``handler`` from the bundle, writing only to its own logs
+    (encrypted with ``log_key`` when given). ``tracing``: X-Ray active tracing, and
+    ``JOBGUARD_TRACING=1`` so that jobguard traces each run with the Powertools Tracer."""
     module = handler.rsplit(".", 1)[0]
     if not bundle.has_module(module):
         raise ConfigError("handler", f"{handler!r}: module {module!r} is not in the code "
                           "asset (add its package to the bundle's packages)")
-    log_group = logs.LogGroup(scope, f"{construct_id}Logs", retention=log_retention)
+    log_group = logs.LogGroup(scope, f"{construct_id}Logs", retention=log_retention,
+                              encryption_key=log_key)
     role = iam.Role(
         scope, f"{construct_id}Role",
         assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
@@ -70,10 +77,18 @@ def python_function(
         handler=handler,
         timeout=seconds(timeout),
         memory_size=memory_mb,
-        environment=dict(environment),
+        environment={**environment, jobguard_environment.TRACING: "1" if tracing else "0"},
         description=description[:256],
         role=role,
         log_group=log_group,
+        tracing=lambda_.Tracing.ACTIVE if tracing else None,
     )
     log_group.grant_write(role)
+    if tracing:
+        Validations.of(role).acknowledge(Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason="X-Ray active tracing (jobguard:tracing=true): xray:PutTraceSegments and "
+                   "xray:PutTelemetryRecords support no resource-level permissions, so Lambda's "
+                   "tracing statement names Resource '*'.",
+        ))
     return function

@@ -61,6 +61,9 @@ def function_schedule(
         actions=["lambda:InvokeFunction"], resources=[function.function_arn]))
     role.add_to_policy(iam.PolicyStatement(
         actions=["sqs:SendMessage"], resources=[dead_letter_queue.queue_arn]))
+    if dead_letter_queue.encryption_master_key is not None:  # a customer-managed key
+        dead_letter_queue.encryption_master_key.grant(role, "kms:GenerateDataKey",
+                                                      "kms:Decrypt")
     target = _InvokeFunction(scheduler.ScheduleTargetConfig(
         arn=function.function_arn,
         role=role,

@@ -15,14 +15,17 @@ from dataclasses import dataclass
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from jobguard.errors import ConfigError
 from jobguard.observability import NAMESPACE
+from jobguard.runbook import AlarmText, table_alarms
 
-__all__ = ["DECIDE", "RUNBOOK_REFERENCE", "Runbook", "job_metric", "runbook_alarm"]
+__all__ = ["DECIDE", "RUNBOOK_REFERENCE", "Runbook", "async_dropped_alarm", "from_text",
+           "job_metric", "runbook_alarm", "table_throttle_alarms", "throttles_alarm"]
 
 DECIDE = "Decide:"
 RUNBOOK_REFERENCE = "Runbook: README, 'Runbook' (the job's run records show each decision)."
@@ -63,8 +66,11 @@ def runbook_alarm(
     comparison: cloudwatch.ComparisonOperator = (
         cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD),
     action: cloudwatch.IAlarmAction | None = None,
+    missing_data: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
 ) -> cloudwatch.Alarm:
-    """An alarm whose description is ``runbook``'s text. No data is not a breach."""
+    """An alarm whose description is ``runbook``'s text, notifying ``action`` when it
+    fires and when it is OK again. No data is not a breach unless ``missing_data`` says
+    so (the dead-man alarm: silence is the symptom)."""
     description = runbook.text()
     if len(description) > _MAX_DESCRIPTION:
         raise ConfigError("runbook", f"{len(description)} characters; CloudWatch allows "
@@ -76,12 +82,41 @@ def runbook_alarm(
         evaluation_periods=evaluation_periods,
         datapoints_to_alarm=evaluation_periods,
         comparison_operator=comparison,
-        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        treat_missing_data=missing_data,
         alarm_description=description,
     )
     if action is not None:
         alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)  # the person paged learns that it is over
     return alarm
+
+
+def from_text(text: AlarmText) -> Runbook:
+    """The runbook words of one of :mod:`jobguard.runbook`'s alarm texts."""
+    return Runbook(means=text.means, decide=text.decide)
+
+
+def throttles_alarm(scope: Construct, construct_id: str, function: lambda_.IFunction, *,
+                    runbook: Runbook,
+                    action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+    """Lambda throttled the function (``Throttles``), in any 5-minute period."""
+    return runbook_alarm(
+        scope, construct_id,
+        metric=function.metric_throttles(period=Duration.minutes(5), statistic="Sum"),
+        threshold=1, action=action, runbook=runbook,
+    )
+
+
+def async_dropped_alarm(scope: Construct, construct_id: str, function: lambda_.IFunction, *,
+                        runbook: Runbook,
+                        action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+    """Lambda dropped an asynchronous event of the function (``AsyncEventsDropped``)."""
+    return runbook_alarm(
+        scope, construct_id,
+        metric=function.metric("AsyncEventsDropped", period=Duration.minutes(5),
+                               statistic="Sum"),
+        threshold=1, action=action, runbook=runbook,
+    )
 
 
 def errors_alarm(scope: Construct, construct_id: str, function: lambda_.IFunction, *,
@@ -104,3 +139,24 @@ def dlq_alarm(scope: Construct, construct_id: str, queue: sqs.IQueue, *, runbook
             period=Duration.minutes(5), statistic="Maximum"),
         threshold=1, action=action, runbook=runbook,
     )
+
+
+def table_throttle_alarms(scope: Construct, table: dynamodb.ITable, *,
+                          action: cloudwatch.IAlarmAction | None) -> dict[str, cloudwatch.Alarm]:
+    """DynamoDB throttled the table's reads or writes, in any 5-minute period.
+
+    Two alarms, not one sum: a metric-math sum of two sparse series has no value where
+    either is missing. (CloudWatch ignores missing data for AWS/DynamoDB metrics whatever
+    the alarm says.)
+    """
+    texts = table_alarms()
+    return {
+        key: runbook_alarm(
+            scope, construct_id,
+            metric=table.metric(metric, period=Duration.minutes(5), statistic="Sum"),
+            threshold=1, action=action, runbook=from_text(texts[key]))
+        for key, construct_id, metric in (
+            ("read_throttles", "ReadThrottlesAlarm", "ReadThrottleEvents"),
+            ("write_throttles", "WriteThrottlesAlarm", "WriteThrottleEvents"),
+        )
+    }

@@ -31,9 +31,11 @@ class JobGuardDashboard(Construct):
         jobs: Sequence[GuardedJob],
         reconcilers: Sequence[Reconciler] = (),
         recovery: RecoveryFunction | None = None,
+        others: Sequence[cloudwatch.IAlarm] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         alarms: list[cloudwatch.IAlarm] = [a for j in jobs for a in j.alarms.values()]
+        alarms += list(others)
         alarms += [a for r in reconcilers for a in r.alarms.values()]
         if recovery is not None:
             alarms += list(recovery.alarms.values())

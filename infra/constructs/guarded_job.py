@@ -10,7 +10,10 @@ the handler guards itself with, so the schedule, the queue and the policy cannot
 - for ``QUEUE`` and ``COALESCE`` jobs, the SQS FIFO trigger queue (its own DLQ, a
   visibility timeout of at least 6x the function timeout) and an event source mapping
   with batch size 1 and partial batch responses;
-- alarms whose descriptions carry the runbook decision.
+- an on-failure destination for its asynchronous ticks (the failed-ticks queue): a
+  tick that failed every attempt Lambda made is kept there to be replayed, not lost;
+- alarms whose descriptions carry the runbook decision, notifying ``alarm_action``
+  when they fire and when they are OK again.
 
 Example:
     >>> GuardedJob(self, "CrmSync", job=CRM_SYNC, table=table, bundle=bundle)
@@ -22,9 +25,12 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
@@ -33,17 +39,27 @@ from constructs import Construct
 from jobguard import environment
 from jobguard.definitions import VISIBILITY_FACTOR, JobDefinition
 from jobguard.errors import ConfigError
-from jobguard.runbook import busy_metric, busy_window, job_alarms
+from jobguard.runbook import ASYNC_RETRIES, busy_metric, busy_window, job_alarms, queue_age_limit
 
 from ._function import check_extra_environment, python_function, seconds
 from ._queues import RETENTION, dead_letter_queue, secure_queue
 from ._schedule import function_schedule
 from ._text import human
-from .alarms import Runbook, dlq_alarm, errors_alarm, job_metric, runbook_alarm
+from .alarms import (
+    Runbook,
+    async_dropped_alarm,
+    dlq_alarm,
+    errors_alarm,
+    from_text,
+    job_metric,
+    runbook_alarm,
+    throttles_alarm,
+)
 from .bundle import LambdaBundle
 from .table import JobTable
 
 __all__ = [
+    "FAILED_EVENT_ACTIONS",
     "MAPPING_ACTIONS",
     "QUEUE_ACTIONS",
     "SCHEDULER_MAX_EVENT_AGE",
@@ -57,6 +73,10 @@ QUEUE_ACTIONS = ("sqs:SendMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueue
 MAPPING_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage")
 """What the event source mapping does with the function's role (it also reads the
 queue's attributes, already in :data:`QUEUE_ACTIONS`)."""
+
+FAILED_EVENT_ACTIONS = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+"""What Lambda does, with the function's role, to put a failed asynchronous event on the
+function's failed-ticks (or failed-sweeps) queue: CDK's ``SqsDestination`` grant."""
 
 MAX_VISIBILITY = timedelta(hours=12)
 SCHEDULER_MAX_EVENT_AGE = timedelta(hours=24)
@@ -108,6 +128,11 @@ class GuardedJob(Construct):
             (0-185); retries stop once the tick is older than the job's ``stale_after``.
         schedule_enabled: False creates the schedule DISABLED (a local emulator that
             cannot fill in the scheduled time; ticks are then delivered by hand).
+        encryption_key: a customer-managed KMS key for its queues and log group (SSE-SQS
+            and CloudWatch Logs' own encryption when not given).
+        tracing: X-Ray active tracing, each run traced by the Powertools Tracer.
+        trigger_max_concurrency: the trigger queue's event source mapping's maximum
+            concurrency (2-1000; Lambda's default when not given).
     """
 
     def __init__(
@@ -123,9 +148,18 @@ class GuardedJob(Construct):
         queue_visibility_timeout: timedelta | None = None,
         schedule_retry_attempts: int = 3,
         schedule_enabled: bool = True,
+        encryption_key: kms.IKey | None = None,
+        tracing: bool = False,
+        trigger_max_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.job = job
+        if trigger_max_concurrency is not None and (
+                isinstance(trigger_max_concurrency, bool)
+                or not isinstance(trigger_max_concurrency, int)
+                or not 2 <= trigger_max_concurrency <= 1000):
+            raise ConfigError("trigger_max_concurrency", "must be an integer 2-1000 (Lambda's "
+                              f"range), got {trigger_max_concurrency!r}")
         visibility = self._visibility(queue_visibility_timeout)
         # Every safety rule again, against what is deployed here: this function's
         # timeout, this queue's visibility timeout and retention.
@@ -144,11 +178,13 @@ class GuardedJob(Construct):
         if self.config.needs_queue:
             self.trigger_dlq = dead_letter_queue(
                 self, "TriggerDlq", fifo=True,
-                holds=f"trigger messages of {job.name} that never ran", for_queue=True)
+                holds=f"trigger messages of {job.name} that never ran", for_queue=True,
+                encryption_key=encryption_key)
             self.trigger_queue = secure_queue(
                 self, "TriggerQueue", fifo=True, visibility_timeout=seconds(visibility),
                 dead_letter_queue=sqs.DeadLetterQueue(
                     queue=self.trigger_dlq, max_receive_count=receive_budget(job)),
+                encryption_key=encryption_key,
             )
             env[environment.TRIGGER_QUEUE_URL] = self.trigger_queue.queue_url
 
@@ -159,8 +195,13 @@ class GuardedJob(Construct):
             description=f"jobguard job {job.name} ({job.policy.value}, {job.schedule}). "
                         f"{job.description}",
             log_retention=log_retention,
+            tracing=tracing,
+            log_key=encryption_key,
         )
         table.grant_job_access(self.function)
+        if encryption_key is not None and self.trigger_queue is not None:
+            # sending, deferring and receiving on a queue encrypted with the key
+            encryption_key.grant_encrypt_decrypt(self.function)
         if self.trigger_queue is not None:
             self.function.add_to_role_policy(iam.PolicyStatement(
                 actions=[*QUEUE_ACTIONS, *MAPPING_ACTIONS],
@@ -169,18 +210,26 @@ class GuardedJob(Construct):
             self.trigger_mapping = lambda_.EventSourceMapping(
                 self, "TriggerMapping", target=self.function,
                 event_source_arn=self.trigger_queue.queue_arn,
-                batch_size=1, report_batch_item_failures=True)
+                batch_size=1, report_batch_item_failures=True,
+                max_concurrency=trigger_max_concurrency)
             self.trigger_mapping.node.add_dependency(self.function.role or self.function)
         # A tick retried by Lambda later than stale_after would only be recorded stale.
+        # One that failed every attempt is kept on the failed-ticks queue, to replay.
+        self.max_event_age = _clamp(self.config.stale_after, MIN_EVENT_AGE, ASYNC_MAX_EVENT_AGE)
+        self.failed_ticks = dead_letter_queue(
+            self, "FailedTicks", fifo=False,
+            holds=f"ticks of {job.name} that failed every attempt Lambda made",
+            for_queue=False, of="the function's asynchronous invocations (on-failure "
+                                "destination)", encryption_key=encryption_key)
         self.function.configure_async_invoke(
-            retry_attempts=2,
-            max_event_age=seconds(_clamp(self.config.stale_after, MIN_EVENT_AGE,
-                                         ASYNC_MAX_EVENT_AGE)))
+            retry_attempts=ASYNC_RETRIES,
+            max_event_age=seconds(self.max_event_age),
+            on_failure=destinations.SqsDestination(self.failed_ticks))
 
         self.schedule_dlq = dead_letter_queue(
             self, "ScheduleDlq", fifo=False,
             holds=f"ticks of {job.name} that EventBridge Scheduler could not deliver",
-            for_queue=False)
+            for_queue=False, encryption_key=encryption_key)
         self.schedule = function_schedule(
             self, "Schedule",
             function=self.function, expression=job.schedule, payload=tick_input(job),
@@ -218,15 +267,36 @@ class GuardedJob(Construct):
         alarms: dict[str, cloudwatch.Alarm] = {}
 
         def runbook(key: str) -> Runbook:
-            return Runbook(means=texts[key].means, decide=texts[key].decide)
+            return from_text(texts[key])
 
-        budget = (job.interval or job.timeout) * job.overlap_alarm_share
-        alarms["overlap"] = runbook_alarm(
-            self, "OverlapAheadAlarm",
-            metric=job_metric(name, "RunDuration", statistic="Maximum"),
-            threshold=budget.total_seconds() * 1000,
-            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            action=action, runbook=runbook("overlap"),
+        # refused when defined if no run can last that long (RunDuration is cut by the
+        # timeout); checked again against this function's timeout by check_deployment
+        budget = job.overlap_threshold(job.timeout)
+        if budget is not None:
+            alarms["overlap"] = runbook_alarm(
+                self, "OverlapAheadAlarm",
+                metric=job_metric(name, "RunDuration", statistic="Maximum"),
+                threshold=budget.total_seconds() * 1000,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                action=action, runbook=runbook("overlap"),
+            )
+        window = job.no_success_window()
+        if window is not None:
+            # the dead-man alarm: silence is the symptom, so missing data breaches
+            alarms["no_success"] = runbook_alarm(
+                self, "NoSuccessAlarm",
+                metric=job_metric(name, "RunSucceeded", period=seconds(window.period)),
+                threshold=1, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=window.periods,
+                missing_data=cloudwatch.TreatMissingData.BREACHING,
+                action=action, runbook=runbook("no_success"),
+            )
+        paused = job.paused_window()
+        alarms["paused"] = runbook_alarm(
+            self, "PausedAlarm",
+            metric=job_metric(name, "TriggersPaused", period=seconds(paused.period)),
+            threshold=1, evaluation_periods=paused.periods, action=action,
+            runbook=runbook("paused"),
         )
         busy = busy_metric(job)
         if busy is not None:
@@ -265,9 +335,25 @@ class GuardedJob(Construct):
                 self, "TriggerDlqAlarm", self.trigger_dlq, action=action,
                 runbook=runbook("trigger_dlq"),
             )
+        if self.trigger_queue is not None:
+            alarms["trigger_queue_age"] = runbook_alarm(
+                self, "TriggerQueueAgeAlarm",
+                metric=self.trigger_queue.metric_approximate_age_of_oldest_message(
+                    period=Duration.minutes(5), statistic="Maximum"),
+                threshold=queue_age_limit(job).total_seconds(), action=action,
+                runbook=runbook("trigger_queue_age"),
+            )
         alarms["errors"] = errors_alarm(
             self, "ErrorsAlarm", self.function, action=action, runbook=runbook("errors"),
         )
+        alarms["throttles"] = throttles_alarm(
+            self, "ThrottlesAlarm", self.function, action=action, runbook=runbook("throttles"))
+        alarms["async_dropped"] = async_dropped_alarm(
+            self, "AsyncDroppedAlarm", self.function, action=action,
+            runbook=runbook("async_dropped"))
+        alarms["failed_ticks"] = dlq_alarm(
+            self, "FailedTicksAlarm", self.failed_ticks, action=action,
+            runbook=runbook("failed_ticks"))
         return alarms
 
     # -- dashboard -------------------------------------------------------------------------
@@ -284,16 +370,16 @@ class GuardedJob(Construct):
             width=24, height=2,
             markdown=f"### {name}: {job.policy.value}, {job.schedule}, timeout "
                      f"{human(job.timeout)}, lease {human(job.lease)}\n{job.description}")
+        annotations = [cloudwatch.HorizontalAnnotation(
+            value=interval.total_seconds() * 1000, label="interval")]
+        overlap = job.overlap_threshold(job.timeout)
+        if overlap is not None:
+            annotations.append(cloudwatch.HorizontalAnnotation(
+                value=overlap.total_seconds() * 1000, label="overlap alarm"))
         duration = cloudwatch.GraphWidget(
             title="Run duration (ms, max)", width=8,
             left=metrics("RunDuration", statistic="Maximum"),
-            left_annotations=[
-                cloudwatch.HorizontalAnnotation(
-                    value=interval.total_seconds() * 1000, label="interval"),
-                cloudwatch.HorizontalAnnotation(
-                    value=interval.total_seconds() * 1000 * job.overlap_alarm_share,
-                    label="overlap alarm"),
-            ])
+            left_annotations=annotations)
         decisions = cloudwatch.GraphWidget(
             title="Trigger decisions", width=8, stacked=True,
             left=metrics("TriggersSkipped", "TriggersQueued", "TriggersCoalesced",
@@ -301,7 +387,7 @@ class GuardedJob(Construct):
                          "TriggersPaused"))
         lease = cloudwatch.GraphWidget(
             title="Lease", width=8,
-            left=metrics("LeaseAcquireAttempts", "LeaseTakeovers", "LeaseLost"))
+            left=metrics("LeaseAcquireAttempts", "RunSucceeded", "LeaseTakeovers", "LeaseLost"))
         items = cloudwatch.GraphWidget(
             title="Work items", width=8,
             left=metrics("ItemsCompleted", "ItemsFailed", "ItemsRetried",
@@ -309,7 +395,9 @@ class GuardedJob(Construct):
                          "CompletionsRejected"))
         queues: list[cloudwatch.IMetric] = [
             self.schedule_dlq.metric_approximate_number_of_messages_visible(
-                label="schedule DLQ", statistic="Maximum")]
+                label="schedule DLQ", statistic="Maximum"),
+            self.failed_ticks.metric_approximate_number_of_messages_visible(
+                label="failed ticks", statistic="Maximum")]
         if self.trigger_queue is not None and self.trigger_dlq is not None:
             queues += [
                 self.trigger_queue.metric_approximate_number_of_messages_visible(

@@ -15,6 +15,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -22,12 +24,13 @@ from constructs import Construct
 from jobguard import environment
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
+from jobguard.runbook import ASYNC_RETRIES, reconciler_alarms
 
-from ._function import python_function
+from ._function import python_function, seconds
 from ._queues import dead_letter_queue as new_dead_letter_queue
 from ._schedule import function_schedule
 from ._text import module_of
-from .alarms import Runbook, dlq_alarm, errors_alarm
+from .alarms import async_dropped_alarm, dlq_alarm, errors_alarm, from_text, throttles_alarm
 from .bundle import LambdaBundle
 from .table import JobTable
 
@@ -46,6 +49,7 @@ class Reconciler(Construct):
             a new one, with its alarm, when not given.
         schedule_enabled: False creates the sweep's schedule DISABLED (a local
             deployment, where only what a drill delivers runs).
+        encryption_key, tracing: as for :class:`infra.constructs.GuardedJob`.
     """
 
     def __init__(
@@ -61,6 +65,8 @@ class Reconciler(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         handler: str = RECONCILER_HANDLER,
         schedule_enabled: bool = True,
+        encryption_key: kms.IKey | None = None,
+        tracing: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         if job.reconciler_schedule is None:
@@ -78,21 +84,29 @@ class Reconciler(Construct):
             },
             description=f"jobguard reconciler for {job.name} ({job.reconciler_schedule})",
             log_retention=log_retention,
+            tracing=tracing,
+            log_key=encryption_key,
         )
         table.grant_job_access(self.function)
+        # A sweep that failed every attempt is kept, not lost (the next sweep covers it).
+        self.failed_sweeps = new_dead_letter_queue(
+            self, "FailedSweeps", fifo=False,
+            holds=f"reconciler sweeps of {job.name} that failed every attempt Lambda made",
+            for_queue=False, of="the function's asynchronous invocations (on-failure "
+                                "destination)", encryption_key=encryption_key)
+        self.function.configure_async_invoke(
+            retry_attempts=ASYNC_RETRIES, max_event_age=seconds(SWEEP_MAX_EVENT_AGE),
+            on_failure=destinations.SqsDestination(self.failed_sweeps))
+        texts = reconciler_alarms(job, own_dead_letter_queue=dead_letter_queue is None)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         if dead_letter_queue is None:
             dead_letter_queue = new_dead_letter_queue(
                 self, "ScheduleDlq", fifo=False,
                 holds=f"reconciler sweeps of {job.name} Scheduler could not deliver",
-                for_queue=False)
+                for_queue=False, encryption_key=encryption_key)
             self.alarms["schedule_dlq"] = dlq_alarm(
                 self, "ScheduleDlqAlarm", dead_letter_queue, action=alarm_action,
-                runbook=Runbook(
-                    means=f"The dead-letter queue is not empty: a reconciler sweep of "
-                          f"{job.name} was not delivered.",
-                    decide="read the message's error attributes and fix the cause; the next "
-                           "sweep covers what this one missed. Then purge the queue."))
+                runbook=from_text(texts["schedule_dlq"]))
         self.schedule = function_schedule(
             self, "Schedule",
             function=self.function, expression=job.reconciler_schedule,
@@ -103,7 +117,13 @@ class Reconciler(Construct):
         )
         self.alarms["errors"] = errors_alarm(
             self, "ErrorsAlarm", self.function, action=alarm_action,
-            runbook=Runbook(
-                means=f"The reconciler of {job.name} raised an error (see its log).",
-                decide="read its log; items it could not resolve stay uncertain and are "
-                       "swept again at the next run of the reconciler."))
+            runbook=from_text(texts["errors"]))
+        self.alarms["throttles"] = throttles_alarm(
+            self, "ThrottlesAlarm", self.function, action=alarm_action,
+            runbook=from_text(texts["throttles"]))
+        self.alarms["async_dropped"] = async_dropped_alarm(
+            self, "AsyncDroppedAlarm", self.function, action=alarm_action,
+            runbook=from_text(texts["async_dropped"]))
+        self.alarms["failed_sweeps"] = dlq_alarm(
+            self, "FailedSweepsAlarm", self.failed_sweeps, action=alarm_action,
+            runbook=from_text(texts["failed_sweeps"]))

@@ -21,16 +21,18 @@ from collections.abc import Sequence
 from aws_cdk import Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobguard import environment
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
+from jobguard.runbook import recovery_alarms
 
 from ._function import python_function
 from ._text import module_of
-from .alarms import Runbook, errors_alarm
+from .alarms import errors_alarm, from_text, throttles_alarm
 from .bundle import LambdaBundle
 from .table import JobTable
 
@@ -52,6 +54,10 @@ class RecoveryFunction(Construct):
         invokers: the principals allowed to invoke it (never ``*``).
         confirm_above: plans larger than this many items need the dry run's token
             (jobguard's default when not given).
+        encryption_key, tracing: as for :class:`infra.constructs.GuardedJob`.
+
+    It is invoked by an operator (synchronously, for its answer), never by a schedule,
+    so it has no on-failure destination: a failed recovery answers with its error.
     """
 
     def __init__(
@@ -67,6 +73,8 @@ class RecoveryFunction(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         handler: str = RECOVERY_HANDLER,
         confirm_above: int | None = None,
+        encryption_key: kms.IKey | None = None,
+        tracing: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         if not jobs:
@@ -94,17 +102,21 @@ class RecoveryFunction(Construct):
             description="jobguard recovery: plan (dry run by default) or execute a bounded "
                         f"recovery of {', '.join(sorted(j.name for j in jobs))}",
             log_retention=log_retention,
+            tracing=tracing,
+            log_key=encryption_key,
         )
         table.grant_job_access(self.function)
         for principal in invokers:
             _refuse_public(Stack.of(self), principal)
             self.function.grant_invoke(principal)
-        self.alarms = {"errors": errors_alarm(
-            self, "ErrorsAlarm", self.function, action=alarm_action,
-            runbook=Runbook(
-                means="The recovery function raised an error (see its log).",
-                decide="read the returned summary and the log; a recovery that failed "
-                       "midway holds nothing (its lease expires) and can be planned again."))}
+        texts = recovery_alarms()
+        self.alarms = {
+            "errors": errors_alarm(self, "ErrorsAlarm", self.function, action=alarm_action,
+                                   runbook=from_text(texts["errors"])),
+            "throttles": throttles_alarm(self, "ThrottlesAlarm", self.function,
+                                         action=alarm_action,
+                                         runbook=from_text(texts["throttles"])),
+        }
 
 
 def _refuse_public(stack: Stack, principal: iam.IPrincipal) -> None:

@@ -48,7 +48,8 @@ class JobTable(Construct):
 
     On-demand billing, point-in-time recovery, server-side encryption with the AWS
     managed key (or ``encryption_key``), TTL on ``ttl_epoch_s``, the keys-only sparse
-    index ``unresolved``, and kept when the stack is deleted.
+    index ``unresolved``, and kept when the stack is deleted; ``deletion_protection``
+    refuses a DeleteTable call too (the stack turns it on in production).
     """
 
     def __init__(
@@ -58,6 +59,7 @@ class JobTable(Construct):
         *,
         encryption_key: kms.IKey | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        deletion_protection: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.encryption_key = encryption_key
@@ -74,6 +76,7 @@ class JobTable(Construct):
             encryption_key=encryption_key,
             time_to_live_attribute=TTL_ATTRIBUTE,
             removal_policy=removal_policy,
+            deletion_protection=deletion_protection or None,
         )
         self.table.add_global_secondary_index(
             index_name=UNRESOLVED_INDEX,

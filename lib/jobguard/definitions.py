@@ -9,7 +9,7 @@ Example:
     ...     name="crm-sync", handler="handlers.crm_sync.lambda_handler",
     ...     schedule="rate(5 minutes)", policy=OverlapPolicy.COALESCE,
     ...     timeout=timedelta(minutes=4), lease=timedelta(minutes=2), batch_size=25,
-    ...     description="One note per changed CRM contact.")
+    ...     overlap_alarm_share=0.75, description="One note per changed CRM contact.")
     >>> crm_sync.interval
     datetime.timedelta(seconds=300)
     >>> crm_sync.config().function_timeout
@@ -19,15 +19,18 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from ._cron import longest_gap
 from .config import JobConfig, OverlapPolicy, validate_job_name
 from .errors import ConfigError
 
-__all__ = ["DRILL_HEARTBEAT", "DRILL_LEASE", "DRILL_TIMEOUT", "JobDefinition", "MAX_LAMBDA_TIMEOUT"]
+__all__ = ["DRILL_HEARTBEAT", "DRILL_LEASE", "DRILL_TIMEOUT", "AlarmWindow", "JobDefinition",
+           "MAX_LAMBDA_TIMEOUT"]
 
 MAX_LAMBDA_TIMEOUT = timedelta(minutes=15)
 VISIBILITY_FACTOR = 6
@@ -40,6 +43,23 @@ _CRON = re.compile(r"^cron\(\S+ \S+ \S+ \S+ \S+ \S+\)$")
 _HANDLER = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$")
 _UNITS = {"minute": 60, "hour": 3600, "day": 86400}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# CloudWatch evaluates an alarm over at most 7 days, and at most 1 day when its period is
+# shorter than an hour (PutMetricAlarm: Period x EvaluationPeriods).
+_ALARM_RANGE = timedelta(days=7)
+_SHORT_PERIOD_RANGE = timedelta(days=1)
+_HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class AlarmWindow:
+    """How an alarm counts: ``periods`` consecutive periods of ``period``."""
+
+    period: timedelta
+    periods: int
+
+    @property
+    def span(self) -> timedelta:
+        return self.period * self.periods
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,10 +91,25 @@ class JobDefinition:
     memory_mb: int = 256
     max_queued: int = 10
     stale_after: timedelta = timedelta(hours=1)
-    overlap_alarm_share: float = 0.8
-    """Alarm when a run's duration exceeds this share of the schedule interval."""
+    overlap_alarm_share: float | None = 0.8
+    """Alarm when a run's duration exceeds this share of the schedule interval (of the
+    timeout, for a cron schedule). It must be reachable: a run still going at the
+    timeout is killed before it reports its duration, and a batch stops taking items
+    ``time_margin`` before, so share x interval must be below timeout - time_margin.
+    None: no overlap alarm, for a job whose runs cannot last until its next tick."""
     skipped_alarm_count: int = 3
     """Alarm after this many skipped triggers in a row (evaluation periods)."""
+    cron_interval: timedelta | None = None
+    """For a ``cron()`` schedule: the longest time between two ticks. Derived from the
+    expression when its ticks repeat every week (hours, minutes, days of the week);
+    required otherwise (a monthly schedule, ``L``, ``#``), and refused for ``rate()``."""
+    no_success_alarm_intervals: int | None = 3
+    """The dead-man alarm: no successful run for this many schedule intervals (more when
+    two full-length runs need longer). Missing data counts as breaching. CloudWatch looks
+    back at most 7 days (1 day with intervals under an hour); None for a schedule it
+    cannot watch (monthly), which you then watch some other way."""
+    paused_alarm_after: timedelta = timedelta(days=1)
+    """Alarm when the job's ticks have found it paused for this long."""
     reconciler_schedule: str | None = None
     """If set, a scheduled reconciler sweeps this job's unresolved items."""
     description: str = ""
@@ -101,8 +136,10 @@ class JobDefinition:
                 or not 128 <= self.memory_mb <= 10240:
             raise ConfigError("memory_mb", f"must be 128-10240, got {self.memory_mb!r}")
         share = self.overlap_alarm_share
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
-            raise ConfigError("overlap_alarm_share", f"must be a number in (0, 1], got {share!r}")
+        if share is not None and (isinstance(share, bool) or not isinstance(share, int | float)
+                                  or not 0 < share <= 1):
+            raise ConfigError("overlap_alarm_share",
+                              f"must be a number in (0, 1] or None, got {share!r}")
         if (isinstance(self.skipped_alarm_count, bool)
                 or not isinstance(self.skipped_alarm_count, int) or self.skipped_alarm_count < 1):
             raise ConfigError("skipped_alarm_count",
@@ -115,6 +152,8 @@ class JobDefinition:
             raise ConfigError("environment", "must map variable names (letters, digits, '_') "
                               f"to strings, got {self.environment!r}")
         self.config()  # every JobConfig rule applies here too, naming the field
+        self.overlap_threshold(self.timeout)  # an overlap alarm that can fire
+        self._check_alarm_settings()
 
     @property
     def interval(self) -> timedelta | None:
@@ -124,6 +163,113 @@ class JobDefinition:
             return None
         unit = match.group(2).rstrip("s")
         return timedelta(seconds=int(match.group(1)) * _UNITS[unit])
+
+    @property
+    def tick_gap(self) -> timedelta:
+        """The longest time between two ticks: the ``rate()`` interval, or for ``cron()``
+        :attr:`cron_interval` or what the expression says (see :mod:`jobguard._cron`)."""
+        if self.interval is not None:
+            return self.interval
+        if self.cron_interval is not None:
+            return self.cron_interval
+        derived = longest_gap(self.schedule)
+        if derived is None:  # refused when the definition is built
+            raise ConfigError("cron_interval", f"required for {self.schedule!r}")
+        return derived
+
+    def overlap_threshold(self, function_timeout: timedelta) -> timedelta | None:
+        """The run duration the overlap alarm fires above, or None (no overlap alarm).
+
+        Raises:
+            ConfigError: naming ``overlap_alarm_share`` when no run can last that long
+                (``function_timeout`` minus the job's time margin).
+        """
+        if self.overlap_alarm_share is None:
+            return None
+        yardstick = self.interval or self.timeout
+        threshold = yardstick * self.overlap_alarm_share
+        longest = function_timeout - self.config().time_margin
+        if threshold >= longest:
+            pace = "interval" if self.interval else "timeout"
+            raise ConfigError(
+                "overlap_alarm_share",
+                f"({self.overlap_alarm_share}) puts the overlap alarm at a run of {threshold} "
+                f"({self.overlap_alarm_share:.0%} of the {yardstick} {pace}), but no run reports "
+                f"a duration past {longest} (the {function_timeout} timeout kills it first; "
+                f"a batch stops taking items {self.config().time_margin} before): the alarm "
+                f"could never fire. Use a share below {longest / yardstick:.2f}, or None if a "
+                "run of this job cannot last until its next tick")
+        return threshold
+
+    def no_success_window(self) -> AlarmWindow | None:
+        """The dead-man alarm's window: one period per tick, for
+        :attr:`no_success_alarm_intervals` ticks, or more where a healthy job's successes
+        can be further apart (at least 2: a success comes at the end of a run, up to a
+        timeout after its tick). None when the job has none."""
+        if self.no_success_alarm_intervals is None:
+            return None
+        gap = self.tick_gap
+        # Successes come at the end of runs: two in a row are less than an interval and a
+        # run's timeout apart (the next run starts at the next tick, or right after
+        # the last one ends, and lasts at most the timeout). A window that quiet gap
+        # can cover is not a stopped job.
+        healthy = (gap + self.timeout) // gap + 1
+        window = AlarmWindow(gap, max(self.no_success_alarm_intervals, healthy))
+        limit = _SHORT_PERIOD_RANGE if gap < _HOUR else _ALARM_RANGE
+        if window.span > limit:
+            raise ConfigError(
+                "no_success_alarm_intervals",
+                f"the dead-man alarm would watch {window.periods} intervals of {gap} "
+                f"({window.span}; at least {healthy}, as a healthy run may end a {self.timeout} "
+                f"timeout after its tick), but CloudWatch evaluates an alarm over at most "
+                f"{limit}{' for periods under an hour' if gap < _HOUR else ''}: "
+                + (f"use at most {limit // gap} intervals" if limit // gap >= healthy else
+                   "set it to None and watch this job's runs some other way"))
+        return window
+
+    def paused_window(self) -> AlarmWindow:
+        """The paused-too-long alarm's window: periods of two ticks (at least an hour),
+        so that each holds a tick however a tick's time falls against the period's
+        boundary, covering :attr:`paused_alarm_after`."""
+        period = min(max(_HOUR, 2 * self.tick_gap), _ALARM_RANGE)
+        periods = max(1, math.ceil(self.paused_alarm_after / period))
+        return AlarmWindow(period, periods)
+
+    def _check_alarm_settings(self) -> None:
+        if self.cron_interval is not None:
+            if self.interval is not None:
+                raise ConfigError("cron_interval", f"only for cron() schedules: "
+                                  f"{self.schedule!r} says its interval itself")
+            if (not isinstance(self.cron_interval, timedelta)
+                    or self.cron_interval < timedelta(minutes=1)
+                    or self.cron_interval % timedelta(minutes=1)):
+                raise ConfigError("cron_interval", "must be a whole number of minutes, "
+                                  f"got {self.cron_interval!r}")
+            derived = longest_gap(self.schedule)
+            if derived is not None and self.cron_interval < derived:
+                raise ConfigError(
+                    "cron_interval",
+                    f"({self.cron_interval}) is shorter than the {derived} between two ticks "
+                    f"of {self.schedule!r}: the dead-man alarm would fire between healthy ticks")
+        elif self.interval is None and longest_gap(self.schedule) is None:
+            raise ConfigError(
+                "cron_interval",
+                f"required: the longest time between two ticks of {self.schedule!r} cannot be "
+                "derived (only weekly-repeating hours, minutes and days of the week are), and "
+                "the dead-man alarm needs it")
+        count = self.no_success_alarm_intervals
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)
+                                  or count < 1):
+            raise ConfigError("no_success_alarm_intervals",
+                              f"must be an integer >= 1 or None, got {count!r}")
+        paused = self.paused_alarm_after
+        if not isinstance(paused, timedelta) or not (
+                timedelta(minutes=1) <= paused <= _ALARM_RANGE):
+            raise ConfigError("paused_alarm_after",
+                              f"must be 1 minute to 7 days (CloudWatch's longest alarm "
+                              f"window), got {paused!r}")
+        self.no_success_window()
+        self.paused_window()
 
     def config(self, **overrides: Any) -> JobConfig:
         """The :class:`JobConfig` the handler guards itself with."""
@@ -155,8 +301,13 @@ class JobDefinition:
         jobguard:drills=true`` uses it; the handlers pick it when their function's
         environment says so (:func:`jobguard.drill.switches.drills_enabled`).
         """
+        share = self.overlap_alarm_share
+        if share is not None:
+            longest = DRILL_TIMEOUT - self.config().time_margin
+            if (self.interval or DRILL_TIMEOUT) * share >= longest:
+                share = None  # a drill run cannot last until the next tick
         return dataclasses.replace(self, timeout=DRILL_TIMEOUT, lease=DRILL_LEASE,
-                                   heartbeat_every=DRILL_HEARTBEAT)
+                                   heartbeat_every=DRILL_HEARTBEAT, overlap_alarm_share=share)
 
     def check_deployment(
         self,
@@ -179,7 +330,8 @@ class JobDefinition:
 
         Example:
             >>> job = JobDefinition(name="j", handler="h.f", schedule="rate(5 minutes)",
-            ...                     policy=OverlapPolicy.QUEUE, timeout=timedelta(minutes=1))
+            ...                     policy=OverlapPolicy.QUEUE, timeout=timedelta(minutes=1),
+            ...                     overlap_alarm_share=None)
             >>> job.check_deployment(function_timeout=timedelta(minutes=1),
             ...                      queue_visibility_timeout=timedelta(minutes=5))
             Traceback (most recent call last):
@@ -187,6 +339,7 @@ class JobDefinition:
             jobguard.errors.ConfigError: queue_visibility_timeout: ...
         """
         config = self.config(function_timeout=function_timeout)  # every JobConfig rule
+        self.overlap_threshold(function_timeout)  # an overlap alarm this timeout lets fire
         if not config.needs_queue:
             return config
         if queue_visibility_timeout is not None:

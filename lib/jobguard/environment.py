@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 from .errors import ConfigError
 
 __all__ = ["JOB_FUNCTION", "JOB_NAME", "RECONCILER_FUNCTION", "RECOVERY_CONFIRM_ABOVE",
-           "RECOVERY_FUNCTION", "RECOVERY_MODULES", "TABLE", "TRIGGER_QUEUE_URL",
+           "RECOVERY_FUNCTION", "RECOVERY_MODULES", "TABLE", "TRACING", "TRIGGER_QUEUE_URL",
            "check_table_name", "check_trigger_queue_url", "confirm_above", "job_name",
-           "recovery_modules", "table_name", "trigger_queue_url"]
+           "recovery_modules", "table_name", "tracing", "trigger_queue_url"]
 
 TABLE = "JOBGUARD_TABLE"
 """The DynamoDB table (leases, run records, the item ledger, checkpoints)."""
@@ -42,11 +42,15 @@ RECOVERY_CONFIRM_ABOVE = "JOBGUARD_RECOVERY_CONFIRM_ABOVE"
 JOB_NAME = "JOBGUARD_JOB"
 """The job a reconciler function sweeps."""
 
-JOB_FUNCTION = (TABLE, TRIGGER_QUEUE_URL)
+TRACING = "JOBGUARD_TRACING"
+"""``1``: trace runs with the Powertools Tracer (the stack sets it with X-Ray active
+tracing, ``-c jobguard:tracing=true``), as :attr:`jobguard.JobConfig.tracing` does."""
+
+JOB_FUNCTION = (TABLE, TRIGGER_QUEUE_URL, TRACING)
 """Read by a guarded job's function (the queue only for QUEUE/COALESCE jobs)."""
 
-RECOVERY_FUNCTION = (TABLE, RECOVERY_MODULES)
-RECONCILER_FUNCTION = (TABLE, RECOVERY_MODULES, JOB_NAME)
+RECOVERY_FUNCTION = (TABLE, RECOVERY_MODULES, TRACING)
+RECONCILER_FUNCTION = (TABLE, RECOVERY_MODULES, JOB_NAME, TRACING)
 
 # DynamoDB's own rule for table names (3-255 of these characters), or a table ARN.
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
@@ -166,3 +170,17 @@ def job_name(environ: Mapping[str, str] | None = None) -> str:
     if raw is None or not raw.strip():
         raise ConfigError(JOB_NAME, "no job: set it to the job this reconciler sweeps")
     return validate_job_name(raw, field_name=JOB_NAME)
+
+
+def tracing(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``JOBGUARD_TRACING`` asks for tracing (``1``/``true``; unset is off).
+
+    Raises:
+        ConfigError: naming ``JOBGUARD_TRACING`` when it is neither on nor off.
+    """
+    raw = (_read(TRACING, environ) or "").strip().lower()
+    if raw in ("", "0", "false"):
+        return False
+    if raw in ("1", "true"):
+        return True
+    raise ConfigError(TRACING, f"must be 1 or 0, got {raw!r}")

@@ -595,6 +595,10 @@ class GuardedJob:
         if queue is not None and released.follow_up:
             self._resend_follow_up(queue, released.follow_up)
         rt.telemetry.milliseconds("RunDuration", (time.monotonic() - started) * 1000)
+        if status is RunStatus.SUCCEEDED and not service:
+            # the dead-man alarm's heartbeat: the job did its work (a reconciler's sweep
+            # or a recovery is not the job running)
+            rt.telemetry.count("RunSucceeded")
         if status is RunStatus.LEASE_LOST:
             rt.telemetry.count("LeaseLost")
         rt.telemetry.logger.info("run ended", extra={"status": status.value})
@@ -622,7 +626,9 @@ class GuardedJob:
                 extra={"follow_up": follow_up_id, "error": str(exc)})
 
     def _tracer(self) -> Any:
-        if not self.config.tracing:
+        from . import environment
+
+        if not (self.config.tracing or environment.tracing()):
             return None
         from aws_lambda_powertools import Tracer
 

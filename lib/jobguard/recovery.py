@@ -36,6 +36,7 @@ __all__ = ["Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan", "p
            "recover"]
 
 CONFIRM_THRESHOLD = 100
+DEFAULT_WAIT = timedelta(seconds=60)
 MAX_TIME_WINDOW = timedelta(days=7)
 SAMPLE_SIZE = 10
 
@@ -66,7 +67,10 @@ class RecoveryRequest(BaseModel):
     confirm: str | None = Field(default=None, min_length=1, max_length=64)
     max_items: int = Field(default=1000, gt=0, le=100_000)
     requested_by: str | None = Field(default=None, max_length=256)
-    wait_seconds: int = Field(default=60, ge=0, le=600)
+    wait_seconds: int | None = Field(default=None, ge=0, le=900)
+    """How long to wait for a running run's lease. Default: 60 s, or half of what the
+    invocation has left after the job's time margin, if less. A wait that does not fit
+    the invocation's remaining time is refused (:func:`recover`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -285,12 +289,14 @@ def confirm_threshold() -> int:
 
 
 def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | None = None,
-            threshold: int | None = None) -> dict[str, Any]:
+            threshold: int | None = None, context: Any = None) -> dict[str, Any]:
     """Plan (dry run) or execute a recovery. ``job`` defaults to the registered one.
 
     Returns the plan (``mode: "plan"``) or the execution's summary (``mode: "executed"``).
     Bad input raises :class:`InvalidRequestError` naming the field, before anything is
-    written.
+    written. ``context`` (the Lambda context) bounds the wait for a running run's lease:
+    a ``wait_seconds`` that leaves less than the job's ``time_margin`` of the invocation
+    is refused, since the run could not take a single item after it.
     """
     from .guard import GuardedJob
 
@@ -307,6 +313,7 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
         raise InvalidRequestError("job", f"{request.job!r} is not this job ({job.config.name!r})")
     from .clock import to_ms
 
+    wait = _wait(request, job.config.time_margin, context)
     guard = GuardedJob(job.config, lambda e, c: None, **(guard_options or job._guard_options))
     runtime = guard.runtime()
     plan = make_plan(job, runtime.items, request, now_ms=to_ms(guard.clock.now()))
@@ -338,7 +345,7 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
         return summary.as_dict()
 
     guard.handler = execute
-    outcome = guard.run_exclusive(trigger, wait=float(request.wait_seconds), ignore_pause=True)
+    outcome = guard.run_exclusive(trigger, wait=wait.total_seconds(), ignore_pause=True)
     answer["result"] = "executed"
     answer["summary"] = outcome if isinstance(outcome, dict) and "selected" in outcome else (
         summary.as_dict())
@@ -363,6 +370,26 @@ def _check_confirmation(plan: Plan, request: RecoveryRequest, limit: int, *,
             "confirm", f"required: {plan.to_replay} items exceed the threshold of {limit}; "
             + ("the plan grew while the recovery waited for the lease: plan again and pass "
                "its token" if under_lease else "run the dry run and pass its token"))
+
+
+def _wait(request: RecoveryRequest, margin: timedelta, context: Any) -> timedelta:
+    """The wait for a held lease that fits this invocation (see :func:`recover`)."""
+    remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining_ms is None:  # not in Lambda (the CLI): no deadline but the caller's
+        return (DEFAULT_WAIT if request.wait_seconds is None
+                else timedelta(seconds=request.wait_seconds))
+    usable = timedelta(milliseconds=remaining_ms()) - margin
+    if request.wait_seconds is None:
+        return max(timedelta(0), min(DEFAULT_WAIT, usable / 2))
+    wait = timedelta(seconds=request.wait_seconds)
+    if wait >= usable:
+        raise InvalidRequestError(
+            "wait_seconds",
+            f"{request.wait_seconds} s does not fit this invocation: it has "
+            f"{usable.total_seconds():.0f} s left before the job's {margin} time margin, and "
+            "a run that waited that long could not take a single item; wait at most "
+            f"{max(0, int(usable.total_seconds()) - 1)} s, or retry when the run has ended")
+    return wait
 
 
 def _range(request: RecoveryRequest) -> dict[str, str | None]:

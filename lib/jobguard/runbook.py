@@ -12,7 +12,12 @@ from datetime import timedelta
 from .config import OverlapPolicy
 from .definitions import JobDefinition
 
-__all__ = ["AlarmText", "busy_metric", "busy_window", "job_alarms", "render"]
+__all__ = ["ASYNC_RETRIES", "AlarmText", "busy_metric", "busy_window", "job_alarms",
+           "queue_age_limit", "reconciler_alarms", "recovery_alarms", "render", "table_alarms"]
+
+ASYNC_RETRIES = 2
+"""Lambda's retries of an asynchronous invoke (a tick, a sweep) that failed; the stack
+sets this many, then the event goes to the function's failed-ticks queue."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +57,33 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
     """
     name, interval = job.name, job.interval
     pace = f"its {_human(interval)} interval" if interval else f"its {_human(job.timeout)} timeout"
-    texts = [AlarmText(
-        "overlap", "overlap ahead",
-        f"Overlap ahead: a run of {name} took more than {job.overlap_alarm_share:.0%} of "
-        f"{pace}; the next tick will meet a running run (policy {job.policy.value}).",
-        f"shorten the batch (batch_size {job.batch_size}), lengthen the interval, or find "
-        "the slow destination, before runs stop fitting.")]
+    texts: list[AlarmText] = []
+    if job.overlap_alarm_share is not None:
+        texts.append(AlarmText(
+            "overlap", "overlap ahead",
+            f"Overlap ahead: a run of {name} took more than {job.overlap_alarm_share:.0%} of "
+            f"{pace}; the next tick will meet a running run (policy {job.policy.value}).",
+            f"shorten the batch (batch_size {job.batch_size}), lengthen the interval, or find "
+            "the slow destination, before runs stop fitting."))
+    window = job.no_success_window()
+    if window is not None:
+        texts.append(AlarmText(
+            "no_success", "no successful run",
+            f"No run of {name} succeeded for {_human(window.span)} ({window.periods} intervals "
+            f"of {_human(window.period)}); no data counts too. The job has stopped doing its "
+            "work: a disabled or deleted schedule, ticks that never arrive, a run that fails "
+            "or is cut every time, or a paused job.",
+            f"check the schedule is enabled, its dead-letter and failed-ticks queues, the "
+            f"function's errors and throttles, and `jobguard runs {name} --last 20`. A paused "
+            f"job stops succeeding too: `jobguard status {name}` says who paused it."))
+    paused = job.paused_window()
+    texts.append(AlarmText(
+        "paused", "paused too long",
+        f"Ticks of {name} found it paused (`jobguard pause`) throughout {_human(paused.span)}: "
+        "it has not run since, and its unfinished work waits.",
+        f"resume it (`jobguard resume {name}`) once the destination is healthy; "
+        f"`jobguard status {name}` shows who paused it and why. Raise paused_alarm_after "
+        "only for a pause that is meant to last."))
     busy = busy_metric(job)
     if busy is not None:
         texts.append(AlarmText(
@@ -112,12 +138,124 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
             "was delivered its maximum number of times without completing.",
             "find its trigger_id in the job's run records; if the work is still needed "
             "start a manual run, then purge the queue."))
-    texts.append(AlarmText(
-        "errors", "function errors",
-        f"The function of {name} raised an error (see the function's log).",
-        "read the failed run's error in its run record; Lambda retries the tick twice, and "
-        "completed work items are skipped on retry."))
+    if job.policy in (OverlapPolicy.QUEUE, OverlapPolicy.COALESCE):
+        texts.append(AlarmText(
+            "trigger_queue_age", "a queued trigger waits too long",
+            f"The oldest message on the trigger queue of {name} is older than "
+            f"{_human(queue_age_limit(job))}, longer than a healthy backlog takes to drain: "
+            "queued triggers or the follow-up are not being run.",
+            f"check the function's errors and throttles and the event source mapping "
+            f"(enabled?); `jobguard status {name}` shows the holder and what is pending."))
+    texts += [
+        AlarmText(
+            "errors", "function errors",
+            f"The function of {name} raised an error (see the function's log).",
+            f"read the failed run's error in its run record; Lambda retries the tick "
+            f"{ASYNC_RETRIES} times, and completed work items are skipped on retry."),
+        AlarmText(
+            "throttles", "function throttled",
+            f"Lambda throttled invocations of the function of {name}: the account's (or the "
+            "function's reserved) concurrency was used up.",
+            "Lambda retries a throttled tick and SQS redelivers a queued trigger, so nothing "
+            "is lost yet; if it persists, find what uses the concurrency or raise the "
+            "quota. A tick delivered after stale_after is recorded stale."),
+        _async_dropped(f"the function of {name}", "tick"),
+        _failed_events(name, "tick", job.stale_after),
+    ]
     return {t.key: t for t in texts}
+
+
+def queue_age_limit(job: JobDefinition) -> timedelta:
+    """How old the oldest trigger-queue message of a healthy ``job`` can be: a message
+    waits for the runs ahead of it (``max_queued`` of them for ``QUEUE``, the active one
+    for ``COALESCE``), each a timeout long, or a lease past it if its worker died."""
+    ahead = job.max_queued if job.policy is OverlapPolicy.QUEUE else 1
+    return (ahead + 1) * (job.timeout + job.lease)
+
+
+def _async_dropped(function: str, event: str) -> AlarmText:
+    return AlarmText(
+        "async_dropped", f"{event}s dropped",
+        f"Lambda gave up on an asynchronous {event} of {function} (AsyncEventsDropped): its "
+        "retries failed, it grew older than the maximum event age, or it was throttled past "
+        "it.",
+        f"the {event} is in the failed-{event}s queue unless sending it there failed too "
+        "(read the function's log): replay it as that queue's alarm says.")
+
+
+def _failed_events(name: str, event: str, stale_after: timedelta | None) -> AlarmText:
+    late = (f"Replay it within stale_after ({_human(stale_after)} after its scheduled_at); "
+            "later, a replayed tick is recorded stale: start a manual run instead. "
+            if stale_after is not None else "")
+    return AlarmText(
+        f"failed_{event}s", f"failed {event}s",
+        f"The failed-{event}s queue of {name} is not empty: a {event} failed its first "
+        f"attempt and {ASYNC_RETRIES} retries (or grew too old) and did not succeed.",
+        f"each message holds the original event (requestPayload), the last error "
+        "(responsePayload) and why Lambda stopped (requestContext.condition). Fix the cause, "
+        "then send requestPayload to the function again (`aws lambda invoke --invocation-type "
+        "Event --payload ...`); the same tick is one trigger, so a second replay is recorded "
+        f"duplicate. {late}Then delete the message.")
+
+
+def reconciler_alarms(job: JobDefinition, *, own_dead_letter_queue: bool) -> dict[str, AlarmText]:
+    """The alarms of the job's reconciler function and its sweep schedule."""
+    name = job.name
+    texts = []
+    if own_dead_letter_queue:
+        texts.append(AlarmText(
+            "schedule_dlq", "a sweep was dead-lettered",
+            f"The dead-letter queue is not empty: a reconciler sweep of {name} was not "
+            "delivered.",
+            "read the message's error attributes and fix the cause; the next sweep covers "
+            "what this one missed. Then purge the queue."))
+    texts += [
+        AlarmText(
+            "errors", "reconciler errors",
+            f"The reconciler of {name} raised an error (see its log).",
+            "read its log; items it could not resolve stay uncertain and are swept again at "
+            "the next run of the reconciler."),
+        AlarmText(
+            "throttles", "reconciler throttled",
+            f"Lambda throttled the reconciler of {name}: the concurrency was used up.",
+            "the next sweep covers what this one missed; if it persists, find what uses the "
+            "concurrency or raise the quota."),
+        _async_dropped(f"the reconciler of {name}", "sweep"),
+        _failed_events(f"the reconciler of {name}", "sweep", None),
+    ]
+    return {t.key: t for t in texts}
+
+
+def recovery_alarms() -> dict[str, AlarmText]:
+    """The recovery function's alarms."""
+    return {t.key: t for t in (
+        AlarmText(
+            "errors", "recovery errors",
+            "The recovery function raised an error (see its log).",
+            "read the returned summary and the log; a recovery that failed midway holds "
+            "nothing (its lease expires) and can be planned again."),
+        AlarmText(
+            "throttles", "recovery throttled",
+            "Lambda throttled an invocation of the recovery function.",
+            "invoke it again; if it persists, find what uses the concurrency."),
+    )}
+
+
+def table_alarms() -> dict[str, AlarmText]:
+    """The jobguard table's alarms (one table for every job of a stack)."""
+    decide = ("a throttled renewal ends a run safely (lease_lost) and the next trigger "
+              "resumes; an on-demand table throttles above twice its previous peak or on a "
+              "hot key: look at the table's metrics by operation and the jobs' batch sizes, "
+              "or warm the table for the load.")
+    return {t.key: t for t in (
+        AlarmText("read_throttles", "table reads throttled",
+                  "DynamoDB throttled reads of the jobguard table (ReadThrottleEvents).",
+                  decide),
+        AlarmText("write_throttles", "table writes throttled",
+                  "DynamoDB throttled writes to the jobguard table (WriteThrottleEvents): "
+                  "lease renewals, decisions and item outcomes retried or failed.",
+                  decide),
+    )}
 
 
 def _human(delta: timedelta) -> str:

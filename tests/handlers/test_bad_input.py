@@ -289,6 +289,39 @@ def test_the_library_raises_what_the_handler_returns(aws, crm, recovery):
     _nothing_written(aws, crm)
 
 
+class _LambdaContext:
+    """What the recovery handler reads of Lambda's context: the time left."""
+
+    def __init__(self, remaining_s: float) -> None:
+        self.remaining_ms = int(remaining_s * 1000)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def test_a_wait_for_the_lease_that_outlasts_the_invocation_is_refused(aws, crm, recovery):
+    # GIVEN the deployed recovery function's 240 s timeout (the longest job timeout),
+    # nearly all of it left, and crm-sync's 10 s time margin
+    context = _LambdaContext(239.5)
+    # WHEN an execution asks to wait 600 s (or 230 s) for a running run's lease
+    for wait in (600, 230):
+        answer = recovery.lambda_handler(_with(PLAN, dry_run=False, wait_seconds=wait), context)
+        # THEN it is refused naming the field, before anything is written
+        assert (answer["result"], answer["field"]) == ("refused", "wait_seconds"), answer
+        assert "wait at most 228 s" in answer["error"]
+    _nothing_written(aws, crm)
+
+
+def test_a_wait_that_fits_and_the_default_wait_run(aws, crm, recovery):
+    # a wait that fits runs (the lease is free: no wait at all)
+    answer = recovery.lambda_handler(_with(PLAN, dry_run=False, wait_seconds=200),
+                                     _LambdaContext(239.5))
+    assert answer["result"] == "executed", answer
+    # the default wait is clamped to what a short invocation has left (no refusal)
+    answer = recovery.lambda_handler(_with(PLAN, dry_run=True), _LambdaContext(30))
+    assert answer["result"] == "planned", answer
+
+
 # -- environment variables ---------------------------------------------------------------------
 
 QUEUE_URL = "https://sqs.eu-west-1.amazonaws.com/123456789012/crm-sync-triggers.fifo"

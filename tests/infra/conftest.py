@@ -46,11 +46,11 @@ EXPORT = JobDefinition(
     name="invoice-export", handler=HANDLER, schedule="rate(15 minutes)",
     policy=OverlapPolicy.QUEUE, timeout=timedelta(minutes=2), lease=timedelta(minutes=1),
     max_queued=5, memory_mb=512, environment={"EXPORT_BUCKET": "invoices"},
-    description="A QUEUE job.")
+    overlap_alarm_share=None, description="A QUEUE job (its runs cannot reach the next tick).")
 PRICES = JobDefinition(
     name="price-refresh", handler=HANDLER, schedule="rate(1 minute)",
     policy=OverlapPolicy.REPLACE, timeout=timedelta(seconds=50),
-    lease=timedelta(seconds=30), description="A REPLACE job.")
+    lease=timedelta(seconds=30), overlap_alarm_share=0.6, description="A REPLACE job.")
 EXTRA_JOBS = (NIGHTLY, EXPORT, PRICES)
 
 

@@ -143,3 +143,16 @@ def test_the_drills_deliver_the_tick_the_schedule_would_send() -> None:
         assert sent["job"] == schedule["job"] and sent["policy"] == schedule["policy"]
         assert schedule["scheduled_at"].startswith("<aws.scheduler.")  # filled by the drill
         assert sent["scheduled_at"] == "2026-11-29T00:00:00Z"
+
+
+def test_drill_and_local_deployments_are_not_protected_and_alarm_their_own_topic(
+        drill: tuple[JobGuardStack, Any, Path]) -> None:
+    stack, template, _ = drill
+    assert stack.termination_protection is False
+    table = template["Resources"][stack.resolve(stack.get_logical_id(
+        stack.table.table.node.default_child))]["Properties"]
+    assert "DeletionProtectionEnabled" not in table
+    assert stack.alarm_topic is not None  # no topic given: the stack's own
+    topic = {"Ref": stack.resolve(stack.get_logical_id(stack.alarm_topic.topic.node.default_child))}
+    for alarm in _of_type(template, "AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmActions"] == [topic]

@@ -9,7 +9,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 
-from infra.constructs.guarded_job import MAPPING_ACTIONS, QUEUE_ACTIONS
+from infra.constructs.guarded_job import FAILED_EVENT_ACTIONS, MAPPING_ACTIONS, QUEUE_ACTIONS
 from infra.constructs.table import INDEX_ACTIONS, TABLE_ACTIONS
 from infra.crm_sync import FEED_ACTIONS, NOTES_RECONCILE_ACTIONS, NOTES_WRITE_ACTIONS
 from infra.report_export import BUCKET_ACTIONS, OBJECT_ACTIONS
@@ -63,6 +63,12 @@ def _function_base(synth: Synth, function: lambda_.Function) -> Grant:
             | _pairs(INDEX_ACTIONS, index))
 
 
+def _failed_events(synth: Synth, queue: Any) -> Grant:
+    """Lambda puts an asynchronous event that failed every attempt on this queue, with
+    the function's role (its on-failure destination)."""
+    return _pairs(FAILED_EVENT_ACTIONS, _arn(synth, queue))
+
+
 def _crm_data(synth: Synth, *, runs: bool) -> Grant:
     """crm-sync's own data: a run reads the feed, writes and looks up notes; a sweep
     only looks notes up."""
@@ -98,13 +104,13 @@ def test_a_queue_jobs_function_may_use_the_table_and_its_own_trigger_queue(
     job = synth.stack.jobs[name]
     queue = _arn(synth, job.trigger_queue)
     expected = _function_base(synth, job.function) | _pairs(
-        (*QUEUE_ACTIONS, *MAPPING_ACTIONS), queue)
+        (*QUEUE_ACTIONS, *MAPPING_ACTIONS), queue) | _failed_events(synth, job.failed_ticks)
     if name == "crm-sync":
         expected |= _crm_data(synth, runs=True)
     if name == "report-export":
         expected |= _report_data(synth)
     assert _grants(synth, job.function.role) == expected  # type: ignore[arg-type]
-    assert {a for a, _ in expected if a.startswith("sqs:")} == {
+    assert {a for a, r in expected if a.startswith("sqs:") and r == _resource(queue)} == {
         "sqs:SendMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes",
         "sqs:ReceiveMessage", "sqs:DeleteMessage"}
 
@@ -113,7 +119,7 @@ def test_a_queue_jobs_function_may_use_the_table_and_its_own_trigger_queue(
 def test_a_skip_or_replace_jobs_function_may_use_the_table_only(synth: Synth, name: str) -> None:
     job = synth.stack.jobs[name]
     assert _grants(synth, job.function.role) == _function_base(  # type: ignore[arg-type]
-        synth, job.function)
+        synth, job.function) | _failed_events(synth, job.failed_ticks)
 
 
 @pytest.mark.parametrize(
@@ -142,7 +148,8 @@ def test_recovery_may_use_the_table_and_run_crm_sync(synth: Synth) -> None:
 def test_the_reconciler_may_use_the_table_and_look_notes_up(synth: Synth) -> None:
     [reconciler] = synth.stack.reconcilers
     assert _grants(synth, reconciler.function.role) == (  # type: ignore[arg-type]
-        _function_base(synth, reconciler.function) | _crm_data(synth, runs=False))
+        _function_base(synth, reconciler.function) | _crm_data(synth, runs=False)
+        | _failed_events(synth, reconciler.failed_sweeps))
 
 
 def test_no_statement_anywhere_has_a_wildcard_but_the_report_prefix(synth: Synth) -> None:

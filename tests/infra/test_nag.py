@@ -51,16 +51,18 @@ def test_each_acknowledgment_is_a_known_one_with_a_reason(synth: Synth) -> None:
         (path, rule.removeprefix("Annotation::")): reason
         for path, entries in metadata.items() for entry in entries
         if entry["type"] == ACKNOWLEDGED for rule, reason in entry["data"].items()}
-    # the schedules' dead-letter queues: cdk-nag's SQS3 recognizes a queue as a DLQ only
-    # when another queue redrives to it; and report-export's bucket (no access logs) and
+    # the schedules' dead-letter queues and the functions' failed-ticks (failed-sweeps)
+    # queues, their on-failure destinations: cdk-nag's SQS3 recognizes a queue as a DLQ
+    # only when another queue redrives to it; and report-export's bucket (no access logs) and
     # its one wildcard, the job's key prefix in that bucket
     data = synth.stack.report_export_data
     assert data is not None
     bucket = synth.logical_id(data.bucket)
     kinds = {(path.rsplit("/", 1)[-1], rule) for path, rule in acknowledged}
-    assert kinds == {("ScheduleDlq", "AwsSolutions-SQS3"), ("Bucket", "AwsSolutions-S1"),
+    assert kinds == {("ScheduleDlq", "AwsSolutions-SQS3"), ("FailedTicks", "AwsSolutions-SQS3"),
+                     ("FailedSweeps", "AwsSolutions-SQS3"), ("Bucket", "AwsSolutions-S1"),
                      ("FunctionRole", f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/reports/*]")}
-    assert len(acknowledged) == len(synth.stack.jobs) + 2
+    assert len(acknowledged) == 2 * len(synth.stack.jobs) + len(synth.stack.reconcilers) + 2
     assert {path for path, rule in acknowledged if rule.startswith("AwsSolutions-IAM5")} == {
         "/JobGuard/ReportExport/FunctionRole"}
     for (path, rule), reason in acknowledged.items():

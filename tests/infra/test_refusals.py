@@ -137,3 +137,18 @@ def test_context_values_that_are_taken() -> None:
     assert settings.powertools_layer_version == 40
     assert [type(p).__name__ for p in settings.invoker_principals()] == [
         "ArnPrincipal", "AccountPrincipal"]
+
+
+def test_an_overlap_alarm_no_run_can_reach_is_refused(parts: Parts) -> None:
+    # 80% of crm-sync's 5-minute interval is its 4-minute timeout: RunDuration never gets there
+    with _refused("overlap_alarm_share"):
+        parts.job(job=dataclasses.replace(CRM_SYNC, overlap_alarm_share=0.8))
+    # and a timeout cut below the alarm when the function is deployed: refused at synth
+    shorter_claims = dataclasses.replace(CRM_SYNC, claim_for=timedelta(minutes=2))
+    with _refused("overlap_alarm_share"):
+        shorter_claims.check_deployment(function_timeout=timedelta(minutes=3))
+
+
+def test_a_trigger_mapping_concurrency_lambda_does_not_take_is_refused(parts: Parts) -> None:
+    with _refused("trigger_max_concurrency"):
+        parts.job(trigger_max_concurrency=1)

@@ -10,6 +10,8 @@ from datetime import timedelta
 
 import pytest
 
+from jobguard.clock import to_ms
+
 from ._support import Gate, Recorder, in_thread, make_job, tick
 
 
@@ -57,6 +59,7 @@ def test_a_skip_and_a_run_emit_their_metrics_and_keyed_logs(aws, clock, capsys, 
     assert metrics["TriggersSkipped"] == 1
     assert metrics["LeaseAcquireAttempts"] == 2
     assert "RunDuration" in metrics
+    assert metrics["RunSucceeded"] == 1  # the dead-man alarm's heartbeat: one run, one
     logs = [json.loads(line) for line in log_lines.getvalue().splitlines()]
     ended = [entry for entry in logs if entry["message"] == "run ended"]
     assert ended and ended[0]["fence"] == 1 and ended[0]["status"] == "succeeded"
@@ -64,3 +67,30 @@ def test_a_skip_and_a_run_emit_their_metrics_and_keyed_logs(aws, clock, capsys, 
     assert not_run[0]["decision"] == "skipped"
     assert not_run[0]["holder_run_id"] == skipped["holder_run_id"]
     assert "fence" not in not_run[0]  # the holder's keys never leak into another thread
+
+
+def test_only_a_run_that_succeeded_feeds_the_dead_man_alarm(aws, clock, capsys):
+    # GIVEN a job whose handler raises
+    def fail(event, context):
+        raise RuntimeError("destination down")
+
+    job = make_job(aws, clock, fail)
+    # WHEN a tick runs it THEN the run ends (RunDuration) but reports no success
+    with pytest.raises(RuntimeError):
+        job(tick("crm-sync", clock.now()), None)
+    metrics = _emf(capsys.readouterr().out)
+    assert "RunDuration" in metrics and "RunSucceeded" not in metrics
+
+
+def test_a_tick_that_finds_the_job_paused_is_counted_for_the_paused_alarm(aws, clock, capsys):
+    # GIVEN a paused job
+    ran = []
+    job = make_job(aws, clock, lambda event, context: ran.append(event))
+    aws.store.pause("crm-sync", reason="destination maintenance", now_ms=to_ms(clock.now()))
+    # WHEN two ticks arrive THEN each is counted paused, nothing ran, nothing succeeded
+    for minutes in (0, 5):
+        outcome = job(tick("crm-sync", clock.now() + timedelta(minutes=minutes)), None)
+        assert outcome["decision"] == "paused"
+    metrics = _emf(capsys.readouterr().out)
+    assert metrics["TriggersPaused"] == 2
+    assert "RunSucceeded" not in metrics and not ran

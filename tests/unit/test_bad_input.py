@@ -23,7 +23,7 @@ from jobguard.local.emulator import in_process
 S = timedelta(seconds=1)
 GOOD: dict[str, Any] = {"name": "crm-sync", "handler": "handlers.crm_sync.lambda_handler",
                         "schedule": "rate(5 minutes)", "policy": OverlapPolicy.COALESCE,
-                        "timeout": 240 * S, "lease": 120 * S}
+                        "timeout": 240 * S, "lease": 120 * S, "overlap_alarm_share": 0.75}
 
 DEFINITIONS: dict[str, tuple[dict[str, Any], str]] = {
     "a name with the key delimiter": ({"name": "crm#sync"}, "name"),
@@ -47,6 +47,24 @@ DEFINITIONS: dict[str, tuple[dict[str, Any], str]] = {
     "stale_after negative": ({"stale_after": -S}, "stale_after"),
     "an alarm share as a string": ({"overlap_alarm_share": "0.8"}, "overlap_alarm_share"),
     "an alarm share over 1": ({"overlap_alarm_share": 1.5}, "overlap_alarm_share"),
+    # 80% of 5 minutes is the 4-minute timeout: no run reports a duration that long
+    "an overlap alarm no run can reach": ({"overlap_alarm_share": 0.8}, "overlap_alarm_share"),
+    "an overlap alarm at the whole timeout of a cron job": (
+        {"schedule": "cron(0 2 * * ? *)", "overlap_alarm_share": 1.0}, "overlap_alarm_share"),
+    "a monthly cron without its interval": ({"schedule": "cron(0 2 1 * ? *)"}, "cron_interval"),
+    "a cron interval on a rate schedule": ({"cron_interval": 300 * S}, "cron_interval"),
+    "a cron interval shorter than its ticks": (
+        {"schedule": "cron(0 2 * * ? *)", "cron_interval": 3600 * S}, "cron_interval"),
+    "a cron interval in seconds": (
+        {"schedule": "cron(0 2 1 * ? *)", "cron_interval": 90 * S}, "cron_interval"),
+    "a weekly job watched for three weeks": (
+        {"schedule": "cron(0 0 ? * SUN *)"}, "no_success_alarm_intervals"),
+    "a monthly job watched by CloudWatch": (
+        {"schedule": "cron(0 2 1 * ? *)", "cron_interval": 31 * 86400 * S,
+         "no_success_alarm_intervals": 1}, "no_success_alarm_intervals"),
+    "a no-success count of 0": ({"no_success_alarm_intervals": 0}, "no_success_alarm_intervals"),
+    "a pause alarm past CloudWatch's 7 days": (
+        {"paused_alarm_after": 8 * 86400 * S}, "paused_alarm_after"),
     "a skipped alarm count as a bool": ({"skipped_alarm_count": True}, "skipped_alarm_count"),
     "a description that is not text": ({"description": None}, "description"),
     "environment values that are not strings": ({"environment": {"BATCH": 5}}, "environment"),
@@ -184,3 +202,44 @@ def test_a_queued_manual_trigger_with_the_longest_id_is_read_back():
     queued = Trigger(trigger.job, trigger.trigger_id, TriggerKind.QUEUED)
     back, _ = parse_queue_message(queue_message_body(queued, event=event), job="crm-sync")
     assert back.trigger_id == trigger.trigger_id
+
+
+# -- what the alarms of a definition watch ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("schedule", "gap"), [
+    ("rate(5 minutes)", 300 * S),
+    ("cron(0 2 * * ? *)", 86400 * S),                # nightly
+    ("cron(0/15 * * * ? *)", 900 * S),
+    ("cron(0 9 ? * MON-FRI *)", 3 * 86400 * S),      # Friday 09:00 to Monday 09:00
+    ("cron(5,35 8-17 ? * * *)", (14 * 3600 + 30 * 60) * S),  # 17:35 to 08:05
+])
+def test_the_longest_time_between_ticks_is_derived_from_the_schedule(schedule, gap):
+    job = JobDefinition(**{**GOOD, "schedule": schedule, "no_success_alarm_intervals": 2})
+    assert job.tick_gap == gap
+
+
+def test_a_cron_the_schedule_cannot_tell_says_its_interval_and_may_go_unwatched():
+    monthly = JobDefinition(**{**GOOD, "schedule": "cron(0 2 1 * ? *)",
+                               "cron_interval": 31 * 86400 * S,
+                               "no_success_alarm_intervals": None})
+    assert monthly.tick_gap == 31 * 86400 * S
+    assert monthly.no_success_window() is None
+
+
+def test_the_dead_man_window_covers_two_full_length_runs():
+    # GIVEN a SKIP job ticking every minute whose runs may take its whole 10-minute timeout
+    job = JobDefinition(**{**GOOD, "schedule": "rate(1 minute)", "policy": OverlapPolicy.SKIP,
+                           "timeout": 600 * S, "overlap_alarm_share": None})
+    window = job.no_success_window()
+    # THEN 3 quiet minutes are not "stopped": two successes may be 11 minutes apart (the
+    # next tick, then a full-length run), so 12 quiet periods are
+    assert window is not None and window.period == 60 * S
+    assert window.periods == 12
+
+
+def test_a_drill_deployment_drops_an_overlap_alarm_its_short_runs_cannot_reach():
+    job = JobDefinition(**GOOD)
+    assert job.overlap_threshold(job.timeout) == 225 * S
+    drill = job.for_drills()  # 60 s runs against a 5-minute interval
+    assert drill.overlap_alarm_share is None and drill.overlap_threshold(drill.timeout) is None

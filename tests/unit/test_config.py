@@ -107,7 +107,8 @@ def _definition(**options):
 
     return JobDefinition(**{"name": "crm-sync", "handler": "handlers.crm_sync.lambda_handler",
                             "schedule": "rate(5 minutes)", "policy": OverlapPolicy.COALESCE,
-                            "timeout": 240 * S, "lease": 120 * S, **options})
+                            "timeout": 240 * S, "lease": 120 * S,
+                            "overlap_alarm_share": 0.75, **options})
 
 
 @pytest.mark.parametrize(
@@ -135,6 +136,8 @@ def test_an_unsafe_job_definition_is_refused_naming_the_field(options, field):
         ({"function_timeout": 240 * S, "queue_visibility_timeout": 23 * 60 * S},
          "queue_visibility_timeout"),                       # < 6 x the function timeout
         ({"function_timeout": 240 * S, "queue_retention": timedelta(days=16)}, "item_ttl"),
+        # the overlap alarm at 225 s: a 200 s function never reports a run that long
+        ({"function_timeout": 200 * S}, "overlap_alarm_share"),
     ],
 )
 def test_a_deployment_that_would_make_a_safe_definition_unsafe_is_refused(deployed, field):
