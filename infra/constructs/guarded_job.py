@@ -321,6 +321,10 @@ class GuardedJob(Construct):
             self, "UncertainAlarm", metric=job_metric(name, "UncertainOutcomes"),
             threshold=1, action=action, runbook=runbook("uncertain"),
         )
+        alarms["incomplete"] = runbook_alarm(
+            self, "IncompleteAlarm", metric=job_metric(name, "RunsIncomplete"),
+            threshold=1, action=action, runbook=runbook("incomplete"),
+        )
         alarms["reconciled"] = runbook_alarm(
             self, "ReconciliationFindingsAlarm",
             metric=job_metric(name, "ReconciliationFindings"), threshold=1, action=action,
@@ -390,7 +394,7 @@ class GuardedJob(Construct):
             left=metrics("LeaseAcquireAttempts", "RunSucceeded", "LeaseTakeovers", "LeaseLost"))
         items = cloudwatch.GraphWidget(
             title="Work items", width=8,
-            left=metrics("ItemsCompleted", "ItemsFailed", "ItemsRetried",
+            left=metrics("ItemsCompleted", "ItemsFailed", "ItemsRetried", "RunsIncomplete",
                          "UncertainOutcomes", "ReconciliationFindings",
                          "CompletionsRejected"))
         queues: list[cloudwatch.IMetric] = [

@@ -117,6 +117,14 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
             f"run recovery for the item's cursor range (`jobguard recover {name} ...`, dry "
             "run first)."),
         AlarmText(
+            "incomplete", "run incomplete",
+            f"A run of {name} finished with work items failed or still uncertain (the "
+            "counts are on its run record, status `incomplete`). Its trigger is done; "
+            "those items are not retried by the next tick unless they are retryable.",
+            f"`jobguard runs {name} --status incomplete` and `jobguard items {name}` name "
+            "them; once the destination is healthy, recover their cursor range with "
+            "`--mode failed` or `--mode uncertain` (dry run first)."),
+        AlarmText(
             "reconciled", "reconciliation findings",
             f"Reconciliation found the effect of an uncertain item of {name} already at "
             "the destination (the call landed, its response was lost) and recorded it as "
