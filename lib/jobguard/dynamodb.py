@@ -910,7 +910,6 @@ class DynamoJobStore:
         actions = [self._update(self._lease_key(job), e, update, condition),
                    self._update(self._fence_key(job), f, f"SET {hw} = {f.v(new_fence)}",
                                 f"attribute_not_exists({hw}) OR {hw} < {f.v(new_fence)}")]
-        kinds = ["lease", "fence"]
         trigger = raw.get("trigger_id")
         if isinstance(run, str) and isinstance(trigger, str):
             t = _Expr()
@@ -918,7 +917,6 @@ class DynamoJobStore:
                 self._trigger_key(job, trigger), t,
                 f"SET {t.n('state')} = {t.v(State.RELEASED.value)}",
                 f"attribute_not_exists({t.n('state')}) OR {t.n('run_id')} = {t.v(run)}"))
-            kinds.append("trigger")
         try:
             self._client.transact_write_items(TransactItems=actions,
                                               ClientRequestToken=str(uuid.uuid4()))

@@ -93,6 +93,9 @@ def test_repair_of_a_row_with_a_garbled_fence_issues_the_next_fence_above_the_hi
     raw = aws.store.read_lease_raw(JOB)
     assert raw["fence"] == 4 and "run_id" not in raw and raw["last_run_id"] == "R3"
     assert raw["released_by"] == "operator:alice"
+    assert raw["released_at_ms"] == T0 + 10 * LEASE_MS and raw["queued_n"] == 0
+    assert not {"prev_run_id", "paused_at_ms", "paused_reason", "trigger_id", "owner",
+                "expires_at_ms"} & set(raw), raw
     assert aws.store.high_water(JOB) == 4
     assert aws.store.read_trigger(JOB, f"{JOB}@manual:3").state is State.RELEASED
     assert take(aws.store, 4, "R4", now_ms=T0 + 11 * LEASE_MS).fence == 5
@@ -141,7 +144,7 @@ def test_repair_of_a_row_nobody_holds_clears_no_trigger_and_never_clobbers_a_new
                                  unique_id="meanwhile")
     with pytest.raises(StoreError) as info:
         aws.store.repair(JOB, now_ms=T0 + 4_000, by="dave")
-    assert info.value.operation == "repair"
+    assert info.value.operation == "repair" and info.value.job == JOB
     lease = aws.store.read_lease(JOB)
     assert lease.run_id == "R2" and lease.fence == new + 2
 
@@ -202,3 +205,78 @@ def test_an_acquisition_whose_answer_was_lost_reads_back_whether_it_landed(aws, 
     assert result.displaced_run_id is None
     assert aws.store.read_lease(JOB).run_id == "R1" and aws.store.high_water(JOB) == 1
     assert len(sent) == (1 if applied else 2)
+
+
+def test_repair_of_a_paused_row_without_its_reason_keeps_the_pause_and_says_paused(aws):
+    """GIVEN a paused row whose reason was lost (and a garbled fence) WHEN repaired THEN
+    the pause stays with the reason ``paused``."""
+    take(aws.store, 1, "R1")
+    aws.store.pause(JOB, reason="maintenance", now_ms=T0 + 1_000)
+    _damage(aws, JOB, fence={"S": "x"})
+    aws.ddb.update_item(TableName=aws.table, Key=_pk(JOB), UpdateExpression="REMOVE #r",
+                        ExpressionAttributeNames={"#r": "paused_reason"})
+    aws.store.repair(JOB, now_ms=T0 + 2_000)
+    raw = aws.store.read_lease_raw(JOB)
+    assert raw["paused_reason"] == "paused" and raw["paused_at_ms"] == T0 + 1_000
+
+
+def test_repair_of_a_held_row_that_lost_its_trigger_id_still_repairs(aws):
+    """GIVEN a held row whose trigger_id attribute is gone WHEN repaired THEN the row is
+    rewritten (no trigger to mark released) and the holder is gone."""
+    take(aws.store, 1, "R1")
+    aws.ddb.update_item(TableName=aws.table, Key=_pk(JOB), UpdateExpression="REMOVE #t",
+                        ExpressionAttributeNames={"#t": "trigger_id"})
+    assert aws.store.repair(JOB, now_ms=T0 + 2_000) == 2
+    assert aws.store.read_lease(JOB).run_id is None
+    assert aws.store.read_trigger(JOB, f"{JOB}@manual:1").state is State.RUNNING
+
+
+@pytest.mark.parametrize("meanwhile", ["holder released", "trigger queued"])
+def test_repair_is_refused_when_the_row_moved_without_a_new_fence(aws, meanwhile):
+    """GIVEN a repair that read the row (held by R1, or free with no queued trigger)
+    WHEN, before its write, R1 releases (no new fence) or a trigger is queued (the count
+    moves) THEN the repair is refused: it would erase what happened."""
+    from jobguard.records import Decision, RunRecord, RunStatus
+    from jobguard.trigger_state import Next, Route
+
+    take(aws.store, 1, "R1")
+    if meanwhile == "trigger queued":
+        aws.store.force_release(JOB, holder_run_id="R1", fence=1, now_ms=T0 + 500,
+                                by="bob", reason="test")
+        take(aws.store, 2, "R2", now_ms=T0 + 600)
+
+    def act(**_: Any) -> None:
+        aws.ddb.meta.events.unregister("before-call.dynamodb.TransactWriteItems",
+                                       unique_id="act")
+        if meanwhile == "holder released":
+            record = RunRecord(job=JOB, run_id="R1", trigger_id=f"{JOB}@manual:1",
+                               trigger_kind="manual", policy="QUEUE", decision=Decision.RAN,
+                               status=RunStatus.SUCCEEDED, started_at_ms=T0,
+                               ended_at_ms=T0 + 1_000)
+            released = aws.store.release(
+                JOB, run_id="R1", fence=1, trigger_id=f"{JOB}@manual:1", outcome=State.DONE,
+                record=record, record_ttl_s=10**10, trigger_ttl_s=10**10)
+            assert released.released
+        else:
+            record = RunRecord(job=JOB, run_id="Q1", trigger_id=f"{JOB}@manual:q",
+                               trigger_kind="manual", policy="QUEUE",
+                               decision=Decision.QUEUED, status=RunStatus.QUEUED,
+                               started_at_ms=T0 + 700, ended_at_ms=T0 + 700)
+            lease = aws.store.read_lease(JOB)
+            refused = aws.store.record_decision(
+                record, step=Next.QUEUE, lease=lease, item=None, route=Route.QUEUE,
+                now_ms=T0 + 700, skew_ms=5_000, max_queued=5, trigger_ttl_s=10**10,
+                record_ttl_s=10**10)
+            assert refused is None and aws.store.read_lease(JOB).queued_n == 1
+
+    aws.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", act,
+                                 unique_id="act")
+    before = aws.store.high_water(JOB)
+    with pytest.raises(StoreError):
+        aws.store.repair(JOB, now_ms=T0 + 2_000)
+    assert aws.store.high_water(JOB) == before
+    if meanwhile == "trigger queued":
+        lease = aws.store.read_lease(JOB)
+        assert lease.queued_n == 1 and lease.run_id == "R2"
+    else:
+        assert aws.store.read_lease(JOB).released_by == "run"
