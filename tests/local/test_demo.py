@@ -4,6 +4,8 @@ drill. Asserts on the drills' JSON summary, not on the exit code alone."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -32,12 +34,25 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("demo") / "summary.json"
-    done = subprocess.run([sys.executable, "-m", "jobguard.local.demo", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-    assert out.exists(), done.stdout[-4000:] + done.stderr[-4000:]
+    # Its own process group: if it runs out of time, SIGTERM lets it stop the local AWS
+    # and remove its files, and then nothing it started is left running.
+    proc = subprocess.Popen([sys.executable, "-m", "jobguard.local.demo", "--json", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=840)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+        pytest.fail("the demo ran past 14 minutes and was stopped: " + stdout[-3000:])
+    assert out.exists(), stdout[-4000:] + stderr[-4000:]
     summary: dict[str, Any] = json.loads(out.read_text())
-    summary["exit_code"] = done.returncode
-    summary["stdout"] = done.stdout
+    summary["exit_code"] = proc.returncode
+    summary["stdout"] = stdout
     return summary
 
 

@@ -33,6 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--job", help="drill this job instead of the examples")
     parser.add_argument("--keep", action="store_true", help="leave the local AWS running")
     args = parser.parse_args(argv)
+    import signal
+
+    # A SIGTERM (a timeout, a CI runner stopping) unwinds like Ctrl-C: the local AWS
+    # and its function workers are stopped and their temporary files removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))  # handlers.jobs: the deployment's job definitions
 
@@ -79,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"JOBGUARD_TABLE={outputs['TableName']}\n"
                   "  jobguard status crm-sync; jobguard runs crm-sync; jobguard drill")
             aws.process = None  # not stopped below
+            aws.workdir = None  # its workers still use it
         return 0 if held else 1
     finally:
         aws.stop()

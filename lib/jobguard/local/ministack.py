@@ -68,6 +68,9 @@ class LocalStack:
     endpoint: str
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    workdir: Path | None = None
+    """MiniStack's own temporary folder (its function workers' code, S3 data): removed
+    when it stops, so no run leaves megabytes per function behind in /tmp."""
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -79,16 +82,20 @@ class LocalStack:
               timeout_s: float = 30.0) -> LocalStack:
         """Start MiniStack on 127.0.0.1 (a free port unless ``port``) and wait until
         it answers."""
+        import tempfile
+
         port = port or _free_port()
+        workdir = Path(tempfile.mkdtemp(prefix="jobguard-ministack-"))
         env = {**os.environ, "BIND_HOST": "127.0.0.1", "GATEWAY_PORT": str(port),
-               "MINISTACK_HOST": "127.0.0.1", "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO")}
+               "MINISTACK_HOST": "127.0.0.1", "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"),
+               "TMPDIR": str(workdir), "S3_DATA_DIR": str(workdir / "s3")}
         for name in ("AWS_ENDPOINT_URL", "PYTHONPATH", "VIRTUAL_ENV"):
             env.pop(name, None)
         log = open(log_path, "ab") if log_path else None  # noqa: SIM115 - kept open
         process = subprocess.Popen([str(executable())], env=env, stdout=log or subprocess.DEVNULL,
                                    stderr=subprocess.STDOUT, start_new_session=True)
         stack = cls(endpoint=f"http://127.0.0.1:{port}", process=process, log_path=log_path,
-                    _log=log)
+                    workdir=workdir, _log=log)
         deadline = time.monotonic() + timeout_s
         while not stack.ready():
             if process.poll() is not None:
@@ -119,6 +126,12 @@ class LocalStack:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self.workdir is not None and (self.process is None or
+                                         self.process.poll() is not None):
+            import shutil
+
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
 
     def __enter__(self) -> LocalStack:
         return self
