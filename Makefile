@@ -24,12 +24,14 @@ export AWS_EC2_METADATA_DISABLED := true
 CDK := node_modules/.bin/cdk
 
 $(STAMP): pyproject.toml
+	@echo "[make] installing jobguard with its dev and CDK tools into $(VENV) (first run: 2-3 min)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,cdk]'
 	@touch $(STAMP)
 
 $(MS_STAMP):
+	@echo "[make] installing the local AWS (MiniStack $(MINISTACK_VERSION)) into $(MS_VENV)"
 	@test -x $(MS_VENV)/bin/python || $(PYTHON) -m venv $(MS_VENV)
 	$(MS_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(MS_VENV)/bin/python -m pip install --quiet ministack==$(MINISTACK_VERSION)
@@ -67,6 +69,7 @@ synth: $(STAMP) $(CDK)
 	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
 
 $(CDK): package.json package-lock.json
+	@echo "[make] installing the CDK CLI (npm ci)"
 	npm ci --no-audit --no-fund
 	@touch $(CDK)
 

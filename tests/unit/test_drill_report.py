@@ -65,8 +65,10 @@ def test_the_table_names_every_drill_and_job_and_the_verdict() -> None:
     failed = DrillResult("a-very-long-drill-name:overlap", "x", error="TimeoutError: x")
     failed.tallies += [JobTally("report-export")]
     lines = render_table([held, failed]).splitlines()
-    assert lines[0].split()[:3] == ["drill", "job", "triggers"]
-    assert lines[2].split() == ["second-worker", "crm-sync", "3", "2", "0", "0", "1", "0",
-                                "0", "15", "0", "0", "0", "0", "held"]
-    assert lines[3].split()[0] == "a-very-long-drill-name:overlap"
-    assert lines[3].split()[-1] == "FAILED"
+    assert max(len(line) for line in lines if "TimeoutError" not in line) <= 100
+    assert lines[0].split()[:5] == ["drill", "/", "job", "trig", "runs"]
+    assert lines[2].split() == ["second-worker", "held"]
+    assert lines[3].split() == ["crm-sync", "3", "2", "0", "0", "1", "0", "0", "15", "0",
+                                "0", "0", "0"]
+    assert lines[4].split()[:2] == ["a-very-long-drill-name:overlap", "FAILED"]
+    assert "TimeoutError" in lines[4] and lines[5].split()[0] == "report-export"

@@ -42,11 +42,12 @@ class JobTally:
         return dict(self.__dict__)
 
 
-COLUMNS = (("triggers", "triggers"), ("runs", "runs"), ("skipped", "skip"),
+COLUMNS = (("triggers", "trig"), ("runs", "runs"), ("skipped", "skip"),
            ("queued", "queue"), ("coalesced", "coal"), ("duplicate", "dup"),
-           ("takeovers", "takeover"), ("completed", "done"), ("failed", "failed"),
-           ("uncertain", "uncert"), ("reconciled", "reconc"),
-           ("duplicates_at_destination", "dest_dups"))
+           ("takeovers", "takeover"), ("completed", "done"), ("failed", "fail"),
+           ("uncertain", "uncert"), ("reconciled", "recon"),
+           ("duplicates_at_destination", "dest_dup"))
+"""(count, header): headers short enough for 100 columns; the README explains each."""
 
 
 @dataclass
@@ -111,19 +112,20 @@ def tally(job: str, records: Iterable[RunRecord], ledger: Iterable[ItemRecord],
 
 
 def render_table(results: Sequence[DrillResult]) -> str:
-    widths = [max(len(short), 4) + 2 for _, short in COLUMNS]
-    name_w = max([26] + [len(r.name) + 2 for r in results])
-    header = (f"{'drill':<{name_w}}{'job':<15}"
-              + "".join(f"{short:>{w}}" for (_, short), w in zip(COLUMNS, widths, strict=True))
-              + "  verdict")
+    """The drills as a table a person reads in 100 columns: a line per drill (its name
+    and verdict), then a line per job it touched with its counts."""
+    widths = [len(short) + 2 for _, short in COLUMNS]
+    job_w = max([15] + [len(t.job) + 3 for r in results for t in r.tallies])
+    header = (f"{'drill / job':<{job_w}}"
+              + "".join(f"{short:>{w}}" for (_, short), w in zip(COLUMNS, widths, strict=True)))
     lines = [header, "-" * len(header)]
     for result in results:
         verdict = "held" if result.held else "FAILED"
-        rows = result.tallies or [JobTally(job="-")]
-        for i, row in enumerate(rows):
+        lines.append(f"{result.name}  {verdict}" + (f"  ({result.error})" if result.error
+                                                     else ""))
+        for row in result.tallies or [JobTally(job="-")]:
             values = row.as_dict()
             cells = "".join(f"{values[key]:>{w}}"
                             for (key, _), w in zip(COLUMNS, widths, strict=True))
-            lines.append(f"{result.name if i == 0 else '':<{name_w}}{row.job:<15}{cells}"
-                         f"  {verdict if i == 0 else ''}".rstrip())
+            lines.append(f"  {row.job:<{job_w - 2}}{cells}")
     return "\n".join(lines)

@@ -26,6 +26,67 @@ from .ministack import ROOT, VERSION, LocalStack
 __all__ = ["main"]
 
 
+class _Progress:
+    """Each line with the time since the demo started; while a step is quiet for 20 s,
+    a line saying it is still at work (a deploy takes a minute, a drill up to 40 s)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.started = time.monotonic()
+        self.step = "starting"
+        self.last = self.started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+        self._thread.start()
+
+    def stamp(self) -> str:
+        elapsed = int(time.monotonic() - self.started)
+        return f"[{elapsed // 60:2d}m{elapsed % 60:02d}s]"
+
+    def say(self, text: str) -> None:
+        for line in str(text).splitlines() or [""]:
+            print(f"{self.stamp()} {line}" if line.strip() else line, flush=True)
+        self.last = time.monotonic()
+
+    def doing(self, step: str) -> None:
+        self.step = step
+        self.say(step)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(5):
+            if time.monotonic() - self.last >= 20:
+                self.say(f"  ... still {self.step}")
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _check_selection(only: Sequence[str], job: str | None) -> None:
+    """--only and --job are checked before anything starts (a typo would otherwise
+    surface after a minute of deploying)."""
+    from ..drill.drills import DRILLS, job_drills
+
+    if job is not None:
+        from handlers.jobs import JOBS  # the jobs this stack deploys
+
+        known = sorted(j.name for j in JOBS)
+        if job not in known:
+            raise SystemExit(f"error: --job: {job!r} is not a job of this stack "
+                             f"(jobs: {', '.join(known)})")
+        names = [d.name for d in job_drills(job)]
+    else:
+        names = [d.name for d in DRILLS]
+    unknown = sorted(set(only) - set(names))
+    if unknown:
+        import difflib
+
+        hints = [m for u in unknown for m in difflib.get_close_matches(u, names, n=1)]
+        raise SystemExit(f"error: --only: unknown drill {', '.join(unknown)} (drills: "
+                         f"{', '.join(names)})"
+                         + (f"; did you mean {', '.join(hints)}?" if hints else ""))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the drills' summary here")
@@ -33,13 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--job", help="drill this job instead of the examples")
     parser.add_argument("--keep", action="store_true", help="leave the local AWS running")
     args = parser.parse_args(argv)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # handlers.jobs: the deployment's job definitions
+    _check_selection(args.only or (), args.job)
     import signal
 
     # A SIGTERM (a timeout, a CI runner stopping) unwinds like Ctrl-C: the local AWS
     # and its function workers are stopped and their temporary files removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # handlers.jobs: the deployment's job definitions
 
     import boto3
 
@@ -50,20 +112,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     local = ROOT / ".local"
     local.mkdir(exist_ok=True)
     started = time.monotonic()
+    progress = _Progress()
+    progress.doing("starting the local AWS (MiniStack)")
     aws = LocalStack.start(log_path=local / "ministack.log")
     try:
-        print(f"local AWS: MiniStack {VERSION} at {aws.endpoint} (log: .local/ministack.log)")
-        print("deploying the jobguard stack with the CDK CLI (log: .local/deploy.log)")
-        outputs = deploy(aws.endpoint, log=local / "deploy.log")
+        progress.say(f"local AWS: MiniStack {VERSION} at {aws.endpoint} "
+                     "(log: .local/ministack.log)")
+        progress.doing("deploying the jobguard stack with the CDK CLI: bootstrap, then "
+                       "deploy, about a minute each (log: .local/deploy.log)")
+        outputs = deploy(aws.endpoint, log=local / "deploy.log", say=progress.say)
         session = boto3.session.Session(region_name=aws.env["AWS_REGION"],
                                         aws_access_key_id="test",
                                         aws_secret_access_key="test")
-        print("checked through the AWS APIs:")
+        progress.say("checked through the AWS APIs:")
         inspected = inspect_deployment(session, aws.endpoint, outputs)
         for what, ok in inspected:
-            print(f"  {'ok ' if ok else 'BAD'} {what}")
+            progress.say(f"  {'ok ' if ok else 'BAD'} {what}")
         stack = connect(stack=DEFAULT_STACK, endpoint=aws.endpoint)
-        results = run_drills(stack, only=args.only or (), job=args.job)
+        progress.step = "running the drills"
+
+        def say(text: str) -> None:
+            if text.strip().startswith("== "):
+                progress.step = f"in drill {text.strip()[3:].split(':')[0]}"
+            progress.say(text)
+
+        results = run_drills(stack, only=args.only or (), job=args.job, say=say)
+        progress.close()
         print("\n" + render_table(results))
         report = summary(results)
         report["deployment"] = [{"what": w, "ok": ok} for w, ok in inspected]
@@ -87,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             aws.workdir = None  # its workers still use it
         return 0 if held else 1
     finally:
+        progress.close()
         aws.stop()
 
 
