@@ -339,7 +339,7 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
         # Judged again on the plan made under the lease: the ledger may have changed
         # while the recovery waited for it (a plan of 50 can have become 250).
         fresh = make_plan(job, runtime.items, request, now_ms=to_ms(run.clock.now()))
-        _check_confirmation(fresh, request, limit, under_lease=True)
+        _check_under_lease(plan, fresh, request, limit)
         _execute(job, run, request, fresh, summary)
         run.stats.update({f"recovery_{k}": v for k, v in summary.as_dict().items()})
         return summary.as_dict()
@@ -354,22 +354,37 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
     return answer
 
 
-def _check_confirmation(plan: Plan, request: RecoveryRequest, limit: int, *,
-                        under_lease: bool = False) -> None:
-    """A given token must match this plan, whatever its size; a plan above the threshold
-    needs one."""
-    changed = ("the ledger changed since the dry run (judged again under the lease): "
-               "plan again and pass the new token" if under_lease else
-               "run the dry run of this same request and pass its token (a token from "
-               "another request, or from before the ledger changed, is refused)")
+def _check_confirmation(plan: Plan, request: RecoveryRequest, limit: int) -> None:
+    """Before the lease: a given token must match this plan, whatever its size; a plan
+    above the threshold needs one."""
     if request.confirm is not None and request.confirm != plan.token:
-        raise InvalidRequestError("confirm", f"does not match this plan ({plan.to_replay} "
-                                  f"items to replay); {changed}")
+        raise InvalidRequestError(
+            "confirm", f"does not match this plan ({plan.to_replay} items to replay): run "
+            "the dry run of this same request and pass its token (a token from another "
+            "request, or from before the ledger changed, is refused)")
     if request.confirm is None and plan.to_replay > limit:
         raise InvalidRequestError(
             "confirm", f"required: {plan.to_replay} items exceed the threshold of {limit}; "
-            + ("the plan grew while the recovery waited for the lease: plan again and pass "
-               "its token" if under_lease else "run the dry run and pass its token"))
+            "run the dry run and pass its token")
+
+
+def _check_under_lease(confirmed: Plan, fresh: Plan, request: RecoveryRequest,
+                       limit: int) -> None:
+    """Under the lease, the plan is judged again: the ledger may have moved while the
+    recovery waited. A plan at or under the threshold needs no token; above it, the
+    token must have confirmed every item it would replay (a plan that only shrank, as a
+    run finished some of them, stays confirmed)."""
+    if fresh.token == confirmed.token or fresh.to_replay <= limit:
+        return
+    if request.confirm is not None and set(fresh.replay_ids) <= set(confirmed.replay_ids):
+        return
+    raise InvalidRequestError(
+        "confirm", f"required: the plan grew while the recovery waited for the lease: "
+        f"{fresh.to_replay} items exceed the threshold of {limit}"
+        + ("" if request.confirm is None else
+           f" and {len(set(fresh.replay_ids) - set(confirmed.replay_ids))} of them were not "
+           "in the plan you confirmed")
+        + "; plan again and pass its token")
 
 
 def _wait(request: RecoveryRequest, margin: timedelta, context: Any) -> timedelta:

@@ -394,3 +394,36 @@ def test_a_run_reports_an_uncertain_item_presented_with_another_payload(aws, clo
     assert len(notes.all()) == 4  # still one note per work id
     never.set()
     thread.join(10)
+
+
+def test_a_confirmed_plan_that_shrank_while_waiting_still_runs(aws, clock):
+    """GIVEN a recovery of 10 unfinished items confirmed with its token (threshold 5),
+    waiting for the lease a scheduled run holds
+    WHEN that run completes them all before it releases (the plan shrinks to 0)
+    THEN the recovery runs (it replays nothing), not refused for a changed ledger."""
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes, n=10)
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "10"}
+    plan = recover(request, job=job, threshold=5)
+    assert plan["needs_confirmation"] and plan["plan"]["to_replay"] == 10
+    inside, go = threading.Event(), threading.Event()
+
+    def hold(**ctx: Any) -> None:
+        if not inside.is_set():
+            inside.set()
+            assert go.wait(20)
+
+    with hooks.on("after_acquire", hold):
+        scheduled, _ = in_thread(lambda: job.handler()(manual("tick-1"), None))
+        assert inside.wait(10)
+        recovery, box = in_thread(lambda: recover(
+            {**request, "dry_run": False, "confirm": plan["plan"]["token"]}, job=job,
+            threshold=5))
+        recovery.join(0.5)
+        assert recovery.is_alive(), box
+        go.set()
+        scheduled.join(10)
+        recovery.join(20)
+    assert "error" not in box, box["error"]
+    assert box["result"]["summary"]["replayed"] == 0
+    assert len(notes.all()) == 10 and Counter(notes.calls).most_common(1)[0][1] == 1
