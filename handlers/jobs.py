@@ -36,6 +36,7 @@ REPORT_EXPORT = JobDefinition(
     # A period's tick still runs up to 6 hours late (a long outage, a backlog in the
     # queue): an export is worth making late, unlike a sync that the next tick covers.
     stale_after=timedelta(hours=6),
+    sweeps_unresolved=True,  # each run takes up earlier periods left failed or uncertain
     description=(
         "Writes one CSV object per hourly reporting period to S3. Every tick is a "
         "distinct period, so a tick during a run waits in the queue and runs after it: "

@@ -102,7 +102,8 @@ class JobGuardStack(Stack):
             Reconciler(self, f"{pascal(job.name)}Reconciler", job=job, table=self.table,
                        bundle=self.bundle, alarm_action=action,
                        dead_letter_queue=self.jobs[job.name].schedule_dlq,
-                       schedule_enabled=enabled)
+                       schedule_enabled=enabled,
+                       trigger_queue=self.jobs[job.name].trigger_queue)
             for job in jobs if job.reconciler_schedule
         ]
         self.recovery = RecoveryFunction(

@@ -20,6 +20,16 @@ from jobguard.errors import ConfigError
 
 from .bundle import LambdaBundle
 
+LOG_ACTIONS: dict[str, str] = {
+    "logs:CreateLogStream": "the Lambda runtime creates the invocation's log stream in the "
+                            "function's own log group with the function's role",
+    "logs:PutLogEvents": "the Lambda runtime writes the function's output (Powertools' "
+                         "logs and EMF metrics) to its own log group with its role",
+}
+"""Actions every function's role has that no jobguard call makes: what Lambda itself
+does with the role, on the function's own log group only (``tests/infra/test_iam``
+allows these extras and no others)."""
+
 RESERVED_PREFIXES = ("AWS_", "JOBGUARD_", "_")
 """Environment variables a job's ``environment`` may not set: Lambda's own, and the
 ones the stack sets from the job definition."""
@@ -75,5 +85,6 @@ def python_function(
         role=role,
         log_group=log_group,
     )
-    log_group.grant_write(role)
+    role.add_to_policy(iam.PolicyStatement(actions=sorted(LOG_ACTIONS),
+                                           resources=[log_group.log_group_arn]))
     return function

@@ -3,7 +3,10 @@
 It sweeps the job's unresolved items against the destination. It takes the job's lease
 like any run, so it never overlaps the job's own runs (a sweep is skipped while the job
 runs). The function reads ``JOBGUARD_TABLE``, ``JOBGUARD_RECOVERY_MODULES`` (the module
-of the job's handler, which registers the job) and ``JOBGUARD_JOB``.
+of the job's handler, which registers the job) and ``JOBGUARD_JOB``; for a job with a
+trigger queue also ``JOBGUARD_TRIGGER_QUEUE_URL``: a sweep that held the lease while a
+follow-up was pending sends it again and wakes a deferred trigger when it releases, so
+the follow-up runs right after the sweep instead of at the next trigger.
 
 Example:
     >>> Reconciler(self, "CrmSyncReconciler", job=CRM_SYNC, table=table, bundle=bundle)
@@ -15,11 +18,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from jobguard import environment
+from jobguard.callsites import Path, Target, required_actions
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 
@@ -31,11 +36,17 @@ from .alarms import Runbook, dlq_alarm, errors_alarm
 from .bundle import LambdaBundle
 from .table import JobTable
 
-__all__ = ["RECONCILER_HANDLER", "Reconciler"]
+__all__ = ["RECONCILER_HANDLER", "Reconciler", "reconciler_paths"]
 
 RECONCILER_HANDLER = "handlers.reconciler.lambda_handler"
 SWEEP_MAX_EVENT_AGE = timedelta(hours=1)
 """A sweep not delivered within an hour is dropped: the next sweep covers it."""
+
+
+def reconciler_paths(*, queued: bool) -> frozenset[Path]:
+    """A sweep is a run that reads the unresolved items; releasing the lease of a job
+    with a trigger queue, it sends the pending follow-up again and wakes a deferred one."""
+    return frozenset({Path.RUN, Path.SWEEP, *([Path.FOLLOW_UP] if queued else [])})
 
 
 class Reconciler(Construct):
@@ -46,6 +57,8 @@ class Reconciler(Construct):
             a new one, with its alarm, when not given.
         schedule_enabled: False creates the sweep's schedule DISABLED (a local
             deployment, where only what a drill delivers runs).
+        trigger_queue: the job's trigger queue (a ``QUEUE``/``COALESCE`` job): the sweep
+            may send and wake its follow-ups there, nothing else.
     """
 
     def __init__(
@@ -61,6 +74,7 @@ class Reconciler(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         handler: str = RECONCILER_HANDLER,
         schedule_enabled: bool = True,
+        trigger_queue: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if job.reconciler_schedule is None:
@@ -68,18 +82,29 @@ class Reconciler(Construct):
                               f"job {job.name!r} does not ask for a reconciler")
         self.job = job
         job.check_deployment(function_timeout=job.timeout)  # its sweeps run as the job
+        if trigger_queue is not None and not job.config().needs_queue:
+            raise ConfigError("trigger_queue", f"job {job.name!r} ({job.policy.value}) has "
+                              "no trigger queue")
+        variables = {
+            environment.TABLE: table.table_name,
+            environment.RECOVERY_MODULES: module_of(job.handler),
+            environment.JOB_NAME: job.name,
+        }
+        if trigger_queue is not None:
+            variables[environment.TRIGGER_QUEUE_URL] = trigger_queue.queue_url
         self.function = python_function(
             self, "Function",
             bundle=bundle, handler=handler, timeout=job.timeout, memory_mb=job.memory_mb,
-            environment={
-                environment.TABLE: table.table_name,
-                environment.RECOVERY_MODULES: module_of(job.handler),
-                environment.JOB_NAME: job.name,
-            },
+            environment=variables,
             description=f"jobguard reconciler for {job.name} ({job.reconciler_schedule})",
             log_retention=log_retention,
         )
-        table.grant_job_access(self.function)
+        self.paths = reconciler_paths(queued=trigger_queue is not None)
+        table.grant_paths(self.function, jobs=[job.name], paths=self.paths)
+        if trigger_queue is not None:
+            self.function.add_to_role_policy(iam.PolicyStatement(
+                actions=list(required_actions(self.paths, Target.TRIGGER_QUEUE)),
+                resources=[trigger_queue.queue_arn]))
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         if dead_letter_queue is None:
             dead_letter_queue = new_dead_letter_queue(

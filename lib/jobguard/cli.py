@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .callsites import SURFACE, call_site
+from .callsites import SURFACE, Path, call_site
 
 __all__ = ["main"]
 
@@ -49,6 +49,7 @@ RECOVER_INVOKE = call_site(
     note="the operator sees the error naming `Invoke`, exit status 1; sent once (no SDK "
          "resend, the answer awaited 900 s): a lost answer says the recovery may have run, "
          "and running it again replays nothing twice (lease, completed items skipped)",
+    paths=(Path.OPERATOR,),
 )
 
 

@@ -77,6 +77,11 @@ class JobDefinition:
     """Alarm after this many skipped triggers in a row (evaluation periods)."""
     reconciler_schedule: str | None = None
     """If set, a scheduled reconciler sweeps this job's unresolved items."""
+    sweeps_unresolved: bool = False
+    """The handler reads the job's unresolved items itself (``store.unresolved``, as
+    report-export takes up earlier unfinished periods): its function may then query the
+    ``unresolved`` index and batch-read items (:attr:`jobguard.callsites.Path.SWEEP`);
+    other job functions may not."""
     description: str = ""
     environment: dict[str, str] = field(default_factory=dict)
     """Extra environment variables for the job's function (its destination, say)."""
@@ -107,6 +112,9 @@ class JobDefinition:
                 or not isinstance(self.skipped_alarm_count, int) or self.skipped_alarm_count < 1):
             raise ConfigError("skipped_alarm_count",
                               f"must be an integer >= 1, got {self.skipped_alarm_count!r}")
+        if not isinstance(self.sweeps_unresolved, bool):
+            raise ConfigError("sweeps_unresolved",
+                              f"must be True or False, got {self.sweeps_unresolved!r}")
         if not isinstance(self.description, str):
             raise ConfigError("description", f"must be a string, got {self.description!r}")
         if not isinstance(self.environment, dict) or not all(

@@ -702,10 +702,12 @@ class GuardedJob:
             queue.defer(receipt, 0)
 
     def _queue_if_configured(self) -> TriggerQueuePort | None:
-        """The trigger queue, or None where this function has none: a recovery or
-        reconciler run of a queued job releases like any run, but wakes and resends are
-        its queue's business, and a deferred message comes back by itself."""
-        if self.runtime().queue is None and not self.config.needs_queue:
+        """The trigger queue, or None where this function has none. A reconciler of a
+        queued job is given its queue (``trigger_queue_url``): its release wakes and
+        resends like the job's own. A recovery has none: a deferred message comes back
+        by itself and a pending follow-up runs at the next trigger."""
+        if (self.runtime().queue is None and not self.config.needs_queue
+                and self.config.trigger_queue_url is None):
             return None
         try:
             return self._trigger_queue()
