@@ -597,7 +597,9 @@ def build_parser() -> argparse.ArgumentParser:
     drill = sub.add_parser(
         "drill", help="run the failure drills against a stack deployed with "
         "-c jobguard:drills=true (locally: --endpoint-url; in AWS: --profile/--region)")
-    drill.add_argument("--stack", default="JobGuard", help="the CloudFormation stack")
+    drill.add_argument("--stack", default="JobGuard-drills",
+                       help="the drills deployment's CloudFormation stack (JobGuard-drills; "
+                            "locally JobGuard-local)")
     drill.add_argument("--only", action="append", metavar="NAME",
                        help="run only this drill (repeatable)")
     drill.add_argument("--job", help="drill this job (any deployed job whose module "
