@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from jobguard import OverlapPolicy
 from jobguard.definitions import JobDefinition
-from jobguard.drill import switches
 
 CRM_SYNC = JobDefinition(
     name="crm-sync",
@@ -50,10 +49,11 @@ JOBS_BY_NAME = {job.name: job for job in JOBS}
 
 def deployed(job: JobDefinition) -> JobDefinition:
     """``job`` as this function was deployed: the drill timings
-    (:meth:`JobDefinition.for_drills`) when its environment enables drills, else as is.
+    (:meth:`JobDefinition.for_drills`) when its environment enables drills, else as is
+    (:meth:`JobDefinition.as_deployed`).
 
     Example:
         >>> deployed(CRM_SYNC).config().lease  # JOBGUARD_DRILLS unset
         datetime.timedelta(seconds=120)
     """
-    return job.for_drills() if switches.drills_enabled() else job
+    return job.as_deployed()

@@ -86,7 +86,8 @@ class JobGuardStack(Stack):
         self.table = JobTable(self, "Table")
         self.bundle = LambdaBundle(
             self, "Bundle", packages=packages, dependencies=settings.dependencies,
-            powertools_layer_version=settings.powertools_layer_version)
+            powertools_layer_version=settings.powertools_layer_version,
+            drills=settings.drills)
         action = None
         if settings.alarm_topic_arn:
             action = cw_actions.SnsAction(

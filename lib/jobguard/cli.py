@@ -602,8 +602,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "locally JobGuard-local)")
     drill.add_argument("--only", action="append", metavar="NAME",
                        help="run only this drill (repeatable)")
-    drill.add_argument("--job", help="drill this job (any deployed job whose module "
-                       "calls jobguard.drill.switches.install) instead of the examples")
+    drill.add_argument("--job", help="drill this job (any deployed guarded job: the "
+                       "library installs its switches) instead of the examples")
     drill.set_defaults(run=cmd_drill)
     return parser
 

@@ -161,10 +161,24 @@ class JobDefinition:
         :data:`DRILL_TIMEOUT`. Everything else (policy, batch size, schedule, every
         validation rule) is unchanged. Only a deployment made with ``-c
         jobguard:drills=true`` uses it; the handlers pick it when their function's
-        environment says so (:func:`jobguard.drill.switches.drills_enabled`).
+        environment says so (:meth:`as_deployed`).
         """
         return dataclasses.replace(self, timeout=DRILL_TIMEOUT, lease=DRILL_LEASE,
                                    heartbeat_every=DRILL_HEARTBEAT)
+
+    def as_deployed(self) -> JobDefinition:
+        """This job as its function was deployed: :meth:`for_drills` when the function's
+        environment enables drills (``JOBGUARD_DRILLS=1``), else itself.
+
+        Example:
+            >>> JobDefinition(name="x", handler="m.f", schedule="rate(1 hour)",
+            ...               policy=OverlapPolicy.SKIP, timeout=timedelta(minutes=1),
+            ...               lease=timedelta(seconds=30)).as_deployed().lease
+            datetime.timedelta(seconds=30)
+        """
+        from . import _drills
+
+        return self.for_drills() if _drills.enabled() else self
 
     def check_deployment(
         self,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from . import _mutants
+from . import _drills, _mutants
 from ._bounds import bounded_extra, bounded_text
 from .clock import Clock, SystemClock, to_ms
 from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
@@ -133,6 +133,7 @@ class GuardedJob:
         serves_triggers: bool = True,
     ) -> None:
         self.config = config
+        _drills.apply(config.name)  # drill fault switches: nothing unless JOBGUARD_DRILLS=1
         self.serves_triggers = serves_triggers
         """False for a service run (the reconciler's sweep): it does not do the job's
         regular work, so it never absorbs a pending follow-up."""
