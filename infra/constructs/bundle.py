@@ -49,6 +49,7 @@ __all__ = [
     "BUILD_DIR",
     "DRILL_CODE",
     "NEVER_SHIPPED",
+    "POWERTOOLS_LAYER_RELEASES",
     "POWERTOOLS_LAYER_VERSION",
     "RUNTIME",
     "Dependencies",
@@ -67,6 +68,10 @@ POWERTOOLS_LAYER_ACCOUNT = "017000801446"
 POWERTOOLS_LAYER_VERSION = 36
 """The public Powertools v3 layer version used unless ``jobguard:powertoolsLayerVersion``
 says otherwise. The layer carries Powertools with its extras, pydantic v2 among them."""
+POWERTOOLS_LAYER_RELEASES = {36: "3.31.1"}
+"""The Powertools release each known layer version carries. The dev extra pins
+Powertools to the default layer's release, so the tests run what the functions run
+(``tests/infra/test_pins`` checks)."""
 
 BUILD_DIR = Path(__file__).resolve().parents[2] / ".local" / "cdk-build"
 """The build cache: staged code and pip-built layers (ignored by git)."""
