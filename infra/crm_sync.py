@@ -21,6 +21,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from handlers import crm_sync
+from infra.constructs._lint import acknowledge
 from jobguard.destinations import DYNAMODB_PUT, DYNAMODB_RECONCILE
 
 __all__ = ["FEED_ACTIONS", "NOTES_RECONCILE_ACTIONS", "NOTES_WRITE_ACTIONS", "CrmSyncData"]
@@ -43,7 +44,7 @@ class CrmSyncData(Construct):
     def _table(self, construct_id: str, partition: str, sort: str | None = None
                ) -> dynamodb.Table:
         string = dynamodb.AttributeType.STRING
-        return dynamodb.Table(
+        table = dynamodb.Table(
             self, construct_id,
             partition_key=dynamodb.Attribute(name=partition, type=string),
             sort_key=dynamodb.Attribute(name=sort, type=string) if sort else None,
@@ -53,6 +54,10 @@ class CrmSyncData(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=RemovalPolicy.RETAIN,
         )
+        acknowledge(table, "CKV_AWS_119",
+                    "the example job's own data, encrypted with the AWS managed key; a real "
+                    "deployment points the job at its CRM instead")
+        return table
 
     def wire(self, *, runs: Sequence[lambda_.Function],
              reconciles: Sequence[lambda_.Function]) -> None:

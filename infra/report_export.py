@@ -24,6 +24,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from handlers import report_export
+from infra.constructs._lint import acknowledge
 from jobguard.destinations import S3_HEAD, S3_PUT
 
 __all__ = ["BUCKET_ACTIONS", "OBJECT_ACTIONS", "ReportExportData"]
@@ -52,13 +53,14 @@ class ReportExportData(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             removal_policy=RemovalPolicy.RETAIN,
         )
+        no_access_logs = (
+            "The example job's reports bucket has no server access logs: it is written only "
+            "by the report-export function, whose every write is a work item in the jobguard "
+            "ledger and a run record (who, when, which version). Point it at your access-log "
+            "bucket in a real deployment.")
         Validations.of(self.bucket).acknowledge(Acknowledgment(
-            id="AwsSolutions-S1",
-            reason="The example job's reports bucket has no server access logs: it is "
-                   "written only by the report-export function, whose every write is a "
-                   "work item in the jobguard ledger and a run record (who, when, which "
-                   "version). Point it at your access-log bucket in a real deployment.",
-        ))
+            id="AwsSolutions-S1", reason=no_access_logs))
+        acknowledge(self.bucket, "CKV_AWS_18", no_access_logs)
 
     def wire(self, *, runs: Sequence[lambda_.Function]) -> None:
         """``runs`` export (the job's function)."""

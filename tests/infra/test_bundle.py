@@ -179,7 +179,7 @@ def test_every_handler_imports_from_the_production_asset_alone(synth) -> None:
         "assert jobguard.__file__.startswith(sys.argv[1]), jobguard.__file__\n"
         "assert not [m for m in sys.modules if m.startswith('jobguard.drill')]\n"
         "print('ok')\n")
-    done = subprocess.run([sys.executable, "-c", script, str(code_dir)], capture_output=True,
+    done = subprocess.run([sys.executable, "-B", "-c", script, str(code_dir)], capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin", "AWS_REGION": "eu-west-1"},
                           cwd=code_dir, check=False)
     assert done.stdout.strip() == "ok", done.stderr
