@@ -46,7 +46,8 @@ demo: $(STAMP) $(MS_STAMP) $(CDK)
 demo-embedded: $(STAMP)
 	$(PY) -m jobguard.local.policy_demo
 
-## test: lint, type-check, then every test suite (unit, contract, scenarios, handlers, infra)
+## test: lint, type-check, then every test suite (unit, contract, scenarios, handlers, infra;
+## infra runs cfn-lint and checkov on the production, drills and local templates)
 test: $(STAMP) $(MS_STAMP) $(CDK) lint typecheck
 	$(PY) -m pytest tests
 

@@ -12,14 +12,11 @@ from typing import Any
 
 from handlers.jobs import CRM_SYNC, deployed
 from jobguard import BatchJob, ClaimedItem, ItemRecord, Page, WorkId, current_run, hooks
-from jobguard.drill import switches
 from jobguard.registry import register
 
 CONTACTS_TABLE = "CRM_CONTACTS_TABLE"
 NOTES_TABLE = "CRM_NOTES_TABLE"
 FEED = "changes"
-
-switches.install(CRM_SYNC.name)  # drill fault switches: a no-op unless JOBGUARD_DRILLS=1
 
 
 class CrmSync(BatchJob[dict[str, Any]]):

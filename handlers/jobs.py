@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from jobguard import OverlapPolicy
 from jobguard.definitions import JobDefinition
-from jobguard.drill import switches
 
 CRM_SYNC = JobDefinition(
     name="crm-sync",
@@ -42,6 +41,7 @@ REPORT_EXPORT = JobDefinition(
     # A period's tick still runs up to 6 hours late (a long outage, a backlog in the
     # queue): an export is worth making late, unlike a sync that the next tick covers.
     stale_after=timedelta(hours=6),
+    sweeps_unresolved=True,  # each run takes up earlier periods left failed or uncertain
     description=(
         "Writes one CSV object per hourly reporting period to S3. Every tick is a "
         "distinct period, so a tick during a run waits in the queue and runs after it: "
@@ -55,10 +55,11 @@ JOBS_BY_NAME = {job.name: job for job in JOBS}
 
 def deployed(job: JobDefinition) -> JobDefinition:
     """``job`` as this function was deployed: the drill timings
-    (:meth:`JobDefinition.for_drills`) when its environment enables drills, else as is.
+    (:meth:`JobDefinition.for_drills`) when its environment enables drills, else as is
+    (:meth:`JobDefinition.as_deployed`).
 
     Example:
         >>> deployed(CRM_SYNC).config().lease  # JOBGUARD_DRILLS unset
         datetime.timedelta(seconds=120)
     """
-    return job.for_drills() if switches.drills_enabled() else job
+    return job.as_deployed()

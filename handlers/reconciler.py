@@ -22,9 +22,12 @@ def lambda_handler(event: Any, context: Any) -> Any:
     if name not in _guards:
         registry.load_from_environment()
         job = registry.get(name)
-        # The sweep is a run of the job (same lease), skipped while the job runs.
+        # The sweep is a run of the job (same lease), skipped while the job runs. With
+        # the job's queue (the stack sets it for a queued job), its release sends a
+        # pending follow-up again and wakes a deferred trigger.
         config = job.config.__class__(**{**_fields(job.config), "policy": "SKIP",
-                                         "trigger_queue_url": None})
+                                         "trigger_queue_url": environment.optional(
+                                             environment.TRIGGER_QUEUE_URL)})
         # A sweep serves no trigger: it never absorbs the job's pending follow-up.
         _guards[name] = GuardedJob(
             config, lambda e, c: sweep(current_run(), job.reconcile).as_dict(),

@@ -29,7 +29,6 @@ from typing import Any
 
 from handlers.jobs import REPORT_EXPORT, deployed
 from jobguard import InvalidTriggerError, WorkId, current_run, guarded, hooks
-from jobguard.drill import switches
 
 BUCKET = "REPORT_BUCKET"
 PREFIX = "reports/"
@@ -39,7 +38,6 @@ CATCH_UP = 24
 """At most this many earlier unfinished periods are taken up by one run (a day's worth)."""
 _FORMAT = "%Y-%m-%dT%H:%MZ"
 
-switches.install(REPORT_EXPORT.name)
 _clients: dict[str, Any] = {}
 
 

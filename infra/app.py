@@ -5,6 +5,11 @@ rules (cdk-nag 3: a CDK policy validation plugin; an unacknowledged finding fail
 synthesis). Context values (``-c jobguard:...``) are listed in :mod:`infra.settings`;
 ``-c jobguard:local=true`` selects host-platform dependencies for the local emulator.
 
+Three deployments, each its own stack and tag (``jobguard:deployment``): production
+(``JobGuard``), drills in a test account (``JobGuard-drills``: only an account on
+``jobguard:drillsAccounts``, and the stack is bound to it) and local (``JobGuard-local``,
+the emulator's account).
+
 Example:
     >>> app = build_app({"jobguard:recoveryInvokers": "123456789012"})  # doctest: +SKIP
     >>> app.synth()  # doctest: +SKIP
@@ -13,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: keep infra/ off sys.path (infr
 import aws_cdk as cdk  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
-from infra.settings import StackSettings  # noqa: E402
+from infra.settings import DEPLOYMENT_TAG, StackSettings  # noqa: E402
 from infra.stack import JobGuardStack  # noqa: E402
 from jobguard.definitions import JobDefinition  # noqa: E402
 
@@ -47,19 +53,28 @@ def build_app(
     *,
     outdir: str | None = None,
     jobs: Sequence[JobDefinition] | None = None,
+    account: str | None = None,
 ) -> cdk.App:
     """The app with the jobguard stack and cdk-nag's AWS Solutions checks.
 
     Context given on the command line (or by ``cdk.json``) wins over ``context``.
+    ``account`` is the account being deployed to (default: ``CDK_DEFAULT_ACCOUNT``, which
+    the CDK CLI sets from the caller's credentials).
     """
     if jobs is None:
         from handlers.jobs import JOBS
 
         jobs = JOBS
     app = cdk.App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
-    settings = StackSettings.from_context(app.node.try_get_context)
-    JobGuardStack(app, settings.stack_name, jobs=jobs, settings=settings)
+    settings = StackSettings.from_context(
+        app.node.try_get_context, account=account or os.environ.get("CDK_DEFAULT_ACCOUNT"))
+    env = None
+    if settings.deployment == "drills":  # cdk deploy refuses any other account
+        env = cdk.Environment(account=settings.account,
+                              region=os.environ.get("CDK_DEFAULT_REGION"))
+    JobGuardStack(app, settings.stack_name, jobs=jobs, settings=settings, env=env)
     cdk.Tags.of(app).add("project", "jobguard")
+    cdk.Tags.of(app).add(DEPLOYMENT_TAG, settings.deployment)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
 

@@ -1,6 +1,8 @@
 """The stack's settings, read once from CDK context and validated when built.
 
-- ``jobguard:stackName`` (``JobGuard``): the CloudFormation stack name;
+- ``jobguard:stackName`` (``JobGuard``; ``JobGuard-drills``, ``JobGuard-local``): the
+  CloudFormation stack name. A drills or local deployment's name must end in
+  ``-drills`` / ``-local``, so that it can never replace a production stack;
 - ``jobguard:local`` (``false``): deploying to the local emulator, so host-platform
   dependencies, and schedules created disabled (see :attr:`StackSettings.local`);
 - ``jobguard:drills`` (``false``): a deployment for ``jobguard drill``: every job with
@@ -12,6 +14,14 @@
   may invoke the recovery function, comma-separated;
 - ``jobguard:alarmTopicArn`` (none): an SNS topic every alarm notifies; without it the
   stack creates one (KMS-encrypted, TLS only) and every alarm notifies that.
+- ``jobguard:drillsAccounts`` (none): the 12-digit accounts a drills deployment may go
+  to, comma-separated. A drills synth (not local) refuses any other account: the account
+  comes from ``CDK_DEFAULT_ACCOUNT`` (the CDK CLI sets it from your credentials) and the
+  stack is bound to it, so its template cannot be deployed elsewhere either. A local
+  deployment goes to the emulator's account (``000000000000``) only.
+
+Every deployment is tagged ``jobguard:deployment`` = ``production``, ``drills`` or
+``local``.
 
 Operations (see :class:`OperationsSettings`; each with a safe default):
 
@@ -48,7 +58,8 @@ from jobguard.errors import ConfigError
 
 from .constructs.bundle import POWERTOOLS_LAYER_VERSION, Dependencies
 
-__all__ = ["CONTEXT", "OPERATIONS_CONTEXT", "LOG_RETENTION", "OperationsSettings",
+__all__ = ["CONTEXT", "DEPLOYMENT_TAG", "LOCAL_ACCOUNT", "LOG_RETENTION",
+           "OPERATIONS_CONTEXT", "OperationsSettings", "PRODUCTION_STACK_NAME",
            "StackSettings"]
 
 CONTEXT = {
@@ -59,7 +70,13 @@ CONTEXT = {
     "powertools_layer_version": "jobguard:powertoolsLayerVersion",
     "recovery_invokers": "jobguard:recoveryInvokers",
     "alarm_topic_arn": "jobguard:alarmTopicArn",
+    "drills_accounts": "jobguard:drillsAccounts",
 }
+
+PRODUCTION_STACK_NAME = "JobGuard"
+LOCAL_ACCOUNT = "000000000000"
+"""The local emulator's account (MiniStack's, ``jobguard.local.ministack.ACCOUNT``)."""
+DEPLOYMENT_TAG = "jobguard:deployment"
 
 _ACCOUNT = re.compile(r"^\d{12}$")
 _IAM_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(root|role/[\w+=,.@/-]+|user/[\w+=,.@/-]+)$")
@@ -179,7 +196,9 @@ def _created_key(scope: Construct) -> kms.IKey:
 class StackSettings:
     """What a deployment of :class:`infra.stack.JobGuardStack` may vary."""
 
-    stack_name: str = "JobGuard"
+    stack_name: str = ""
+    """The stack's name; by default ``JobGuard``, ``JobGuard-drills`` or ``JobGuard-local``
+    (see :attr:`deployment`)."""
     dependencies: Dependencies = Dependencies.POWERTOOLS_LAYER
     """Where the functions' third-party packages come from (host wheels when local)."""
     powertools_layer_version: int = POWERTOOLS_LAYER_VERSION
@@ -197,8 +216,39 @@ class StackSettings:
     Never for a production deployment: the fault switches then become live."""
     operations: OperationsSettings = field(default_factory=OperationsSettings)
     """Encryption, tracing, concurrency, protection, retention (:class:`OperationsSettings`)."""
+    drills_accounts: tuple[str, ...] = field(default_factory=tuple)
+    """The accounts a drills deployment may go to (``jobguard:drillsAccounts``)."""
+    account: str | None = None
+    """The account being deployed to, when known (``CDK_DEFAULT_ACCOUNT``)."""
+
+    @property
+    def deployment(self) -> str:
+        """``local`` (the emulator, drills or not), ``drills`` (a test account) or
+        ``production``: the stack's name suffix and its ``jobguard:deployment`` tag."""
+        return "local" if self.local else "drills" if self.drills else "production"
 
     def __post_init__(self) -> None:
+        suffix = "" if self.deployment == "production" else f"-{self.deployment}"
+        if not self.stack_name:
+            object.__setattr__(self, "stack_name", PRODUCTION_STACK_NAME + suffix)
+        if suffix and not self.stack_name.endswith(suffix):
+            raise ConfigError("stack_name", f"{self.stack_name!r}: a {self.deployment} "
+                              f"deployment's stack name must end in {suffix!r}, so that it "
+                              "never replaces a production stack")
+        for account in (*self.drills_accounts, *([self.account] if self.account else [])):
+            if not _ACCOUNT.fullmatch(account):
+                raise ConfigError("drills_accounts" if account != self.account else "account",
+                                  f"{account!r} is not a 12-digit account id")
+        if self.local and self.account not in (None, LOCAL_ACCOUNT):
+            raise ConfigError("account", f"a local deployment goes to the emulator's account "
+                              f"{LOCAL_ACCOUNT}, not {self.account}")
+        if self.drills and not self.local and self.account not in self.drills_accounts:
+            raise ConfigError(
+                "drills_accounts",
+                f"a drills deployment turns on fault switches and disables schedules: "
+                f"account {self.account or '(unknown: no CDK_DEFAULT_ACCOUNT)'} is not on "
+                f"the drills allow-list {list(self.drills_accounts)} "
+                f"(-c {CONTEXT['drills_accounts']}=<account>,...)")
         if not _STACK_NAME.fullmatch(self.stack_name):
             raise ConfigError("stack_name", f"{self.stack_name!r} is not a stack name")
         object.__setattr__(self, "dependencies", _enum(self.dependencies))
@@ -220,10 +270,12 @@ class StackSettings:
             raise ConfigError("alarm_topic_arn", f"{self.alarm_topic_arn!r} is not an SNS ARN")
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any] | Callable[[str], Any]) -> StackSettings:
-        """Read ``jobguard:*`` context (a mapping, or ``node.try_get_context``)."""
+    def from_context(cls, context: Mapping[str, Any] | Callable[[str], Any], *,
+                     account: str | None = None) -> StackSettings:
+        """Read ``jobguard:*`` context (a mapping, or ``node.try_get_context``);
+        ``account`` is the one being deployed to, when known."""
         get = context if callable(context) else context.get
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"account": account or None}
         if (name := get(CONTEXT["stack_name"])) is not None:
             options["stack_name"] = str(name)
         dependencies = get(CONTEXT["dependencies"])
@@ -247,7 +299,14 @@ class StackSettings:
             options["alarm_topic_arn"] = str(topic)
         options["operations"] = OperationsSettings.from_context(
             get, disposable=bool(options.get("local") or options["drills"]))
-        return cls(**options)
+        options["drills_accounts"] = _list(get(CONTEXT["drills_accounts"]))
+        try:
+            return cls(**options)
+        except ConfigError as exc:  # name the context key the user sets
+            if exc.field == "drills_accounts":
+                raise ConfigError(CONTEXT["drills_accounts"], str(exc).split(": ", 1)[-1]) \
+                    from None
+            raise
 
     def invoker_principals(self) -> list[iam.IPrincipal]:
         return [iam.AccountPrincipal(i) if _ACCOUNT.fullmatch(i) else iam.ArnPrincipal(i)

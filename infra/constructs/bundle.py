@@ -1,8 +1,10 @@
 """What every jobguard function runs from: one code asset and its dependencies, no Docker.
 
 - **Code**: the installed ``jobguard`` package plus your handler packages, copied into a
-  content-addressed folder of the build cache (no ``__pycache__``, and never
-  ``jobguard.local``, the emulator). One asset, shared by every function of a stack.
+  content-addressed folder of the build cache (no ``__pycache__``). One asset, shared by
+  every function of a stack, and lean: never the operator and test tools
+  (:data:`NEVER_SHIPPED`: the CLI, the fault harness, the test helpers, the emulator), and
+  the drill switches (:data:`DRILL_CODE`) only in a drill deployment.
 - **Dependencies** (:class:`Dependencies`): the public Powertools for AWS Lambda layer
   (default: nothing to build, so ``cdk synth`` is offline), a layer of platform wheels
   pinned to the versions installed here, or host wheels for the local emulator, whose
@@ -45,6 +47,9 @@ from jobguard.errors import ConfigError
 __all__ = [
     "ARCHITECTURE",
     "BUILD_DIR",
+    "DRILL_CODE",
+    "NEVER_SHIPPED",
+    "POWERTOOLS_LAYER_RELEASES",
     "POWERTOOLS_LAYER_VERSION",
     "RUNTIME",
     "Dependencies",
@@ -63,6 +68,10 @@ POWERTOOLS_LAYER_ACCOUNT = "017000801446"
 POWERTOOLS_LAYER_VERSION = 36
 """The public Powertools v3 layer version used unless ``jobguard:powertoolsLayerVersion``
 says otherwise. The layer carries Powertools with its extras, pydantic v2 among them."""
+POWERTOOLS_LAYER_RELEASES = {36: "3.31.1"}
+"""The Powertools release each known layer version carries. The dev extra pins
+Powertools to the default layer's release, so the tests run what the functions run
+(``tests/infra/test_pins`` checks)."""
 
 BUILD_DIR = Path(__file__).resolve().parents[2] / ".local" / "cdk-build"
 """The build cache: staged code and pip-built layers (ignored by git)."""
@@ -79,7 +88,13 @@ botocore must not be shadowed)."""
 
 _EXCLUDED_PARTS = {"__pycache__"}
 _EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
-_EXCLUDED_SUBPACKAGES = {("jobguard", "local")}
+NEVER_SHIPPED = frozenset({("jobguard", "cli.py"), ("jobguard", "faults.py"),
+                           ("jobguard", "testing.py"), ("jobguard", "local")})
+"""Operator and test tools no function imports: ``jobguard`` (the CLI), the fault
+harness, the test helpers, the local emulator."""
+DRILL_CODE = frozenset({("jobguard", "drill")})
+"""The drill package: imported by a function only when ``JOBGUARD_DRILLS=1`` (a drill
+deployment), so only a drill deployment's asset carries it."""
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 
 Runner = Callable[[list[str]], None]
@@ -109,6 +124,7 @@ class LambdaBundle(Construct):
         dependencies: see :class:`Dependencies`.
         powertools_layer_version: the public layer's version (POWERTOOLS_LAYER only).
         build_dir: the build cache.
+        drills: a drill deployment: the asset carries the drill switches.
     """
 
     def __init__(
@@ -121,6 +137,7 @@ class LambdaBundle(Construct):
         powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
         build_dir: Path = BUILD_DIR,
         run: Runner | None = None,
+        drills: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.runtime = RUNTIME
@@ -128,7 +145,8 @@ class LambdaBundle(Construct):
         self.dependencies = Dependencies(dependencies)
         roots = [Path(jobguard.__file__).resolve().parent]
         roots += [Path(p).resolve() for p in packages]
-        self.code_dir = stage_code(roots, build_dir)
+        self.code_dir = stage_code(
+            roots, build_dir, exclude=NEVER_SHIPPED if drills else NEVER_SHIPPED | DRILL_CODE)
         self.code = lambda_.Code.from_asset(str(self.code_dir))
         self.layers: list[lambda_.ILayerVersion]
         if self.dependencies is Dependencies.POWERTOOLS_LAYER:
@@ -167,8 +185,10 @@ def powertools_layer_arn(version: int) -> str:
 
 # -- code asset ---------------------------------------------------------------------------
 
-def stage_code(package_dirs: Sequence[Path], build_dir: Path) -> Path:
-    """Copy the packages into ``build_dir/code-<content hash>`` (once) and return it."""
+def stage_code(package_dirs: Sequence[Path], build_dir: Path, *,
+               exclude: frozenset[tuple[str, str]] = NEVER_SHIPPED) -> Path:
+    """Copy the packages into ``build_dir/code-<content hash>`` (once) and return it,
+    leaving out ``exclude`` ((package, top-level module or subpackage) pairs)."""
     names: dict[str, Path] = {}
     for directory in package_dirs:
         if not (directory / "__init__.py").is_file():
@@ -177,7 +197,7 @@ def stage_code(package_dirs: Sequence[Path], build_dir: Path) -> Path:
             raise ConfigError("packages", f"two packages named {directory.name!r}: "
                               f"{names[directory.name]} and {directory}")
         names[directory.name] = directory
-    files = sorted(f for d in names.values() for f in _package_files(d))
+    files = sorted(f for d in names.values() for f in _package_files(d, exclude))
     digest = hashlib.sha256()
     for relative, source in files:
         digest.update(relative.encode() + b"\0" + source.read_bytes() + b"\0")
@@ -206,12 +226,13 @@ def _prune(build_dir: Path, *, keep: Path) -> None:
             continue  # pruned by another synth meanwhile
 
 
-def _package_files(package_dir: Path) -> Iterator[tuple[str, Path]]:
+def _package_files(package_dir: Path, exclude: frozenset[tuple[str, str]]
+                   ) -> Iterator[tuple[str, Path]]:
     for path in package_dir.rglob("*"):
         if not path.is_file() or path.suffix in _EXCLUDED_SUFFIXES:
             continue
         parts = (package_dir.name, *path.relative_to(package_dir).parts)
-        if _EXCLUDED_PARTS.intersection(parts) or parts[:2] in _EXCLUDED_SUBPACKAGES:
+        if _EXCLUDED_PARTS.intersection(parts) or parts[:2] in exclude:
             continue
         yield "/".join(parts), path
 

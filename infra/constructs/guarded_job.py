@@ -37,6 +37,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from jobguard import environment
+from jobguard.callsites import Path, Target, required_actions
 from jobguard.definitions import VISIBILITY_FACTOR, JobDefinition
 from jobguard.errors import ConfigError
 from jobguard.runbook import ASYNC_RETRIES, busy_metric, busy_window, job_alarms, queue_age_limit
@@ -61,18 +62,36 @@ from .table import JobTable
 __all__ = [
     "FAILED_EVENT_ACTIONS",
     "MAPPING_ACTIONS",
-    "QUEUE_ACTIONS",
     "SCHEDULER_MAX_EVENT_AGE",
     "GuardedJob",
+    "job_paths",
     "receive_budget",
     "tick_input",
 ]
 
-QUEUE_ACTIONS = ("sqs:SendMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes")
-"""What jobguard itself does to the trigger queue: send, defer or wake, depth."""
-MAPPING_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage")
-"""What the event source mapping does with the function's role (it also reads the
-queue's attributes, already in :data:`QUEUE_ACTIONS`)."""
+MAPPING_ACTIONS: dict[str, str] = {
+    "sqs:ReceiveMessage": "the event source mapping polls the trigger queue with the "
+                          "function's role (no jobguard code receives)",
+    "sqs:DeleteMessage": "the event source mapping deletes a message once its invocation "
+                         "reports it done",
+    "sqs:GetQueueAttributes": "the event source mapping reads the queue's attributes when it "
+                              "is created and while it polls",
+}
+"""Actions the function's role needs that no jobguard call makes: what the event source
+mapping does with it, each with its reason (``tests/infra/test_iam`` allows these extras
+and no others)."""
+
+
+def job_paths(job: JobDefinition) -> frozenset[Path]:
+    """The code paths a job's own function runs: every run; its trigger queue's when its
+    policy has one; the sweep's reads when its handler reads unresolved items."""
+    paths = {Path.RUN}
+    if job.config().needs_queue:
+        paths.add(Path.QUEUE)
+    if job.sweeps_unresolved:
+        paths.add(Path.SWEEP)
+    return frozenset(paths)
+
 
 FAILED_EVENT_ACTIONS = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
 """What Lambda does, with the function's role, to put a failed asynchronous event on the
@@ -198,13 +217,15 @@ class GuardedJob(Construct):
             tracing=tracing,
             log_key=encryption_key,
         )
-        table.grant_job_access(self.function)
+        self.paths = job_paths(job)
+        table.grant_paths(self.function, jobs=[job.name], paths=self.paths)
         if encryption_key is not None and self.trigger_queue is not None:
             # sending, deferring and receiving on a queue encrypted with the key
             encryption_key.grant_encrypt_decrypt(self.function)
         if self.trigger_queue is not None:
+            queue_actions = required_actions(self.paths, Target.TRIGGER_QUEUE)
             self.function.add_to_role_policy(iam.PolicyStatement(
-                actions=[*QUEUE_ACTIONS, *MAPPING_ACTIONS],
+                actions=sorted({*queue_actions, *MAPPING_ACTIONS}),
                 resources=[self.trigger_queue.queue_arn]))
             # One trigger per invocation; a deferred trigger is a reported item failure.
             self.trigger_mapping = lambda_.EventSourceMapping(

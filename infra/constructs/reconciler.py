@@ -3,7 +3,10 @@
 It sweeps the job's unresolved items against the destination. It takes the job's lease
 like any run, so it never overlaps the job's own runs (a sweep is skipped while the job
 runs). The function reads ``JOBGUARD_TABLE``, ``JOBGUARD_RECOVERY_MODULES`` (the module
-of the job's handler, which registers the job) and ``JOBGUARD_JOB``.
+of the job's handler, which registers the job) and ``JOBGUARD_JOB``; for a job with a
+trigger queue also ``JOBGUARD_TRIGGER_QUEUE_URL``: a sweep that held the lease while a
+follow-up was pending sends it again and wakes a deferred trigger when it releases, so
+the follow-up runs right after the sweep instead of at the next trigger.
 
 Example:
     >>> Reconciler(self, "CrmSyncReconciler", job=CRM_SYNC, table=table, bundle=bundle)
@@ -15,6 +18,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
@@ -22,6 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from jobguard import environment
+from jobguard.callsites import Path, Target, required_actions
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 from jobguard.runbook import ASYNC_RETRIES, reconciler_alarms
@@ -34,11 +39,17 @@ from .alarms import async_dropped_alarm, dlq_alarm, errors_alarm, from_text, thr
 from .bundle import LambdaBundle
 from .table import JobTable
 
-__all__ = ["RECONCILER_HANDLER", "Reconciler"]
+__all__ = ["RECONCILER_HANDLER", "Reconciler", "reconciler_paths"]
 
 RECONCILER_HANDLER = "handlers.reconciler.lambda_handler"
 SWEEP_MAX_EVENT_AGE = timedelta(hours=1)
 """A sweep not delivered within an hour is dropped: the next sweep covers it."""
+
+
+def reconciler_paths(*, queued: bool) -> frozenset[Path]:
+    """A sweep is a run that reads the unresolved items; releasing the lease of a job
+    with a trigger queue, it sends the pending follow-up again and wakes a deferred one."""
+    return frozenset({Path.RUN, Path.SWEEP, *([Path.FOLLOW_UP] if queued else [])})
 
 
 class Reconciler(Construct):
@@ -50,6 +61,8 @@ class Reconciler(Construct):
         schedule_enabled: False creates the sweep's schedule DISABLED (a local
             deployment, where only what a drill delivers runs).
         encryption_key, tracing: as for :class:`infra.constructs.GuardedJob`.
+        trigger_queue: the job's trigger queue (a ``QUEUE``/``COALESCE`` job): the sweep
+            may send and wake its follow-ups there, nothing else.
     """
 
     def __init__(
@@ -67,6 +80,7 @@ class Reconciler(Construct):
         schedule_enabled: bool = True,
         encryption_key: kms.IKey | None = None,
         tracing: bool = False,
+        trigger_queue: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if job.reconciler_schedule is None:
@@ -74,20 +88,33 @@ class Reconciler(Construct):
                               f"job {job.name!r} does not ask for a reconciler")
         self.job = job
         job.check_deployment(function_timeout=job.timeout)  # its sweeps run as the job
+        if trigger_queue is not None and not job.config().needs_queue:
+            raise ConfigError("trigger_queue", f"job {job.name!r} ({job.policy.value}) has "
+                              "no trigger queue")
+        variables = {
+            environment.TABLE: table.table_name,
+            environment.RECOVERY_MODULES: module_of(job.handler),
+            environment.JOB_NAME: job.name,
+        }
+        if trigger_queue is not None:
+            variables[environment.TRIGGER_QUEUE_URL] = trigger_queue.queue_url
         self.function = python_function(
             self, "Function",
             bundle=bundle, handler=handler, timeout=job.timeout, memory_mb=job.memory_mb,
-            environment={
-                environment.TABLE: table.table_name,
-                environment.RECOVERY_MODULES: module_of(job.handler),
-                environment.JOB_NAME: job.name,
-            },
+            environment=variables,
             description=f"jobguard reconciler for {job.name} ({job.reconciler_schedule})",
             log_retention=log_retention,
             tracing=tracing,
             log_key=encryption_key,
         )
-        table.grant_job_access(self.function)
+        self.paths = reconciler_paths(queued=trigger_queue is not None)
+        table.grant_paths(self.function, jobs=[job.name], paths=self.paths)
+        if trigger_queue is not None:
+            self.function.add_to_role_policy(iam.PolicyStatement(
+                actions=list(required_actions(self.paths, Target.TRIGGER_QUEUE)),
+                resources=[trigger_queue.queue_arn]))
+            if encryption_key is not None:
+                encryption_key.grant_encrypt_decrypt(self.function)
         # A sweep that failed every attempt is kept, not lost (the next sweep covers it).
         self.failed_sweeps = new_dead_letter_queue(
             self, "FailedSweeps", fifo=False,

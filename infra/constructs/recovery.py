@@ -26,6 +26,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobguard import environment
+from jobguard.callsites import Path
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 from jobguard.runbook import recovery_alarms
@@ -36,9 +37,14 @@ from .alarms import errors_alarm, from_text, throttles_alarm
 from .bundle import LambdaBundle
 from .table import JobTable
 
-__all__ = ["OPTIONAL_ENVIRONMENT", "RECOVERY_HANDLER", "RecoveryFunction"]
+__all__ = ["OPTIONAL_ENVIRONMENT", "RECOVERY_HANDLER", "RECOVERY_PATHS", "RecoveryFunction"]
 
 RECOVERY_HANDLER = "handlers.recovery.lambda_handler"
+
+RECOVERY_PATHS = frozenset({Path.RUN, Path.SWEEP})
+"""A recovery is a run (it takes the job's lease) that plans by reading items. It has no
+trigger queue: one function serves every job, and a follow-up pending when it releases
+runs at the job's next trigger (recoveries are rare and operator-driven)."""
 
 OPTIONAL_ENVIRONMENT = {
     environment.RECOVERY_CONFIRM_ABOVE: "confirm_above",
@@ -105,7 +111,8 @@ class RecoveryFunction(Construct):
             tracing=tracing,
             log_key=encryption_key,
         )
-        table.grant_job_access(self.function)
+        self.paths = RECOVERY_PATHS
+        table.grant_paths(self.function, jobs=[job.name for job in jobs], paths=self.paths)
         for principal in invokers:
             _refuse_public(Stack.of(self), principal)
             self.function.grant_invoke(principal)

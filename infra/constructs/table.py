@@ -5,10 +5,12 @@ emulator use), so the deployed table cannot drift from what the code expects.
 
 Example:
     >>> table = JobTable(stack, "Table")  # doctest: +SKIP
-    >>> table.grant_job_access(function)  # doctest: +SKIP
+    >>> table.grant_paths(function, jobs=["crm-sync"], paths=[Path.RUN])  # doctest: +SKIP
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
@@ -16,6 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from jobguard.callsites import Path, Target, required_actions
 from jobguard.schema import (
     PARTITION_KEY,
     SORT_KEY,
@@ -23,24 +26,21 @@ from jobguard.schema import (
     UNRESOLVED_INDEX,
     UNRESOLVED_PK,
     UNRESOLVED_SK,
+    item_pk,
+    job_pk,
 )
 
-__all__ = ["INDEX_ACTIONS", "TABLE_ACTIONS", "JobTable"]
+from ._lint import acknowledge
 
-TABLE_ACTIONS = (
-    "dynamodb:BatchGetItem",        # the item ledger: a page's claims in one read
-    "dynamodb:ConditionCheckItem",  # the fence check inside claim/settle transactions
-    "dynamodb:GetItem",             # lease row, run record, item, checkpoint
-    "dynamodb:PutItem",             # run records (also inside release transactions)
-    "dynamodb:Query",               # a job's run records
-    "dynamodb:UpdateItem",          # acquire, renew, release, decisions, claims, outcomes
-)
-"""What a jobguard function does to the table, and nothing else. TransactWriteItems is
-not an IAM action: a transaction is authorized by the Put/Update/ConditionCheck
-permissions of its parts."""
+__all__ = ["JobTable", "leading_keys"]
 
-INDEX_ACTIONS = ("dynamodb:Query",)
-"""The sparse ``unresolved`` index: a job's claimed, failed and uncertain items."""
+
+def leading_keys(jobs: Iterable[str]) -> list[str]:
+    """The partition keys a function of ``jobs`` may touch (``dynamodb:LeadingKeys``):
+    each job's own rows (``JOB#<job>``: lease, fence mark, triggers, runs, checkpoint)
+    and its work items (``ITEM#<job>#*``). A job name holds no ``#``, ``*`` or ``?``,
+    so one job's pattern never matches another's keys."""
+    return sorted({key for job in jobs for key in (job_pk(job), item_pk(job, "*"))})
 
 
 class JobTable(Construct):
@@ -78,6 +78,10 @@ class JobTable(Construct):
             removal_policy=removal_policy,
             deletion_protection=deletion_protection or None,
         )
+        if encryption_key is None:
+            acknowledge(self.table, "CKV_AWS_119",
+                        "encrypted at rest with the AWS managed key; pass encryption_key for a "
+                        "customer managed one")
         self.table.add_global_secondary_index(
             index_name=UNRESOLVED_INDEX,
             partition_key=dynamodb.Attribute(name=UNRESOLVED_PK, type=string),
@@ -93,12 +97,28 @@ class JobTable(Construct):
     def index_arn(self) -> str:
         return f"{self.table.table_arn}/index/{UNRESOLVED_INDEX}"
 
-    def grant_job_access(self, grantee: iam.IGrantable) -> None:
-        """Exactly what jobguard's stores do: :data:`TABLE_ACTIONS` on the table,
-        :data:`INDEX_ACTIONS` on the ``unresolved`` index (and the key, if one is used)."""
-        iam.Grant.add_to_principal(grantee=grantee, actions=list(TABLE_ACTIONS),
-                                   resource_arns=[self.table.table_arn])
-        iam.Grant.add_to_principal(grantee=grantee, actions=list(INDEX_ACTIONS),
-                                   resource_arns=[self.index_arn])
+    def grant_paths(self, grantee: iam.IGrantable, *, jobs: Iterable[str],
+                    paths: Iterable[Path]) -> None:
+        """What the code paths ``paths`` of ``jobs`` call, derived from the call sites
+        (:func:`jobguard.callsites.required_actions`): the table's actions on the table,
+        each key scoped to the jobs' own partitions (:func:`leading_keys`); the index's
+        on the ``unresolved`` index (and the key, if one is used).
+
+        The index query is not key-scoped: the index is keys only, and what
+        ``dynamodb:LeadingKeys`` means for an index's own partition key is not
+        documented; every item it names is then read through the key-scoped table.
+        """
+        wanted = frozenset(paths)
+        table_actions = required_actions(wanted, Target.TABLE)
+        if table_actions:
+            iam.Grant.add_to_principal(
+                grantee=grantee, actions=list(table_actions),
+                resource_arns=[self.table.table_arn],
+                conditions={"ForAllValues:StringLike": {
+                    "dynamodb:LeadingKeys": leading_keys(jobs)}})
+        index_actions = required_actions(wanted, Target.INDEX)
+        if index_actions:
+            iam.Grant.add_to_principal(grantee=grantee, actions=list(index_actions),
+                                       resource_arns=[self.index_arn])
         if self.encryption_key is not None:
             self.encryption_key.grant_encrypt_decrypt(grantee)

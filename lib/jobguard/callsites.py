@@ -20,6 +20,13 @@ and the handling is one of:
 - ``SURFACE``: the caller gets the error (``StoreError``, a botocore error) and nothing
   was half-written; the sender (Lambda's retry, SQS redelivery, the operator) retries.
 
+Each site also says what AWS authorizes it by, so that IAM is derived from the code
+(:meth:`CallSite.iam_actions`): the IAM actions of its call (one per action type inside
+a transaction: AWS authorizes each separately), the resource they act on
+(:class:`Target`), and the code paths that make it (:class:`Path`). A function's role is
+the union over the paths it runs (:func:`required_actions`); ``tests/infra/test_iam``
+compares that with every synthesized role, both ways.
+
 This module is tiny and imports nothing: the store modules import it at cold start.
 :func:`all_sites` imports every declaring module (for tests, the README table and the
 fault harness, never on the Lambda hot path).
@@ -36,7 +43,8 @@ import sys
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["CallSite", "Fault", "Handling", "all_sites", "call_site", "render_table"]
+__all__ = ["CallSite", "Fault", "Handling", "Path", "Target", "all_sites", "call_site",
+           "render_table", "required_actions"]
 
 
 class Fault(StrEnum):
@@ -61,6 +69,61 @@ class Handling(StrEnum):
     SURFACE = "surface-to-caller"
 
 
+class Path(StrEnum):
+    """A code path that makes AWS calls: what a function runs decides what its role may do."""
+
+    RUN = "run"
+    """Every guarded run: a job's own run, a reconciler sweep, a recovery (the lease, the
+    run records, the item ledger and checkpoint)."""
+    QUEUE = "queue"
+    """A run of a job whose triggers go through its trigger queue (``QUEUE``,
+    ``COALESCE``): queue, defer and wake triggers."""
+    FOLLOW_UP = "follow-up"
+    """A service run (the reconciler) of a queued job releasing the lease: it wakes a
+    deferred trigger and sends a pending follow-up again, so the follow-up runs right
+    after the sweep instead of at the next trigger."""
+    SWEEP = "sweep"
+    """Reading a job's unresolved items (the sparse index, then consistent reads): the
+    reconciler, recovery, and a job whose handler takes up earlier unfinished items."""
+    DESTINATION = "destination"
+    """jobguard's destination helpers, called by a job's own ``process``/``reconcile``;
+    granted by the construct of the job's own data."""
+    OPERATOR = "operator"
+    """The CLI and the drills, with the operator's own credentials: never a Lambda role."""
+
+
+class Target(StrEnum):
+    """What a call acts on (the IAM resource)."""
+
+    TABLE = "table"
+    INDEX = "index"
+    """The table's sparse ``unresolved`` index."""
+    TRIGGER_QUEUE = "trigger-queue"
+    DESTINATION = "destination"
+    FUNCTION = "function"
+    STACK = "stack"
+    """The deployed stack (the CLI reads its outputs)."""
+
+
+# AWS authorizes each action of a transaction separately, by the item action's own IAM
+# action (a Delete inside TransactWriteItems needs dynamodb:DeleteItem).
+_TRANSACTION_PARTS = {
+    "TransactWriteItems": {"Update": "UpdateItem", "Put": "PutItem", "Delete": "DeleteItem",
+                           "ConditionCheck": "ConditionCheckItem"},
+    "TransactGetItems": {"Get": "GetItem"},
+}
+# Calls authorized by another action than their own name.
+_AUTHORIZED_BY = {
+    ("s3", "HeadObject"): ("s3:GetObject", "s3:ListBucket"),
+    # ListBucket: without it S3 answers a missing object with 403, not 404, and a lost
+    # put could not be told from one never made (jobguard.destinations.S3Destination).
+    ("lambda", "Invoke"): ("lambda:InvokeFunction",),
+}
+_DEFAULT_TARGET = {"dynamodb": Target.TABLE, "sqs": Target.TRIGGER_QUEUE,
+                   "s3": Target.DESTINATION, "lambda": Target.FUNCTION,
+                   "cloudformation": Target.STACK}
+
+
 RETRY = Handling.RETRY
 UNCERTAIN = Handling.UNCERTAIN
 STOP = Handling.STOP
@@ -80,6 +143,10 @@ class CallSite:
             finds the site of a live call by this frame.
         handling: the handling of each :class:`Fault`.
         note: one line on how the handling is achieved.
+        paths: the code paths that make the call.
+        target: what it acts on.
+        parts: for a transaction, the action types inside it (``Update``, ``Put``,
+            ``Delete``, ``ConditionCheck``; ``Get``).
     """
 
     name: str
@@ -89,9 +156,20 @@ class CallSite:
     function: str
     handling: dict[Fault, Handling]
     note: str
+    paths: frozenset[Path] = frozenset()
+    target: Target = Target.TABLE
+    parts: tuple[str, ...] = ()
 
     def on(self, fault: Fault) -> Handling:
         return self.handling[fault]
+
+    def iam_actions(self) -> tuple[str, ...]:
+        """The IAM actions AWS checks for this call, e.g. ``("dynamodb:UpdateItem",)``."""
+        if self.operation in _TRANSACTION_PARTS:
+            names = _TRANSACTION_PARTS[self.operation]
+            return tuple(sorted({f"{self.service}:{names[p]}" for p in self.parts}))
+        return _AUTHORIZED_BY.get((self.service, self.operation),
+                                  (f"{self.service}:{self.operation}",))
 
 
 _SITES: dict[str, CallSite] = {}
@@ -108,12 +186,23 @@ _DECLARING = (
 
 def call_site(name: str, service: str, operation: str, function: str, *,
               throttle: Handling, server_error: Handling, timeout: Handling, lost: Handling,
-              note: str) -> CallSite:
+              note: str, paths: tuple[Path, ...], target: Target | None = None,
+              parts: tuple[str, ...] = ()) -> CallSite:
     """Declare the call made by ``function`` (in the calling module)."""
     module = str(sys._getframe(1).f_globals["__name__"])  # noqa: SLF001 - the declaring module
+    if operation in _TRANSACTION_PARTS:
+        unknown = set(parts) - _TRANSACTION_PARTS[operation].keys()
+        if not parts or unknown:
+            raise ValueError(f"{name}: parts must name the {operation} action types, "
+                             f"got {parts!r}")
+    elif parts:
+        raise ValueError(f"{name}: parts are for transactions only")
+    if not paths:
+        raise ValueError(f"{name}: paths must name the code paths that make the call")
     site = CallSite(name, service, operation, module, function,
                     {Fault.THROTTLE: throttle, Fault.SERVER_ERROR: server_error,
-                     Fault.TIMEOUT: timeout, Fault.LOST: lost}, note)
+                     Fault.TIMEOUT: timeout, Fault.LOST: lost}, note,
+                    frozenset(paths), target or _DEFAULT_TARGET[service], tuple(sorted(parts)))
     _SITES[name] = site
     return site
 
@@ -125,6 +214,18 @@ def all_sites() -> list[CallSite]:
     for module in _DECLARING:
         importlib.import_module(module)
     return [_SITES[k] for k in sorted(_SITES)]
+
+
+def required_actions(paths: set[Path] | frozenset[Path], target: Target) -> tuple[str, ...]:
+    """The IAM actions on ``target`` of every call site a function running ``paths``
+    makes, sorted.
+
+    Example:
+        >>> required_actions({Path.SWEEP}, Target.INDEX)
+        ('dynamodb:Query',)
+    """
+    return tuple(sorted({action for site in all_sites() if site.target is target
+                         and site.paths & set(paths) for action in site.iam_actions()}))
 
 
 def render_table() -> str:

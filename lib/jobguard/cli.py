@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .callsites import SURFACE, call_site
+from .callsites import RETRY, SURFACE, Path, call_site
 
 __all__ = ["main"]
 
@@ -51,6 +51,15 @@ RECOVER_INVOKE = call_site(
     note="the operator sees the error naming `Invoke`, exit status 1; sent once (no SDK "
          "resend, the answer awaited 900 s): a lost answer says the recovery may have run, "
          "and running it again replays nothing twice (lease, completed items skipped)",
+    paths=(Path.OPERATOR,),
+)
+
+KNOWN_JOBS_SCAN = call_site(
+    "cli.known_jobs.scan", "dynamodb", "Scan", "_jobs_in_table",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
+    note="a read, only for a job name neither defined nor on the table: the command "
+         "fails naming the call, nothing written",
+    paths=(Path.OPERATOR,),
 )
 
 
@@ -486,14 +495,18 @@ def cmd_recover(args: argparse.Namespace) -> int:
 def _recovery_function(args: argparse.Namespace) -> str:
     """The deployed recovery function's name, from the stack's ``RecoveryFunctionName``
     output (``--stack``, default ``JOBGUARD_STACK`` or ``JobGuard``)."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import ClientError
 
     stack = args.stack or os.environ.get("JOBGUARD_STACK") or "JobGuard"
+    # (CloudFormation speaks XML: outside the fault matrix, whose injected answers are
+    # JSON. A throttle or outage here is said plainly, exit 1, before anything is invoked.)
     try:
         described = _client(args, "cloudformation").describe_stacks(StackName=stack)
-    except (ClientError, BotoCoreError) as exc:
-        raise CommandError("--function-name", f"not given, and stack {stack!r} could not be "
-                           f"read to find it ({exc}): pass --function-name, --stack, or "
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ValidationError":
+            raise
+        raise CommandError("--function-name", f"not given, and there is no stack {stack!r} "
+                           f"to find it in ({exc}): pass --function-name, --stack, or "
                            "--direct to run the recovery in this process") from None
     for output in described["Stacks"][0].get("Outputs", []):
         if output.get("OutputKey") == "RecoveryFunctionName":
@@ -786,11 +799,13 @@ def build_parser() -> argparse.ArgumentParser:
         "drill", "run the failure drills against a stack deployed with "
         "-c jobguard:drills=true (locally: --endpoint-url; in AWS: --profile/--region)",
         job=False)
-    drill.add_argument("--stack", default="JobGuard", help="the CloudFormation stack")
+    drill.add_argument("--stack", default="JobGuard-drills",
+                       help="the drills deployment's CloudFormation stack (JobGuard-drills; "
+                            "locally JobGuard-local)")
     drill.add_argument("--only", action="append", metavar="NAME",
                        help="run only this drill (repeatable)")
-    drill.add_argument("--job", help="drill this job (any deployed job whose module "
-                       "calls jobguard.drill.switches.install) instead of the examples")
+    drill.add_argument("--job", help="drill this job (any deployed guarded job: the "
+                       "library installs its switches) instead of the examples")
     drill.set_defaults(run=cmd_drill)
     return parser
 

@@ -112,6 +112,11 @@ class JobDefinition:
     """Alarm when the job's ticks have found it paused for this long."""
     reconciler_schedule: str | None = None
     """If set, a scheduled reconciler sweeps this job's unresolved items."""
+    sweeps_unresolved: bool = False
+    """The handler reads the job's unresolved items itself (``store.unresolved``, as
+    report-export takes up earlier unfinished periods): its function may then query the
+    ``unresolved`` index and batch-read items (:attr:`jobguard.callsites.Path.SWEEP`);
+    other job functions may not."""
     description: str = ""
     environment: dict[str, str] = field(default_factory=dict)
     """Extra environment variables for the job's function (its destination, say)."""
@@ -144,6 +149,9 @@ class JobDefinition:
                 or not isinstance(self.skipped_alarm_count, int) or self.skipped_alarm_count < 1):
             raise ConfigError("skipped_alarm_count",
                               f"must be an integer >= 1, got {self.skipped_alarm_count!r}")
+        if not isinstance(self.sweeps_unresolved, bool):
+            raise ConfigError("sweeps_unresolved",
+                              f"must be True or False, got {self.sweeps_unresolved!r}")
         if not isinstance(self.description, str):
             raise ConfigError("description", f"must be a string, got {self.description!r}")
         if not isinstance(self.environment, dict) or not all(
@@ -299,7 +307,7 @@ class JobDefinition:
         :data:`DRILL_TIMEOUT`. Everything else (policy, batch size, schedule, every
         validation rule) is unchanged. Only a deployment made with ``-c
         jobguard:drills=true`` uses it; the handlers pick it when their function's
-        environment says so (:func:`jobguard.drill.switches.drills_enabled`).
+        environment says so (:meth:`as_deployed`).
         """
         share = self.overlap_alarm_share
         if share is not None:
@@ -308,6 +316,20 @@ class JobDefinition:
                 share = None  # a drill run cannot last until the next tick
         return dataclasses.replace(self, timeout=DRILL_TIMEOUT, lease=DRILL_LEASE,
                                    heartbeat_every=DRILL_HEARTBEAT, overlap_alarm_share=share)
+
+    def as_deployed(self) -> JobDefinition:
+        """This job as its function was deployed: :meth:`for_drills` when the function's
+        environment enables drills (``JOBGUARD_DRILLS=1``), else itself.
+
+        Example:
+            >>> JobDefinition(name="x", handler="m.f", schedule="rate(1 hour)",
+            ...               policy=OverlapPolicy.SKIP, timeout=timedelta(minutes=1),
+            ...               lease=timedelta(seconds=30)).as_deployed().lease
+            datetime.timedelta(seconds=30)
+        """
+        from . import _drills
+
+        return self.for_drills() if _drills.enabled() else self
 
     def check_deployment(
         self,

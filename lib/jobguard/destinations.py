@@ -45,7 +45,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
-from .callsites import RETRY, SURFACE, UNCERTAIN, call_site
+from .callsites import RETRY, SURFACE, UNCERTAIN, Path, Target, call_site
 from .errors import JobGuardError
 from .workitems import OutcomeUnknown
 
@@ -119,22 +119,26 @@ DYNAMODB_PUT = call_site(
     note="throttled: `DestinationError`, the item is recorded failed (retryable: nothing "
          "was applied); 5xx or timeout: outcome unknown, the item is `uncertain`; a "
          "resend refused by its own write returns the stored destination id",
+    paths=(Path.DESTINATION,), target=Target.DESTINATION,
 )
 DYNAMODB_RECONCILE = call_site(
     "destination.dynamodb.reconcile", "dynamodb", "GetItem", "DynamoDBDestination.reconcile",
     throttle=UNCERTAIN, server_error=UNCERTAIN, timeout=UNCERTAIN, lost=RETRY,
     note="the item stays `uncertain` (nothing redone) until a later lookup answers",
+    paths=(Path.DESTINATION,), target=Target.DESTINATION,
 )
 S3_PUT = call_site(
     "destination.s3.put", "s3", "PutObject", "S3Destination.put",
     throttle=SURFACE, server_error=UNCERTAIN, timeout=UNCERTAIN, lost=RETRY,
     note="as the DynamoDB put; `If-None-Match: *` refuses the resend (412) and the "
          "stored object's id is read back",
+    paths=(Path.DESTINATION,), target=Target.DESTINATION,
 )
 S3_HEAD = call_site(
     "destination.s3.head", "s3", "HeadObject", "S3Destination._head",
     throttle=UNCERTAIN, server_error=UNCERTAIN, timeout=UNCERTAIN, lost=RETRY,
     note="the lookup of reconcile and of a refused put: the item stays `uncertain`",
+    paths=(Path.DESTINATION,), target=Target.DESTINATION,
 )
 
 

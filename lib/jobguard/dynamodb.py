@@ -37,7 +37,7 @@ from ._dynamo import old_item as _old_item
 from ._dynamo import plain as _plain
 from ._dynamo import reasons as _reasons
 from ._dynamo import transient
-from .callsites import RETRY, SURFACE, call_site
+from .callsites import RETRY, SURFACE, Path, call_site
 from .errors import DamagedRowError, StoreError
 from .lease import Acquired, Busy, LeaseState, Released, backoff, parse_lease
 from .records import Decision, RunRecord, RunStatus
@@ -133,11 +133,13 @@ ACQUIRE = call_site(
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
     note="a retry refused by its own write is recognised (the lease row names this run); "
          "an unanswered attempt is resolved by the next attempt's refusal or a read",
+    paths=(Path.RUN,), parts=("Put", "Update"),
 )
 READ_LEASE = call_site(
     "dynamodb.read_lease", "dynamodb", "GetItem", "DynamoJobStore.read_lease",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read (cold start's expected fence, status, the heartbeat's resolution)",
+    paths=(Path.RUN, Path.OPERATOR),
 )
 RENEW = call_site(
     "dynamodb.renew", "dynamodb", "UpdateItem", "DynamoJobStore.renew",
@@ -145,6 +147,7 @@ RENEW = call_site(
     note="the heartbeat resolves a failed renewal with a consistent read and retries "
          "before its local deadline; past it the run stops (`lease_lost`); an expiry "
          "never moves backwards",
+    paths=(Path.RUN,),
 )
 RELEASE = call_site(
     "dynamodb.release", "dynamodb", "TransactWriteItems", "DynamoJobStore.release",
@@ -152,22 +155,26 @@ RELEASE = call_site(
     note="retried with backoff while the lease is still the run's; a retry refused by its "
          "own release (`last_run_id` = run id, released by `run`) counts as released and "
          "keeps the wake receipt and follow-up the first attempt found",
+    paths=(Path.RUN,), parts=("Put", "Update"),
 )
 SET_WAKE = call_site(
     "dynamodb.set_wake", "dynamodb", "UpdateItem", "DynamoJobStore.set_wake",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="the deferred message is reported failed and comes back after its visibility "
          "timeout; the retry's condition (holder) still holds",
+    paths=(Path.QUEUE,),
 )
 PAUSE = call_site(
     "dynamodb.pause", "dynamodb", "UpdateItem", "DynamoJobStore.pause",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="operator command; the update is idempotent",
+    paths=(Path.OPERATOR,),
 )
 RESUME = call_site(
     "dynamodb.resume", "dynamodb", "UpdateItem", "DynamoJobStore.resume",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="operator command; the update is idempotent",
+    paths=(Path.OPERATOR,),
 )
 FORCE_RELEASE = call_site(
     "dynamodb.force_release", "dynamodb", "TransactWriteItems",
@@ -175,11 +182,13 @@ FORCE_RELEASE = call_site(
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="operator command, one transaction (lease, fence mark, the run's trigger and "
          "record); a retry refused by its own write (released by this operator) counts",
+    paths=(Path.OPERATOR,), parts=("Put", "Update"),
 )
 REPAIR = call_site(
     "dynamodb.repair", "dynamodb", "TransactWriteItems", "DynamoJobStore.repair",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="operator command on a damaged lease row; conditioned on the row as read",
+    paths=(Path.OPERATOR,), parts=("Update",),
 )
 RECORD_DECISION = call_site(
     "dynamodb.record_decision", "dynamodb", "TransactWriteItems",
@@ -187,6 +196,7 @@ RECORD_DECISION = call_site(
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="nothing half-written (one transaction); a retry refused by its own write is "
          "recognised (the trigger item names this decision's run id)",
+    paths=(Path.RUN,), parts=("ConditionCheck", "Put", "Update"),
 )
 UNDO_QUEUED = call_site(
     "dynamodb.undo_queued", "dynamodb", "TransactWriteItems", "DynamoJobStore.undo_queued",
@@ -194,26 +204,31 @@ UNDO_QUEUED = call_site(
     note="compensation after a failed send: the trigger back to what it was, queued_n - 1, "
          "its record deleted; if it fails too, the trigger's redelivery finds it `queued` "
          "and sends its message again",
+    paths=(Path.QUEUE,), parts=("Delete", "Update"),
 )
 PUT_RUN = call_site(
     "dynamodb.put_run", "dynamodb", "PutItem", "DynamoJobStore.put_run",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="stale/duplicate records surface to the sender; the put is idempotent",
+    paths=(Path.RUN,),
 )
 LIST_RUNS = call_site(
     "dynamodb.list_runs", "dynamodb", "Query", "DynamoJobStore.list_runs",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read (CLI, status)",
+    paths=(Path.OPERATOR,),
 )
 GET_RUN = call_site(
     "dynamodb.get_run", "dynamodb", "GetItem", "DynamoJobStore.get_run",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read (CLI)",
+    paths=(Path.OPERATOR,),
 )
 READ_TRIGGER = call_site(
     "dynamodb.read_trigger", "dynamodb", "GetItem", "DynamoJobStore.read_trigger",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read (CLI, tests)",
+    paths=(Path.OPERATOR,),
 )
 
 

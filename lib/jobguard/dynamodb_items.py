@@ -29,7 +29,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ._dynamo import Expr, code, from_attr, plain, reasons, transient
-from .callsites import RETRY, STOP, SURFACE, call_site
+from .callsites import RETRY, STOP, SURFACE, Path, Target, call_site
 from .errors import LeaseLostError, StoreError
 from .schema import (
     CHECKPOINT_SK,
@@ -61,32 +61,38 @@ CLAIM = call_site(
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
     note="retried with backoff (6 tries, the lease check in every try); a claim refused "
          "by its own earlier claim (run id + fence) is ours",
+    paths=(Path.RUN,), parts=("ConditionCheck", "Update"),
 )
 SETTLE = call_site(
     "items.settle", "dynamodb", "TransactWriteItems", "DynamoItemStore.settle",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
     note="outcomes and the checkpoint: retried like claims; an outcome already in place, "
          "or a checkpoint read back with this run id and cursor, is ours",
+    paths=(Path.RUN,), parts=("ConditionCheck", "Delete", "Update"),
 )
 READ_CHECKPOINT = call_site(
     "items.read_checkpoint", "dynamodb", "GetItem", "DynamoItemStore.read_checkpoint",
     throttle=STOP, server_error=STOP, timeout=STOP, lost=RETRY,
     note="before any claim: the run ends `failed`, releases, nothing claimed",
+    paths=(Path.RUN,),
 )
 GET_MANY = call_site(
     "items.get_many", "dynamodb", "BatchGetItem", "DynamoItemStore.get_many",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read (recovery plan, sweeps, CLI); unprocessed keys are asked again",
+    paths=(Path.SWEEP, Path.OPERATOR),
 )
 GET = call_site(
     "items.get", "dynamodb", "GetItem", "DynamoItemStore.get",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read",
+    paths=(Path.OPERATOR,),
 )
 UNRESOLVED = call_site(
     "items.unresolved", "dynamodb", "Query", "DynamoItemStore.unresolved",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read of the sparse index (sweeps, CLI `items`)",
+    paths=(Path.SWEEP, Path.OPERATOR), target=Target.INDEX,
 )
 
 

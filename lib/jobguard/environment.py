@@ -23,7 +23,7 @@ from .errors import ConfigError
 __all__ = ["JOB_FUNCTION", "JOB_NAME", "RECONCILER_FUNCTION", "RECOVERY_CONFIRM_ABOVE",
            "RECOVERY_FUNCTION", "RECOVERY_MODULES", "TABLE", "TRACING", "TRIGGER_QUEUE_URL",
            "check_table_name", "check_trigger_queue_url", "confirm_above", "job_name",
-           "recovery_modules", "table_name", "tracing", "trigger_queue_url"]
+           "optional", "recovery_modules", "table_name", "tracing", "trigger_queue_url"]
 
 TABLE = "JOBGUARD_TABLE"
 """The DynamoDB table (leases, run records, the item ledger, checkpoints)."""
@@ -50,7 +50,9 @@ JOB_FUNCTION = (TABLE, TRIGGER_QUEUE_URL, TRACING)
 """Read by a guarded job's function (the queue only for QUEUE/COALESCE jobs)."""
 
 RECOVERY_FUNCTION = (TABLE, RECOVERY_MODULES, TRACING)
-RECONCILER_FUNCTION = (TABLE, RECOVERY_MODULES, JOB_NAME, TRACING)
+RECONCILER_FUNCTION = (TABLE, RECOVERY_MODULES, JOB_NAME, TRIGGER_QUEUE_URL, TRACING)
+"""Read by a reconciler (the queue only for a QUEUE/COALESCE job's: its release's
+follow-up)."""
 
 # DynamoDB's own rule for table names (3-255 of these characters), or a table ARN.
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
@@ -60,6 +62,12 @@ _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 def _read(name: str, environ: Mapping[str, str] | None) -> str | None:
     return (os.environ if environ is None else environ).get(name)
+
+
+def optional(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable ``name``, or None when it is unset or blank."""
+    raw = _read(name, environ)
+    return raw.strip() if raw is not None and raw.strip() else None
 
 
 def check_table_name(value: object, *, field: str = TABLE) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from . import _mutants
+from . import _drills, _mutants
 from ._bounds import bounded_extra, bounded_text
 from .clock import Clock, SystemClock, to_ms
 from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
@@ -133,6 +133,7 @@ class GuardedJob:
         serves_triggers: bool = True,
     ) -> None:
         self.config = config
+        _drills.apply(config.name)  # drill fault switches: nothing unless JOBGUARD_DRILLS=1
         self.serves_triggers = serves_triggers
         """False for a service run (the reconciler's sweep): it does not do the job's
         regular work, so it never absorbs a pending follow-up."""
@@ -714,10 +715,12 @@ class GuardedJob:
             queue.defer(receipt, 0)
 
     def _queue_if_configured(self) -> TriggerQueuePort | None:
-        """The trigger queue, or None where this function has none: a recovery or
-        reconciler run of a queued job releases like any run, but wakes and resends are
-        its queue's business, and a deferred message comes back by itself."""
-        if self.runtime().queue is None and not self.config.needs_queue:
+        """The trigger queue, or None where this function has none. A reconciler of a
+        queued job is given its queue (``trigger_queue_url``): its release wakes and
+        resends like the job's own. A recovery has none: a deferred message comes back
+        by itself and a pending follow-up runs at the next trigger."""
+        if (self.runtime().queue is None and not self.config.needs_queue
+                and self.config.trigger_queue_url is None):
             return None
         try:
             return self._trigger_queue()

@@ -17,7 +17,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
 )
 
-from .callsites import RETRY, SURFACE, call_site
+from .callsites import RETRY, SURFACE, Path, call_site
 from .errors import SendError
 from .triggers import Trigger, queue_message_body
 
@@ -31,22 +31,26 @@ SEND = call_site(
     note="QUEUE: the decision is taken back and `StoreError` reaches its sender; COALESCE: "
          "the decision stands and the holder's release sends the follow-up; the SDK's resend "
          "keeps the deduplication id, and only a delivery finding the item queued runs",
+    paths=(Path.QUEUE, Path.FOLLOW_UP),
 )
 DEFER = call_site(
     "queue.defer", "sqs", "ChangeMessageVisibility", "TriggerQueue.defer",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="the message is reported failed and comes back after its visibility timeout",
+    paths=(Path.QUEUE,),
 )
 WAKE = call_site(
     "queue.wake", "sqs", "ChangeMessageVisibility", "TriggerQueue.wake",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
     note="best effort: unwoken, the deferred message comes back by itself when the "
          "holder's lease would have ended",
+    paths=(Path.QUEUE, Path.FOLLOW_UP),
 )
 DEPTH = call_site(
     "queue.depth", "sqs", "GetQueueAttributes", "TriggerQueue.depth",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read",
+    paths=(Path.OPERATOR,),
 )
 
 

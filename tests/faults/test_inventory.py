@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
@@ -58,3 +59,48 @@ def test_every_declared_site_is_a_row_of_a_matrix():
 
     covered = set(RUN_PATH) | set(OPERATOR_SITES) | set(TRIGGER_SITES)
     assert {s.name for s in all_sites()} == covered
+
+
+_PARTS = {"Update", "Put", "Delete", "ConditionCheck", "Get"}
+
+
+def _transaction_parts(module_name: str) -> dict[str, set[str]]:
+    """Per method of the module's classes: the transaction action types (``{"Delete":
+    ...}`` literals) it builds, itself or through the ``self.`` methods it calls."""
+    tree = ast.parse(inspect.getsource(importlib.import_module(module_name)))
+    direct: dict[str, set[str]] = {}
+    calls: dict[str, set[str]] = {}
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        for method in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
+            name = f"{cls.name}.{method.name}"
+            direct[name], calls[name] = set(), set()
+            for node in ast.walk(method):
+                if isinstance(node, ast.Dict):
+                    direct[name] |= {k.value for k in node.keys
+                                     if isinstance(k, ast.Constant) and k.value in _PARTS}
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == "self"):
+                    calls[name].add(f"{cls.name}.{node.func.attr}")
+
+    def reach(name: str, seen: set[str]) -> set[str]:
+        if name in seen:
+            return set()
+        seen.add(name)
+        found = set(direct.get(name, ()))
+        for callee in calls.get(name, ()):
+            found |= reach(callee, seen)
+        return found
+
+    return {name: reach(name, set()) for name in direct}
+
+
+def test_every_transaction_declares_the_action_types_its_code_builds():
+    # AWS authorizes each action of a transaction by its own IAM action (a Delete needs
+    # dynamodb:DeleteItem): the declared parts, from which IAM is derived, must be
+    # exactly what the function (and the methods it calls) put in the transaction
+    transactions = [s for s in all_sites() if s.operation.startswith("Transact")]
+    assert transactions
+    for site in transactions:
+        built = _transaction_parts(site.module)[site.function]
+        assert set(site.parts) == built, f"{site.name}: declares {site.parts}, builds {built}"

@@ -68,6 +68,7 @@ COMMANDS: dict[str, list[str]] = {
     "items.get_many": ["items", JOB],
     "cli.recover.invoke": ["recover", JOB, "--from", "000000", "--to", f"{N_ITEMS:06d}",
                            "--execute", "--function-name", FUNCTION],
+    "cli.known_jobs.scan": ["status", "crm-synk"],
 }
 STORE_CALLS = ("items.get", "queue.depth")
 OPERATOR_SITES = sorted([*COMMANDS, *STORE_CALLS])
@@ -246,6 +247,11 @@ def test_cell(job: Job, site: str, fault: Fault, monkeypatch: pytest.MonkeyPatch
             assert answer is not None and answer.work_id == CLAIMED
         else:
             assert answer == 1
+        assert after == before
+        return
+    if site == "cli.known_jobs.scan":
+        # the scan answered after the resend: the typo is refused, naming the nearest
+        assert code == 2 and "did you mean 'crm-sync'?" in err, (code, err)
         assert after == before
         return
     assert code == 0, err

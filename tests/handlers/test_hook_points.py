@@ -46,7 +46,7 @@ def test_a_failure_at_the_hook_point_is_a_failed_item_not_a_note(aws, crm_sync):
 
 
 def test_switches_are_not_installed_without_the_drill_environment(monkeypatch):
-    import handlers.crm_sync  # noqa: F401 - each job module opts in when imported
+    import handlers.crm_sync  # noqa: F401 - the library installs switches when guarding
     import handlers.report_export  # noqa: F401
 
     monkeypatch.delenv(switches.DRILLS, raising=False)
@@ -54,3 +54,31 @@ def test_switches_are_not_installed_without_the_drill_environment(monkeypatch):
     assert switches.install("crm-sync") is False
     assert switches.install("report-export") is False
     assert not switches._installed  # noqa: SLF001 - nothing registered by the imports
+
+
+def test_the_library_installs_a_jobs_switches_in_a_drill_deployment_only(monkeypatch):
+    # the handlers carry no drill code: guarding a job installs its switches when (and
+    # only when) the function's environment says it is a drill deployment's
+    from jobguard import GuardedJob, JobConfig, hooks
+
+    monkeypatch.setattr(switches, "_installed", set())
+    monkeypatch.setattr(hooks, "_hooks", {})
+    config = JobConfig(name="drilled-job", table_name="jobguard-table")
+    monkeypatch.delenv(switches.DRILLS, raising=False)
+    GuardedJob(config, lambda event, context: None)
+    assert switches._installed == set() and hooks._hooks == {}  # noqa: SLF001
+    monkeypatch.setenv(switches.DRILLS, "1")
+    GuardedJob(config, lambda event, context: None)
+    assert switches._installed == {"drilled-job"}  # noqa: SLF001
+    assert set(hooks._hooks) == {*switches.POINTS, "before_renew"}  # noqa: SLF001
+
+
+def test_no_handler_imports_drill_code():
+    import ast
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "handlers").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [
+                    a.name for a in node.names]
+                assert not any(n.startswith("jobguard.drill") for n in names), path.name

@@ -28,14 +28,18 @@ import aws_cdk as cdk  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 from constructs import IConstruct  # noqa: E402
 
+import infra.stack  # noqa: E402
 from handlers.jobs import JOBS  # noqa: E402
 from infra.app import build_app  # noqa: E402
+from infra.constructs.bundle import LambdaBundle  # noqa: E402
 from infra.stack import JobGuardStack  # noqa: E402
 from jobguard import OverlapPolicy  # noqa: E402
 from jobguard.definitions import JobDefinition  # noqa: E402
 
 INVOKER = "arn:aws:iam::123456789012:role/oncall"
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:jobguard-alarms"
+DRILLS_ACCOUNT = "111122223333"
+"""The test account a drills deployment is allowed to go to in this suite."""
 HANDLER = "handlers.crm_sync.lambda_handler"  # the stack only names it; any module will do
 
 NIGHTLY = JobDefinition(
@@ -105,3 +109,42 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     template = Template.from_json(json.loads(template_file.read_text()))
     yield Synth(app=app, stack=stack, template=template, outdir=outdir,
                 validation_error=error)
+
+
+@pytest.fixture(scope="session")
+def drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JobGuardStack, Any, Path]]:
+    """The app as ``make demo`` deploys it (``-c jobguard:local=true -c
+    jobguard:drills=true``), cdk-nag included; pip is replaced, the host layer's contents
+    are not the point."""
+    build_dir = tmp_path_factory.mktemp("cdk-build")
+    outdir = tmp_path_factory.mktemp("cdk.out.local")
+
+    def fake_pip(command: list[str]) -> None:
+        Path(command[command.index("--target") + 1]).mkdir(parents=True)
+
+    def bundle(*args: Any, **kwargs: Any) -> LambdaBundle:
+        return LambdaBundle(*args, build_dir=build_dir, run=fake_pip, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(infra.stack, "LambdaBundle", bundle)
+        app = build_app({"jobguard:local": "true", "jobguard:drills": "true",
+                         "jobguard:recoveryInvokers": INVOKER}, outdir=str(outdir),
+                        account="000000000000")
+        stack = next(c for c in app.node.children if isinstance(c, JobGuardStack))
+        app.synth()  # an unacknowledged cdk-nag finding fails here
+    template = json.loads((outdir / f"{stack.artifact_id}.template.json").read_text())
+    yield stack, template, outdir
+
+
+@pytest.fixture(scope="session")
+def drills_in_account(tmp_path_factory: pytest.TempPathFactory
+                      ) -> Iterator[tuple[JobGuardStack, Any, Path]]:
+    """A drills deployment into a real test account on the allow-list."""
+    outdir = tmp_path_factory.mktemp("cdk.out.drills")
+    app = build_app({"jobguard:drills": "true", "jobguard:drillsAccounts": DRILLS_ACCOUNT,
+                     "jobguard:recoveryInvokers": INVOKER}, outdir=str(outdir),
+                    account=DRILLS_ACCOUNT)
+    stack = next(c for c in app.node.children if isinstance(c, JobGuardStack))
+    app.synth()
+    template = json.loads((outdir / f"{stack.artifact_id}.template.json").read_text())
+    yield stack, template, outdir

@@ -63,13 +63,14 @@ def test_staged_code_nobody_used_for_a_week_is_pruned(tmp_path: Path) -> None:
     assert stage_code([package], build) == new and new.is_dir()
 
 
-def test_the_emulator_never_ships(tmp_path: Path) -> None:
+def test_the_emulator_and_the_operator_tools_never_ship(tmp_path: Path) -> None:
     import jobguard
 
     jobguard_dir = Path(str(jobguard.__file__)).parent
     staged = stage_code([jobguard_dir], tmp_path)
     assert (staged / "jobguard" / "guard.py").is_file()
     assert not (staged / "jobguard" / "local").exists()
+    assert not (staged / "jobguard" / "cli.py").exists()
 
 
 def test_layer_requirements_are_the_runtime_dependencies_pinned_to_what_is_installed() -> None:
@@ -138,3 +139,47 @@ def test_local_context_deploys_host_dependencies_instead_of_the_public_layer(
     [function] = template.find_resources("AWS::Lambda::Function").values()
     assert function["Properties"]["Layers"] == [{"Ref": layer_id}]
     assert "017000801446" not in json.dumps(template.to_json())
+
+
+def _files(code_dir: Path) -> set[str]:
+    return {p.relative_to(code_dir).as_posix() for p in code_dir.rglob("*") if p.is_file()}
+
+
+def test_the_production_asset_carries_no_drill_cli_fault_or_test_code(synth) -> None:
+    files = _files(synth.stack.bundle.code_dir)
+    shipped_tools = {f for f in files if f.startswith(("jobguard/drill/", "jobguard/local/"))
+                     or f in ("jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py")}
+    assert shipped_tools == set()
+    assert {"jobguard/guard.py", "jobguard/dynamodb.py", "jobguard/_drills.py",
+            "handlers/crm_sync.py", "handlers/report_export.py", "handlers/recovery.py",
+            "handlers/reconciler.py"} <= files
+
+
+def test_a_drill_deployments_asset_carries_the_switches_and_no_tools(drill) -> None:
+    stack, _, _ = drill
+    files = _files(stack.bundle.code_dir)
+    assert "jobguard/drill/switches.py" in files
+    assert not {"jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py"} & files
+    assert not any(f.startswith("jobguard/local/") for f in files)
+
+
+def test_every_handler_imports_from_the_production_asset_alone(synth) -> None:
+    # GIVEN only the asset on the path (site-packages stand in for the layer): each
+    # handler module loads as Lambda loads it, and no drill code is imported
+    import subprocess
+
+    code_dir = synth.stack.bundle.code_dir
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import importlib\n"
+        "for m in ('handlers.crm_sync', 'handlers.report_export', 'handlers.recovery',\n"
+        "          'handlers.reconciler'):\n"
+        "    importlib.import_module(m)\n"
+        "import jobguard\n"
+        "assert jobguard.__file__.startswith(sys.argv[1]), jobguard.__file__\n"
+        "assert not [m for m in sys.modules if m.startswith('jobguard.drill')]\n"
+        "print('ok')\n")
+    done = subprocess.run([sys.executable, "-B", "-c", script, str(code_dir)], capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin", "AWS_REGION": "eu-west-1"},
+                          cwd=code_dir, check=False)
+    assert done.stdout.strip() == "ok", done.stderr

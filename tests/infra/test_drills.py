@@ -11,16 +11,12 @@ literal, which jobguard refuses, so ``jobguard drill`` delivers ticks itself.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import infra.stack
 from handlers.jobs import CRM_SYNC, JOBS, REPORT_EXPORT, deployed
-from infra.app import build_app
-from infra.constructs.bundle import LambdaBundle
 from infra.constructs.guarded_job import VISIBILITY_FACTOR, receive_budget
 from infra.settings import StackSettings
 from infra.stack import JobGuardStack
@@ -28,30 +24,7 @@ from jobguard.definitions import DRILL_HEARTBEAT, DRILL_LEASE, DRILL_TIMEOUT
 from jobguard.drill.switches import DRILLS
 from jobguard.errors import ConfigError
 
-from .conftest import INVOKER, Synth
-
-
-@pytest.fixture(scope="module")
-def drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JobGuardStack, Any, Path]]:
-    """The app as ``-c jobguard:local=true -c jobguard:drills=true`` synthesizes it
-    (cdk-nag included); pip is replaced, the host layer's contents are not the point."""
-    build_dir = tmp_path_factory.mktemp("cdk-build")
-    outdir = tmp_path_factory.mktemp("cdk.out.drills")
-
-    def fake_pip(command: list[str]) -> None:
-        Path(command[command.index("--target") + 1]).mkdir(parents=True)
-
-    def bundle(*args: Any, **kwargs: Any) -> LambdaBundle:
-        return LambdaBundle(*args, build_dir=build_dir, run=fake_pip, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(infra.stack, "LambdaBundle", bundle)
-        app = build_app({"jobguard:local": "true", "jobguard:drills": "true",
-                         "jobguard:recoveryInvokers": INVOKER}, outdir=str(outdir))
-        stack = next(c for c in app.node.children if isinstance(c, JobGuardStack))
-        app.synth()  # an unacknowledged cdk-nag finding fails here
-    template = json.loads((outdir / f"{stack.artifact_id}.template.json").read_text())
-    yield stack, template, outdir
+from .conftest import Synth
 
 
 def _of_type(template: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -103,3 +103,6 @@ def test_the_reconciler_gets_every_variable_a_reconciler_reads(synth: Synth) -> 
     assert variables[environment.JOB_NAME] == "crm-sync"
     assert variables[environment.RECOVERY_MODULES] == "handlers.crm_sync"
     assert variables[environment.TABLE] == {"Ref": synth.logical_id(synth.stack.table.table)}
+    # crm-sync is COALESCE: the sweep's release sends a pending follow-up to its queue
+    queue = synth.stack.jobs["crm-sync"].trigger_queue
+    assert variables[environment.TRIGGER_QUEUE_URL] == {"Ref": synth.logical_id(queue)}

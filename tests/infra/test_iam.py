@@ -1,4 +1,14 @@
-"""Least privilege: every role's permissions, enumerated exactly."""
+"""Least privilege, derived from the code: every role grants exactly what its function's
+code paths call, on the narrowest resource, and nothing else but written-down extras.
+
+The expectation is computed from the call sites (``jobguard.callsites``: each call's IAM
+actions, one per action type inside a transaction, its target and its code paths) and
+from the paths each function runs (``job_paths``, ``reconciler_paths``,
+``RECOVERY_PATHS``); it is compared with the synthesized roles both ways. A grant the
+code needs and the role lacks fails as *missing*; a grant no call needs fails as *extra*
+unless it is one of the acknowledged ones (``LOG_ACTIONS``, ``MAPPING_ACTIONS``: what
+Lambda does with the role) or the example job's own data.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +19,22 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 
-from infra.constructs.guarded_job import FAILED_EVENT_ACTIONS, MAPPING_ACTIONS, QUEUE_ACTIONS
-from infra.constructs.table import INDEX_ACTIONS, TABLE_ACTIONS
+from infra.constructs._function import LOG_ACTIONS
+from infra.constructs.guarded_job import FAILED_EVENT_ACTIONS, MAPPING_ACTIONS, job_paths
+from infra.constructs.reconciler import reconciler_paths
+from infra.constructs.recovery import RECOVERY_PATHS
+from infra.constructs.table import leading_keys
 from infra.crm_sync import FEED_ACTIONS, NOTES_RECONCILE_ACTIONS, NOTES_WRITE_ACTIONS
 from infra.report_export import BUCKET_ACTIONS, OBJECT_ACTIONS
+from jobguard.callsites import Path, Target, all_sites, required_actions
 
 from .conftest import EXPORT, INVOKER, NIGHTLY, PRICES, Synth
 
-Grant = set[tuple[str, str]]
-"""(action, resource as canonical JSON) pairs."""
-
-LOGS = ("logs:CreateLogStream", "logs:PutLogEvents")
+Grant = set[tuple[str, str, str]]
+"""(action, resource, condition) triples, resource and condition as canonical JSON."""
 
 
-def _resource(value: Any) -> str:
+def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
@@ -37,89 +49,166 @@ def _grants(synth: Synth, role: iam.IRole) -> Grant:
             continue
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             assert statement["Effect"] == "Allow"
+            assert "NotAction" not in statement and "NotResource" not in statement
             actions = statement["Action"]
             resources = statement["Resource"]
+            condition = _json(statement.get("Condition"))
             for action in actions if isinstance(actions, list) else [actions]:
                 for resource in resources if isinstance(resources, list) else [resources]:
-                    grants.add((action, _resource(resource)))
+                    grants.add((action, _json(resource), condition))
     return grants
 
 
-def _pairs(actions: tuple[str, ...], resource: Any) -> Grant:
-    return {(action, _resource(resource)) for action in actions}
+def _on(actions: Any, resource: Any, condition: Any = None) -> Grant:
+    return {(action, _json(resource), _json(condition)) for action in actions}
 
 
 def _arn(synth: Synth, construct: Any) -> dict[str, Any]:
     return {"Fn::GetAtt": [synth.logical_id(construct), "Arn"]}
 
 
-def _function_base(synth: Synth, function: lambda_.Function) -> Grant:
-    """Its own log group, the table and the unresolved index: what every function has."""
+def _code_paths(synth: Synth, function: lambda_.Function, *, jobs: list[str],
+                paths: frozenset[Path], queue: Any = None) -> Grant:
+    """What the call sites of ``paths`` need, on this stack's resources: the table
+    (keys scoped to ``jobs``), the ``unresolved`` index, the job's own trigger queue."""
     table = synth.stack.table.table
+    index = {"Fn::Join": ["", [_arn(synth, table), "/index/unresolved"]]}
+    keys = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": leading_keys(jobs)}}
+    expected = (_on(required_actions(paths, Target.TABLE), _arn(synth, table), keys)
+                | _on(required_actions(paths, Target.INDEX), index))
+    queue_actions = required_actions(paths, Target.TRIGGER_QUEUE)
+    if queue is not None:
+        expected |= _on(queue_actions, _arn(synth, queue))
+    else:
+        assert not queue_actions, f"{function.node.path}: paths {paths} need a queue"
+    return expected
+
+
+def _lambda_itself(synth: Synth, function: lambda_.Function) -> Grant:
+    """Acknowledged extras: the runtime writes the function's logs with its role."""
     log_group = {"Fn::GetAtt": [synth.properties(function)["LoggingConfig"]["LogGroup"]["Ref"],
                                 "Arn"]}
-    index = {"Fn::Join": ["", [_arn(synth, table), "/index/unresolved"]]}
-    return (_pairs(LOGS, log_group) | _pairs(TABLE_ACTIONS, _arn(synth, table))
-            | _pairs(INDEX_ACTIONS, index))
+    return _on(LOG_ACTIONS, log_group)
 
 
 def _failed_events(synth: Synth, queue: Any) -> Grant:
     """Lambda puts an asynchronous event that failed every attempt on this queue, with
     the function's role (its on-failure destination)."""
-    return _pairs(FAILED_EVENT_ACTIONS, _arn(synth, queue))
+    return _on(FAILED_EVENT_ACTIONS, _arn(synth, queue))
 
 
 def _crm_data(synth: Synth, *, runs: bool) -> Grant:
-    """crm-sync's own data: a run reads the feed, writes and looks up notes; a sweep
-    only looks notes up."""
+    """crm-sync's own data: a run reads the feed (its handler's own query), writes and
+    looks up notes (the DynamoDBDestination call sites); a sweep only looks notes up."""
     data = synth.stack.crm_sync_data
     assert data is not None
-    notes = _pairs(NOTES_RECONCILE_ACTIONS, _arn(synth, data.notes))
+    notes = _on(NOTES_RECONCILE_ACTIONS, _arn(synth, data.notes))
     if not runs:
         return notes
-    return (notes | _pairs(NOTES_WRITE_ACTIONS, _arn(synth, data.notes))
-            | _pairs(FEED_ACTIONS, _arn(synth, data.feed)))
-
-
-def test_table_actions_are_exactly_the_ones_the_stores_call() -> None:
-    assert sorted(TABLE_ACTIONS) == [
-        "dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem", "dynamodb:GetItem",
-        "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"]
-    assert INDEX_ACTIONS == ("dynamodb:Query",)
+    return (notes | _on(NOTES_WRITE_ACTIONS, _arn(synth, data.notes))
+            | _on(FEED_ACTIONS, _arn(synth, data.feed)))
 
 
 def _report_data(synth: Synth) -> Grant:
-    """report-export's own bucket: put and look up objects under its prefix, and list
-    the bucket (a lookup of a missing object is then a 404, not a 403)."""
+    """report-export's own bucket (the S3Destination call sites): put and look up objects
+    under its prefix, and list the bucket for keys under that prefix only."""
     data = synth.stack.report_export_data
     assert data is not None
     bucket = _arn(synth, data.bucket)
-    return (_pairs(OBJECT_ACTIONS, {"Fn::Join": ["", [bucket, "/reports/*"]]})
-            | _pairs(BUCKET_ACTIONS, bucket))
+    return (_on(OBJECT_ACTIONS, {"Fn::Join": ["", [bucket, "/reports/*"]]})
+            | _on(BUCKET_ACTIONS, bucket, {"StringLike": {"s3:prefix": ["reports/*"]}}))
 
 
-@pytest.mark.parametrize("name", ["crm-sync", "report-export", EXPORT.name])
-def test_a_queue_jobs_function_may_use_the_table_and_its_own_trigger_queue(
+def _compare(function: lambda_.Function, granted: Grant, expected: Grant) -> None:
+    missing = sorted(expected - granted)
+    extra = sorted(granted - expected)
+    assert not missing, f"{function.node.path} lacks what its code calls: {missing}"
+    assert not extra, f"{function.node.path} may do what no code path needs: {extra}"
+
+
+# -- the call sites themselves ------------------------------------------------------------
+
+def test_every_transaction_part_is_authorized_by_its_own_action() -> None:
+    sites = {s.name: s for s in all_sites()}
+    # giving back an unstarted claim is a Delete inside TransactWriteItems
+    assert "dynamodb:DeleteItem" in sites["items.settle"].iam_actions()
+    assert "dynamodb:DeleteItem" in sites["dynamodb.undo_queued"].iam_actions()
+    assert sites["items.claim"].iam_actions() == ("dynamodb:ConditionCheckItem",
+                                                  "dynamodb:UpdateItem")
+    for site in sites.values():
+        assert site.iam_actions(), site.name
+        assert "dynamodb:TransactWriteItems" not in site.iam_actions()  # not an IAM action
+
+
+def test_a_job_run_needs_no_query_of_the_table_and_no_batch_read() -> None:
+    run = required_actions({Path.RUN, Path.QUEUE}, Target.TABLE)
+    assert run == ("dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
+                   "dynamodb:PutItem", "dynamodb:UpdateItem")
+    assert required_actions({Path.RUN, Path.QUEUE}, Target.INDEX) == ()
+    # only operators (CLI, drills) query the table itself
+    assert "dynamodb:Query" in required_actions({Path.OPERATOR}, Target.TABLE)
+    assert required_actions({Path.SWEEP}, Target.TABLE) == ("dynamodb:BatchGetItem",)
+
+
+# -- every function of the stack ----------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "name", ["crm-sync", "report-export", NIGHTLY.name, EXPORT.name, PRICES.name])
+def test_a_jobs_function_grants_exactly_what_its_code_paths_call(
         synth: Synth, name: str) -> None:
     job = synth.stack.jobs[name]
-    queue = _arn(synth, job.trigger_queue)
-    expected = _function_base(synth, job.function) | _pairs(
-        (*QUEUE_ACTIONS, *MAPPING_ACTIONS), queue) | _failed_events(synth, job.failed_ticks)
+    function = job.function
+    expected = (_code_paths(synth, function, jobs=[name], paths=job_paths(job.job),
+                            queue=job.trigger_queue)
+                | _lambda_itself(synth, function) | _failed_events(synth, job.failed_ticks))
+    if job.trigger_queue is not None:  # acknowledged: the event source mapping polls
+        expected |= _on(MAPPING_ACTIONS, _arn(synth, job.trigger_queue))
     if name == "crm-sync":
         expected |= _crm_data(synth, runs=True)
     if name == "report-export":
         expected |= _report_data(synth)
-    assert _grants(synth, job.function.role) == expected  # type: ignore[arg-type]
-    assert {a for a, r in expected if a.startswith("sqs:") and r == _resource(queue)} == {
-        "sqs:SendMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes",
-        "sqs:ReceiveMessage", "sqs:DeleteMessage"}
+    _compare(function, _grants(synth, function.role), expected)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", [NIGHTLY.name, PRICES.name])
-def test_a_skip_or_replace_jobs_function_may_use_the_table_only(synth: Synth, name: str) -> None:
-    job = synth.stack.jobs[name]
-    assert _grants(synth, job.function.role) == _function_base(  # type: ignore[arg-type]
-        synth, job.function) | _failed_events(synth, job.failed_ticks)
+def test_only_a_job_that_reads_unresolved_items_may_query_the_index(synth: Synth) -> None:
+    def may_query_index(name: str) -> bool:
+        role = synth.stack.jobs[name].function.role
+        return any(a == "dynamodb:Query" and "/index/unresolved" in r
+                   for a, r, _ in _grants(synth, role))  # type: ignore[arg-type]
+
+    assert may_query_index("report-export")  # it takes up earlier unfinished periods
+    assert not may_query_index("crm-sync")
+
+
+def test_the_reconciler_grants_exactly_a_sweep_and_its_follow_up(synth: Synth) -> None:
+    [reconciler] = synth.stack.reconcilers
+    function = reconciler.function
+    queue = synth.stack.jobs["crm-sync"].trigger_queue
+    expected = (_code_paths(synth, function, jobs=["crm-sync"],
+                            paths=reconciler_paths(queued=True), queue=queue)
+                | _lambda_itself(synth, function) | _crm_data(synth, runs=False)
+                | _failed_events(synth, reconciler.failed_sweeps))
+    _compare(function, _grants(synth, function.role), expected)  # type: ignore[arg-type]
+    # on the job's queue: send the pending follow-up again, wake a deferred trigger
+    assert {a for a, r, _ in expected if r == _json(_arn(synth, queue))} == {
+        "sqs:SendMessage", "sqs:ChangeMessageVisibility"}
+
+
+def test_recovery_grants_exactly_a_run_and_its_plan_for_every_job(synth: Synth) -> None:
+    function = synth.stack.recovery.function
+    jobs = sorted(synth.stack.jobs)
+    expected = (_code_paths(synth, function, jobs=jobs, paths=RECOVERY_PATHS)
+                | _lambda_itself(synth, function) | _crm_data(synth, runs=True))
+    _compare(function, _grants(synth, function.role), expected)  # type: ignore[arg-type]
+
+
+def test_every_table_grant_is_scoped_to_its_jobs_keys(synth: Synth) -> None:
+    table = _json(_arn(synth, synth.stack.table.table))
+    for function in synth.stack.functions:
+        for action, resource, condition in _grants(synth, function.role):  # type: ignore[arg-type]
+            if resource == table:
+                keys = json.loads(condition)["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+                assert keys and all(k.startswith(("JOB#", "ITEM#")) for k in keys), action
 
 
 @pytest.mark.parametrize(
@@ -132,24 +221,11 @@ def test_a_schedule_may_invoke_its_function_and_dead_letter_a_tick_only(
     [schedule_role] = [c for c in role if isinstance(c, iam.Role)
                        and {"Fn::GetAtt": [synth.logical_id(c), "Arn"]} == role_arn]
     assert _grants(synth, schedule_role) == (
-        _pairs(("lambda:InvokeFunction",), _arn(synth, job.function))  # no ":*" versions
-        | _pairs(("sqs:SendMessage",), _arn(synth, job.schedule_dlq)))
+        _on(("lambda:InvokeFunction",), _arn(synth, job.function))  # no ":*" versions
+        | _on(("sqs:SendMessage",), _arn(synth, job.schedule_dlq)))
     trust = synth.properties(schedule_role)["AssumeRolePolicyDocument"]["Statement"]
     assert [s["Principal"] for s in trust] == [{"Service": "scheduler.amazonaws.com"}]
     assert set(trust[0]["Condition"]["StringEquals"]) == {"aws:SourceAccount", "aws:SourceArn"}
-
-
-def test_recovery_may_use_the_table_and_run_crm_sync(synth: Synth) -> None:
-    recovery = synth.stack.recovery.function
-    assert _grants(synth, recovery.role) == (  # type: ignore[arg-type]
-        _function_base(synth, recovery) | _crm_data(synth, runs=True))
-
-
-def test_the_reconciler_may_use_the_table_and_look_notes_up(synth: Synth) -> None:
-    [reconciler] = synth.stack.reconcilers
-    assert _grants(synth, reconciler.function.role) == (  # type: ignore[arg-type]
-        _function_base(synth, reconciler.function) | _crm_data(synth, runs=False)
-        | _failed_events(synth, reconciler.failed_sweeps))
 
 
 def test_no_statement_anywhere_has_a_wildcard_but_the_report_prefix(synth: Synth) -> None:

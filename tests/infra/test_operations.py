@@ -21,7 +21,7 @@ from infra.stack import JobGuardStack
 from jobguard import environment
 from jobguard.errors import ConfigError
 
-from .conftest import INVOKER, Synth
+from .conftest import DRILLS_ACCOUNT, INVOKER, Synth
 
 OPTIONS = {"jobguard:kmsKey": "create", "jobguard:tracing": "true",
            "jobguard:triggerMaxConcurrency": "5", "jobguard:logRetentionDays": "90",
@@ -131,11 +131,12 @@ def test_an_operations_setting_that_is_not_one_is_refused_naming_it(
 
 
 def test_protection_is_off_for_local_and_drills_unless_asked_for() -> None:
-    for disposable in ({"jobguard:local": "true"}, {"jobguard:drills": "true"}):
-        operations = StackSettings.from_context(disposable).operations
+    drills = {"jobguard:drills": "true", "jobguard:drillsAccounts": DRILLS_ACCOUNT}
+    for disposable, account in (({"jobguard:local": "true"}, None), (drills, DRILLS_ACCOUNT)):
+        operations = StackSettings.from_context(disposable, account=account).operations
         assert not operations.deletion_protection and not operations.termination_protection
     asked = StackSettings.from_context(
-        {"jobguard:drills": "true", "jobguard:deletionProtection": "true"}).operations
+        {**drills, "jobguard:deletionProtection": "true"}, account=DRILLS_ACCOUNT).operations
     assert asked.deletion_protection and not asked.termination_protection
 
 

@@ -8,6 +8,7 @@ import re
 import tomllib
 
 from infra.app import cdk_json_context
+from infra.constructs.bundle import POWERTOOLS_LAYER_RELEASES, POWERTOOLS_LAYER_VERSION
 
 from .conftest import ROOT
 
@@ -33,3 +34,30 @@ def test_cdk_json_runs_this_app_with_the_context_the_tests_use() -> None:
     assert config["app"].endswith("-m infra.app")
     assert config["context"] == cdk_json_context()
     assert config["context"]["@aws-cdk/aws-iam:minimizePolicies"] is True
+
+
+def _dev_pins() -> dict[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = {}
+    for requirement in project["optional-dependencies"]["dev"]:
+        name, _, version = requirement.partition("==")
+        if version:
+            pins[name.split("[")[0].strip().lower()] = version.strip()
+    return pins
+
+
+def test_the_tests_pin_the_powertools_release_the_default_layer_carries() -> None:
+    layer_release = POWERTOOLS_LAYER_RELEASES[POWERTOOLS_LAYER_VERSION]
+    assert _dev_pins()["aws-lambda-powertools"] == layer_release
+
+
+def test_the_tests_run_that_release() -> None:
+    import importlib.metadata
+
+    from aws_lambda_powertools.shared.version import VERSION
+
+    release = POWERTOOLS_LAYER_RELEASES[POWERTOOLS_LAYER_VERSION]
+    assert release == VERSION, (
+        f"the tests import Powertools {VERSION}, the layer {POWERTOOLS_LAYER_VERSION} carries "
+        f"{release}: reinstall (make reinstalls when pyproject.toml changed)")
+    assert importlib.metadata.version("aws-lambda-powertools") in (VERSION, release)

@@ -526,7 +526,7 @@ _OVERLAP_EXPECT: dict[str, tuple[str, Callable[[Counter[str], list[RunRecord]], 
 
 
 def job_drills(job: str) -> tuple[Drill, ...]:
-    """Drills for any deployed job whose module calls ``switches.install(job)``: they
+    """Drills for any deployed guarded job (the library installs its switches): they
     check the run log and the lease (the destination is the job's own to check)."""
 
     def overlap(ctx: DrillContext, result: DrillResult) -> None:

@@ -8,11 +8,9 @@ stopped process), ``crash`` (the process exits on the spot, like a restart), or
 
 Switches are honoured only by a function whose environment has ``JOBGUARD_DRILLS=1``,
 which only a deployment made with ``-c jobguard:drills=true`` sets; everywhere else
-:func:`install` returns at once and no hook is registered. Nothing here is imported by
-jobguard's own modules: a job opts in with one line in its module::
-
-    from jobguard.drill import switches
-    switches.install(CRM_SYNC.name)
+:func:`install` returns at once and no hook is registered. The library installs them
+(:mod:`jobguard._drills`, when a guarded job is built): handlers carry no drill code,
+and a production code asset does not contain this package at all.
 
 Drill side: :func:`arm` a switch, trigger the job, :func:`wait_held` until a worker
 took it (it names the run), do what the drill is about, then :func:`release`. A pause
@@ -30,7 +28,7 @@ import threading
 import time
 from typing import Any
 
-from .. import environment, hooks
+from .. import _drills, environment, hooks
 from ..schema import PARTITION_KEY, SORT_KEY, job_pk
 
 __all__ = [
@@ -48,8 +46,7 @@ __all__ = [
     "wait_held",
 ]
 
-DRILLS = "JOBGUARD_DRILLS"
-"""Set to ``1`` only by a drill deployment; without it every switch is ignored."""
+DRILLS = _drills.DRILLS
 POINTS = ("after_acquire", "after_claim", "before_item", "before_destination",
           "after_process", "before_release")
 ACTIONS = ("pause", "crash", "fail")
@@ -65,8 +62,7 @@ class DrillFault(RuntimeError):
     """What a ``fail`` switch raises (a destination refusing the call)."""
 
 
-def drills_enabled() -> bool:
-    return os.environ.get(DRILLS) == "1"
+drills_enabled = _drills.enabled
 
 
 # -- the worker's side ---------------------------------------------------------------------

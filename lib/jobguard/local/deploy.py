@@ -30,7 +30,9 @@ from .ministack import ACCOUNT, REGION, ROOT, client_env
 
 __all__ = ["DEFAULT_STACK", "deploy", "stack_outputs"]
 
-DEFAULT_STACK = "JobGuard"
+DEFAULT_STACK = "JobGuard-local"
+"""The local deployment's stack (``infra.settings``: a local stack's name ends in
+``-local``, so it can never replace a production stack)."""
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
 
 

@@ -1,0 +1,32 @@
+"""Whether this function is a drill deployment's, and applying drill switches if so.
+
+A drill deployment (``-c jobguard:drills=true``) sets ``JOBGUARD_DRILLS=1`` on every
+function; the library then installs the job's drill fault switches
+(:mod:`jobguard.drill.switches`) when a guarded job is built, and
+:meth:`jobguard.definitions.JobDefinition.as_deployed` picks the drill clock. Handlers
+carry no drill code, and a production code asset carries no ``jobguard.drill``: it is
+imported only when the variable says so.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["DRILLS", "apply", "enabled"]
+
+DRILLS = "JOBGUARD_DRILLS"
+"""Set to ``1`` only by a drill deployment; without it every switch is ignored."""
+
+
+def enabled() -> bool:
+    return os.environ.get(DRILLS) == "1"
+
+
+def apply(job: str) -> bool:
+    """Honour ``job``'s drill switches in this process if drills are enabled (else
+    nothing is imported). Idempotent."""
+    if not enabled():
+        return False
+    from .drill import switches
+
+    return switches.install(job)
