@@ -650,6 +650,7 @@ class Sim:
                 actor.excusing_faults += 1
             if actor.delivery is not None:
                 actor.delivery.faults += 1
+                actor.delivery.injected += 1
         self.requests += 1
         actor.go.release()
         self._wait_parked(actor)
@@ -674,6 +675,7 @@ class Sim:
             self.model.lease_changed(before, self.row, step=self.step,
                                      true_now_ms=self._now_ms())
             self.model.lease_size(item_size(self.raw_row), self.step)
+            self.model.lease_names(self.row)
             if req.op == "TransactWriteItems" and req.run is not None:
                 self._check_checkpoint()
             if (before.get("run_id") is not None and self.row.get("run_id") is None
