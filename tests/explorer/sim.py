@@ -1286,7 +1286,9 @@ class Sim:
                                           UpdateExpression="SET #a = :v",
                                           ExpressionAttributeNames={"#a": attr},
                                           ExpressionAttributeValues={":v": {"S": "garbage"}})
-            self.damaged = attr
+            # every attribute damaged so far (a delivery may name any of them)
+            self.damaged = attr if self.damaged in (None, attr) else \
+                ",".join(sorted(set(self.damaged.split(",")) | {attr}))
         for a in self.actors:  # deliveries under way meet the damage too
             if a.delivery is not None and self.damaged is not None:
                 a.delivery.damaged = self.damaged
