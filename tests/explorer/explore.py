@@ -256,17 +256,17 @@ def explore(minutes: float, *, first_seed: int, steps: int, shrink_s: float,
 
 MUTANT_SHAPES: dict[str, tuple[str, str]] = {
     # mutant -> (--focus, --bias): the history shapes each defect lives in
-    "release-prunes-from-old-read": ("QUEUE,sqs,fail", ""),
+    "release-prunes-from-old-read": ("QUEUE,sqs,fail", "late"),
     "force-release-erases-run": ("force", ""),
-    "paused-queue-retry-loops": ("QUEUE,pause,sqs,fail", ""),
+    "paused-queue-retry-loops": ("QUEUE,pause,sqs,fail", "pause"),
     "lost-release-forgets": ("QUEUE,sqs", "wake"),
     "coalesce-undo-strands": ("COALESCE,sqs", ""),
     "replace-displaced-retryable": ("REPLACE,retick", ""),
     "lease-lost-is-done": ("QUEUE,sqs,clock", ""),
-    "queued-forgotten-early": ("QUEUE,sqs,fail", ""),
+    "queued-forgotten-early": ("QUEUE,sqs", "late"),
     "lease-row-grows": ("SKIP,burst", ""),
     "fence-restarts": ("damage", ""),
-    "future-tick-runs": ("future_tick", ""),
+    "future-tick-runs": ("future_tick", "late"),
 }
 
 
@@ -359,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutants", help="'all' or a comma-separated list: hunt each in turn")
     parser.add_argument("--mutant-minutes", type=float, default=10.0,
                         help="the budget per mutant (default 10)")
-    parser.add_argument("--bias", default=None, help="scheduler bias: wake (see sim.BIASES)")
+    parser.add_argument("--bias", default=None, help="scheduler bias: wake, late or pause "
+                        "(see sim.BIASES)")
     parser.add_argument("--bench", help="record the known-bug figures in this results.json")
     parser.add_argument("--json", help="write the summary here")
     args = parser.parse_args(argv)

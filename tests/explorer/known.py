@@ -1,7 +1,8 @@
 """Which issue-14 behaviour a violation's signature shows (for the explorer's summary).
 
 A signature is ``INVARIANT/what:key``; the key of ``END/queued-never-ran`` is the
-trigger's records in order (``queued>ran:lease_lost>duplicate``). The mapping reads the
+trigger's records in order (``queued>ran:lease_lost>duplicate``; ``+1h`` on a record
+written over an hour after the one before, ``model.AGED_MS``). The mapping reads the
 shape, not the ids; it was checked against the shrunk trace of each regression history
 (``regressions.py``). A signature it does not know is reported as possibly new.
 """
@@ -26,8 +27,10 @@ BUGS = {
 
 _RULES: list[tuple[str, int]] = [
     (r"^END/queued-never-ran:.*ran:lease_lost", 7),
-    (r"^END/queued-never-ran:.*queued>ran:failed>duplicate", 8),
-    (r"^END/queued-never-ran:(.*>)?queued>(duplicate|dropped)", 1),
+    # its mark aged out (``+1h``: over an hour after its last record) before it came back
+    (r"^END/queued-never-ran:(.*>)?queued>(ran:failed(\+1h)?>)?(duplicate|dropped)\+1h", 8),
+    # ... or, minutes after, it was gone: deleted by a release
+    (r"^END/queued-never-ran:(.*>)?queued>(ran:failed(\+1h)?>)?(duplicate|dropped)", 1),
     (r"^END/queued-never-ran:.*ran:failed>queued>duplicate", 1),
     (r"^BOUND/queued_n", 1),
     (r"^END/no-run-record", 2),
@@ -38,7 +41,7 @@ _RULES: list[tuple[str, int]] = [
     (r"^END/coalesced-never-followed", 5),
     (r"^END/recorded-twice:(coalesced|queued)", 5),
     (r"^RERUN/ran-again:[a-z_-]+:displaced", 6),
-    (r"^BOUND/row-size", 9),
+    (r"^BOUND/row-(size|per-trigger)", 9),
     (r"^(FENCE/reissued|FENCE/no-fence|FENCE/stale-write|END/crash|DAMAGE/)", 10),
     (r"^RERUN/ran-again:(far-future-tick|manual):returned-ran", 11),
     (r"^RERUN/ran-again:far-future-tick:", 11),

@@ -79,10 +79,24 @@ DAMAGES = ("remove:expires_at_ms", "remove:fence", "string:fence", "string:expir
            "delete-row")
 
 
-BIASES = ("", "wake")
-"""Scheduler biases (``--bias``): ``wake`` delivers queue messages while a run holds the
-lease and loses the responses of the holder's requests (its release above all), the shape
-of issue 14's #4 (a release whose response was lost forgets its wake receipt)."""
+BIASES = ("", "wake", "late", "pause")
+"""Scheduler biases (``--bias``), shapes of histories the uniform weights reach rarely.
+They change weights only (a history's choice list replays with the same bias):
+
+- ``wake`` delivers queue messages while a run holds the lease and loses the responses
+  of the holder's requests (its release above all), the shape of issue 14's #4 (a
+  release whose response was lost forgets its wake receipt);
+- ``late``: triggers come back hours later: the clock steps by hours far more often and
+  redeliveries (ticks again, far-future ticks, manual retries, SQS, visibility ends)
+  are frequent, so marks age between deliveries of one trigger;
+- ``pause``: the operator pauses while triggers wait on the queue (a second trigger
+  while the lease is held is frequent, pauses too once a message waits, resumes rare,
+  hidden messages come back), so retries meet a paused job.
+"""
+LATE_EVENTS = {"retick": 3.0, "remanual": 3.0, "future_tick": 4.0, "sqs": 1.5,
+               "expire_visibility": 3.0, "clock": 1.5}
+LATE_CLOCK_WEIGHTS = (4, 3, 3, 2.5, 1.5, 6, 3)
+PAUSE_EVENTS = {"resume": 0.15, "expire_visibility": 3.0, "sqs": 2.0}
 
 
 class Killed(BaseException):
@@ -650,6 +664,7 @@ class Sim:
                 actor.excusing_faults += 1
             if actor.delivery is not None:
                 actor.delivery.faults += 1
+                actor.delivery.injected += 1
         self.requests += 1
         actor.go.release()
         self._wait_parked(actor)
@@ -674,6 +689,7 @@ class Sim:
             self.model.lease_changed(before, self.row, step=self.step,
                                      true_now_ms=self._now_ms())
             self.model.lease_size(item_size(self.raw_row), self.step)
+            self.model.lease_names(self.row)
             if req.op == "TransactWriteItems" and req.run is not None:
                 self._check_checkpoint()
             if (before.get("run_id") is not None and self.row.get("run_id") is None
@@ -878,6 +894,18 @@ class Sim:
         weights = [self.weights[e] if enabled[e] else 0.0 for e in EVENTS]
         if self.bias == "wake" and self.row.get("run_id") is not None and enabled["sqs"]:
             weights[EVENTS.index("sqs")] = max(weights[EVENTS.index("sqs")], 9.0) * 4
+        shape = {"late": LATE_EVENTS, "pause": PAUSE_EVENTS}.get(self.bias, {})
+        for e, factor in shape.items():
+            weights[EVENTS.index(e)] *= factor
+        if self.bias == "pause":
+            waiting = bool(self.queue.live())
+            paused = self.row.get("paused_at_ms") is not None
+            weights[EVENTS.index("pause")] *= 0.1 if paused else 6.0 if waiting else 0.2
+            if self.row.get("run_id") is not None:
+                weights[EVENTS.index("manual")] *= 3.0
+            if paused:  # what waits comes back meanwhile
+                weights[EVENTS.index("expire_visibility")] *= 3.0
+                weights[EVENTS.index("sqs")] *= 2.0
         if not any(weights):
             weights = [1.0 if enabled[e] else 0.0 for e in EVENTS]
         event = EVENTS[self.chooser.draw(len(EVENTS), weights)]
@@ -1087,7 +1115,8 @@ class Sim:
                 a.delivery.faults += 1
 
     def _ev_clock(self) -> None:
-        delta = CLOCK_STEPS[self.chooser.draw(len(CLOCK_STEPS), CLOCK_WEIGHTS)]
+        weights = LATE_CLOCK_WEIGHTS if self.bias == "late" else CLOCK_WEIGHTS
+        delta = CLOCK_STEPS[self.chooser.draw(len(CLOCK_STEPS), weights)]
         if delta >= timedelta(seconds=20):
             self._disrupt("clock")
         self.coverage.add((self._row_state(), f"clock+{int(delta.total_seconds())}s"))
@@ -1257,7 +1286,9 @@ class Sim:
                                           UpdateExpression="SET #a = :v",
                                           ExpressionAttributeNames={"#a": attr},
                                           ExpressionAttributeValues={":v": {"S": "garbage"}})
-            self.damaged = attr
+            # every attribute damaged so far (a delivery may name any of them)
+            self.damaged = attr if self.damaged in (None, attr) else \
+                ",".join(sorted(set(self.damaged.split(",")) | {attr}))
         for a in self.actors:  # deliveries under way meet the damage too
             if a.delivery is not None and self.damaged is not None:
                 a.delivery.damaged = self.damaged
