@@ -122,6 +122,10 @@ def run_record(item: dict[str, Any]) -> RunRecord:
 #: acquisition (a wrong guess is refused by its condition, which returns the truth).
 _fences: dict[tuple[str, str], int] = {}
 
+_RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
+                                "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
+"""Cancellation reasons that say "try again", not "this item is wrong"."""
+
 _HOLDER_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acquired_at_ms",
                  "heartbeat_at_ms", "wake_receipt", "follow_up")
 
@@ -426,11 +430,18 @@ class DynamoJobStore:
                 if code in (None, "None"):
                     continue
                 if code != "ConditionalCheckFailed":
+                    if kind == "lease" and code not in _RETRYABLE_REASONS:
+                        # the row itself refused the expression (a ValidationError: an
+                        # attribute of the wrong type): a consistent read names it
+                        lease = self.read_lease(job)
                     conflict = True
                     continue
                 found = reason.get("Item")
                 if kind == "lease":
-                    lease = self._seen(lease_state(job, found))
+                    # the row as it was; when the answer carries no item (an emulator's
+                    # ConditionCheck), a consistent read (which names a damaged row)
+                    lease = (self._seen(lease_state(job, found)) if found is not None
+                             else self.read_lease(job))
                 elif kind == "trigger":
                     trigger, trigger_failed = trigger_record(job, found), True
                 elif kind == "fence":
@@ -527,7 +538,13 @@ class DynamoJobStore:
         update = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
         if route is Route.QUEUE and item is not None and item.state is State.QUEUED \
                 and trigger_kind == "queued":
-            update += f" ADD {queued} {e.v(-1)}"
+            # count it off, never below 0: a row deleted and made again since it was
+            # queued no longer counts it (compare-and-set on the count as observed)
+            if lease.queued_n > 0:
+                update += f" ADD {queued} {e.v(-1)}"
+                pieces.append(f"{queued} > {e.v(0)}")
+            else:
+                pieces.append(f"(attribute_not_exists({queued}) OR {queued} <= {e.v(0)})")
         actions = [self._update(self._lease_key(job), e, update, " AND ".join(pieces))]
         kinds = ["lease"]
         if not _mutants.on("fence-restarts"):
@@ -910,7 +927,13 @@ class DynamoJobStore:
         sets = [f"{e.n('fence')} = {e.v(new_fence)}", f"{e.n('queued_n')} = {e.v(queued)}",
                 f"{e.n('released_at_ms')} = {e.v(now_ms)}",
                 f"{e.n('released_by')} = {e.v('operator:' + by)}"]
-        removes = list(_HOLDER_ATTRS) + ["prev_run_id"]
+        # the holder goes; a pending follow-up stays named (its coalesced triggers are
+        # still owed a run: the next run absorbs it, or its message runs it)
+        removes = [n for n in _HOLDER_ATTRS if n != "follow_up"] + ["prev_run_id"]
+        # the pause as read: an operator's pause (or resume) since is not undone
+        condition += (f" AND {e.n('paused_at_ms')} = {e.v(paused_at)}"
+                      if paused_at is not None else
+                      f" AND attribute_not_exists({e.n('paused_at_ms')})")
         if isinstance(paused_at, int) and not isinstance(paused_at, bool):
             sets.append(f"{e.n('paused_reason')} = {e.v(str(paused_reason or 'paused'))}")
         else:
@@ -1021,8 +1044,15 @@ class DynamoJobStore:
         elif step is Next.PAUSED:
             paused = f"attribute_exists({e.n('paused_at_ms')})"
             if item is not None and item.state is State.QUEUED and \
+                    record.trigger_kind == "queued" and lease.queued_n > 0:
+                lease_action = self._update(lease_key, e, f"ADD {queued_n} {e.v(-1)}",
+                                            f"{paused} AND {queued_n} > {e.v(0)}")
+            elif item is not None and item.state is State.QUEUED and \
                     record.trigger_kind == "queued":
-                lease_action = self._update(lease_key, e, f"ADD {queued_n} {e.v(-1)}", paused)
+                # not counted on this row (deleted and made again since): nothing to take
+                lease_action = self._check(
+                    lease_key, e, f"{paused} AND (attribute_not_exists({queued_n}) OR "
+                    f"{queued_n} <= {e.v(0)})")
             else:
                 lease_action = self._check(lease_key, e, paused)
         else:  # ABSORB: a run started after the one the follow-up follows

@@ -51,6 +51,9 @@ __all__ = ["TICK_AHEAD_LIMIT", "GuardedJob", "guarded"]
 LAMBDA_MAX_EVENT_AGE = timedelta(hours=6)
 """The longest Lambda keeps retrying an asynchronous invocation (its default)."""
 
+LAMBDA_MAX_RUN = timedelta(minutes=15)
+"""The longest a Lambda invocation runs."""
+
 TICK_AHEAD_LIMIT = timedelta(minutes=15)
 """A tick is delivered at or after its scheduled time; one scheduled further ahead of
 the worker's clock than this is refused (``InvalidTriggerError`` on ``scheduled_at``)
@@ -227,7 +230,7 @@ class GuardedJob:
             item = TriggerRecord(trigger_id=trigger.trigger_id, state=State.QUEUED,
                                  route=Route.QUEUE, ttl_epoch_s=2**40)
         high_water = 0
-        mark_displaced = True
+        unmarkable: str | None = None  # a holder whose trigger item cannot be marked
         keep_follow_up = True
         seen: list[str] = []
         for attempt in range(_MAX_ATTEMPTS):
@@ -245,6 +248,7 @@ class GuardedJob:
             if step is Next.RUN:
                 rt.telemetry.count("LeaseAcquireAttempts")
                 acquired_mono = self.clock.monotonic()
+                displacing = lease.run_id
                 result = rt.store.acquire(
                     trigger.trigger_id, job=config.name, run_id=run_id, owner=self.owner,
                     now_ms=now_ms, lease_ms=self._lease_ms, skew_ms=self._skew_ms,
@@ -256,7 +260,10 @@ class GuardedJob:
                     queue_gate=config.policy is OverlapPolicy.QUEUE and route is Route.DIRECT
                     and not (item is not None and item.state is State.RUNNING),
                     displaced=self._displaced_record(lease, now_ms),
-                    record_ttl_s=self._ttl(now_ms), mark_displaced=mark_displaced,
+                    # the holder it displaces is marked, unless its item could not be
+                    # (then only that holder: a new one is marked again)
+                    record_ttl_s=self._ttl(now_ms),
+                    mark_displaced=displacing is None or displacing != unmarkable,
                     keep_follow_up=not self.serves_triggers and keep_follow_up,
                 )
                 if isinstance(result, Acquired):
@@ -275,8 +282,8 @@ class GuardedJob:
                 item = refused.trigger
             if refused.high_water is not None:
                 high_water = refused.high_water
-            if refused.displaced_failed:
-                mark_displaced = False
+            if refused.displaced_failed and step is Next.RUN:
+                unmarkable = displacing
             if refused.follow_up_failed:
                 keep_follow_up = False
             if refused.conflict:
@@ -305,7 +312,7 @@ class GuardedJob:
         lease = rt.store.expected_lease(self.config.name)
         item: TriggerRecord | None = None
         high_water = 0
-        mark_displaced = True
+        unmarkable: str | None = None
         keep_follow_up = True
         while True:
             now_ms = to_ms(self.clock.now())
@@ -328,12 +335,14 @@ class GuardedJob:
                 item=item, route=Route.DIRECT, trigger_kind=trigger.kind.value,
                 trigger_ttl_s=self._running_ttl(trigger, now_ms), high_water=high_water,
                 ignore_pause=ignore_pause, displaced=self._displaced_record(lease, now_ms),
-                record_ttl_s=self._ttl(now_ms), mark_displaced=mark_displaced,
+                record_ttl_s=self._ttl(now_ms),
+                mark_displaced=lease.run_id is None or lease.run_id != unmarkable,
                 keep_follow_up=keep_follow_up,
             )
             if isinstance(result, Acquired):
                 return self._run(trigger, run_id, result, now_ms, acquired_mono, event,
                                  context, service=True)
+            displacing = lease.run_id
             if result.lease is not None:
                 lease = result.lease
             if result.trigger_failed:
@@ -344,7 +353,7 @@ class GuardedJob:
             if result.high_water is not None:
                 high_water = result.high_water
             if result.displaced_failed:
-                mark_displaced = False
+                unmarkable = displacing
             if result.follow_up_failed:
                 keep_follow_up = False
 
@@ -648,8 +657,10 @@ class GuardedJob:
         window = max(self.config.dedup_window, self.config.stale_after)
         if trigger.scheduled_at is None:
             # a manual invoke: Lambda retries an asynchronous event for up to 6 hours
-            # unless its function says less (the stack's does), so remember it that long
-            window = max(window, LAMBDA_MAX_EVENT_AGE)
+            # unless its function says less (the stack's does), and that last retry may
+            # decide up to a function timeout (15 minutes at most) later: remember it
+            # that long
+            window = max(window, LAMBDA_MAX_EVENT_AGE + LAMBDA_MAX_RUN)
         return (base_ms + self._skew_ms) // 1000 + int(window.total_seconds())
 
     def _running_ttl(self, trigger: Trigger, now_ms: int) -> int:

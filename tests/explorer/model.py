@@ -98,6 +98,8 @@ class Model:
         self.deliveries: list[Delivery] = []
         self.invocations: dict[str, Invocation] = {}
         self.records: list[RecordWrite] = []
+        self.operator_steps: list[int] = []
+        """Steps at which an operator ended a lease (release --force, repair)."""
         self.spent: dict[str, str] = {}
         self.checkpoint: tuple[int, int] = (0, -1)
         self.dest: dict[str, list[tuple[str, int, bool]]] = {}
@@ -184,6 +186,7 @@ class Model:
         """The operator's ``release --force`` of run ``run_id`` landed: its trigger is
         ``released``, terminal (observed from the operator's side, not from the record
         the library writes)."""
+        self.operator_steps.append(step)
         self.spent.setdefault(trigger_id, f"its run {run_id} was force-released by the "
                               "operator")
         self.spent_step.setdefault(trigger_id, step)
@@ -276,14 +279,22 @@ class Model:
         return sorted(t for t in queued if t not in done and t not in dlq_triggers
                       and t not in paused and t not in released)
 
-    def coalesced_checks(self, *, dlq: list[tuple[str, int]]) -> None:
+    def coalesced_checks(self, *, dlq: list[tuple[str, int]], final: bool = False) -> None:
         """Once the queue drained (before any sender retried): every coalesced trigger
         was followed by a run that started after it (or its follow-up was recorded
-        paused, or dead-lettered)."""
+        paused, or dead-lettered). One exception waits for the senders' retries
+        (``final``): the coalescing delivery failed (its sender retries it, and the
+        retry sends the follow-up again) and an operator, not a run, ended the lease
+        after it, so no release was there to send it (README: the operator's command
+        has no queue)."""
         last_run_step = max((inv.step for inv in self.invocations.values()), default=-1)
         for rec in self.records:
             if rec.decision != "coalesced" or rec.kind == "follow_up":
                 continue  # a follow-up "coalesced" is one absorbed by a later run
+            if not final and any(step > rec.step for step in self.operator_steps) and any(
+                    d.trigger_id == rec.trigger_id and d.outcome == "error"
+                    for d in self.deliveries):
+                continue
             covered = last_run_step > rec.step or any(
                 r.decision == "paused" and r.step > rec.step for r in self.records) or any(
                 step > rec.step for _, step in dlq)

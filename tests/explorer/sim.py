@@ -69,6 +69,8 @@ HANDLER_FAILURE = (0.08, 0.02, 0.25)
 OUTAGES = (("dynamodb", "throttle"), ("dynamodb", "timeout"), ("dynamodb", "lost-after"),
            ("sqs", "5xx"), ("sqs", "timeout"), ("sqs", "lost-after"))
 OUTAGE_LENGTHS = (2, 3, 4, 6, 9)
+LAMBDA_TIMEOUT = timedelta(minutes=15)
+"""The longest a Lambda invocation runs before Lambda stops it."""
 CLOCK_STEPS = (timedelta(seconds=1), timedelta(seconds=7), timedelta(seconds=20),
                LEASE + SKEW + timedelta(seconds=1), timedelta(minutes=3),
                timedelta(hours=2, minutes=15), timedelta(hours=5))
@@ -165,6 +167,8 @@ class Actor:
     """The run whose lease this actor's request freed."""
     request_faults: int = 0
     """Faults injected into this actor's own requests (not clock jumps and the like)."""
+    born_ms: int = 0
+    """When its invocation started (Lambda stops one after at most 15 minutes)."""
     excusing_faults: int = 0
     """Request faults that excuse a late wake-up: all but a DynamoDB response lost after
     the request was applied (the library's retry must then recover all it found)."""
@@ -641,7 +645,7 @@ class Sim:
         self._actor_n += 1
         actor = Actor(self._actor_n, f"A{self._actor_n}:{name}", kind, fn, self,
                       container=container, delivery=delivery, heartbeat=heartbeat,
-                      on_done=on_done)
+                      on_done=on_done, born_ms=self._now_ms())
         if container is not None:
             container.busy = True
         if delivery is not None:
@@ -1122,6 +1126,13 @@ class Sim:
         self.coverage.add((self._row_state(), f"clock+{int(delta.total_seconds())}s"))
         self._advance(delta)
         self.log(f"ENV clock +{delta}")
+        # Lambda stops an invocation at its timeout (15 minutes at most): one the clock
+        # left behind is gone, as if killed (its sender retries it)
+        limit_ms = int(LAMBDA_TIMEOUT.total_seconds() * 1000)
+        for actor in [a for a in self._gated() if a.container is not None
+                      and a.heartbeat is None and self._now_ms() - a.born_ms > limit_ms]:
+            self.log(f"ENV {actor.name} ran past Lambda's 15-minute limit: stopped")
+            self._kill(actor)
 
     def _ev_skew(self) -> None:
         c = self.containers[self.chooser.draw(len(self.containers))]
@@ -1160,8 +1171,10 @@ class Sim:
         try:
             lease = self.store.read_lease(JOB)
         except DamagedRowError:
-            return self.store.force_release(JOB, holder_run_id="", fence=-1,
-                                            now_ms=self._op_clock())
+            repaired = self.store.force_release(JOB, holder_run_id="", fence=-1,
+                                                now_ms=self._op_clock())
+            self.model.operator_steps.append(self.step)
+            return repaired
         if lease.run_id is None:
             return "free"
         released = self.store.force_release(JOB, holder_run_id=lease.run_id,
@@ -1212,6 +1225,9 @@ class Sim:
         actor = gated[self.chooser.draw(len(gated))]
         self.coverage.add((self._row_state(), f"kill:{actor.kind}"))
         self.log(f"ENV kill {actor.name} (its process is gone)")
+        self._kill(actor)
+
+    def _kill(self, actor: Actor) -> None:
         victims = [actor]
         if actor.container is not None:
             # the run's heartbeat dies with its process
@@ -1354,6 +1370,11 @@ class Sim:
             undecided = self._undecided()
             if not self.queue.live() and not undecided:
                 break
+        # 3. what waited for the senders' retries (see Model.coalesced_checks)
+        self.model.coalesced_checks(
+            dlq=[(m.trigger_id(), self.dlq_steps.get(m.seq, 0)) for m in self.queue.dlq],
+            final=True)
+        self._note_violations()
         if any(json.loads(m.body).get("kind") == "queued" for m in self.queue.dlq):
             # README: a queued trigger dead-lettered before it ran leaves its count on the
             # lease row; the operator's `jobguard repair JOB` recounts it

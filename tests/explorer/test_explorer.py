@@ -29,6 +29,24 @@ OPEN_REGRESSIONS: dict[int, str] = {}
 """Old-protocol regression histories that still fail on the new code: library bugs,
 reported, not fixed here (xfail until fixed)."""
 
+FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
+    # name: (seed, or a shrunk choice list; bias; what it showed, now fixed)
+    "replace-marks-every-holder": (700190, "", "REPLACE: a takeover refused once kept "
+                                   "its 'do not mark the displaced trigger' for the next "
+                                   "holder, which then ran again"),
+    "queued-count-never-negative": (700103, "", "a queued trigger's run counted itself "
+                                    "off a lease row deleted and made again: queued_n -1"),
+    "manual-kept-past-the-last-retry": (700351, "", "a manual trigger's item expired "
+                                        "before Lambda's last retry could decide"),
+    "repair-keeps-follow-up": (900119, "", "repair on a damaged row dropped the pending "
+                               "follow-up (and could undo a pause made after its read)"),
+    "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
+                                   "late", "a decision the damaged row refused with a "
+                                   "ValidationError retried 8 times instead of naming it"),
+}
+"""Library bugs the explorer found on the new protocol (issue 15), each fixed: their
+histories hold from now on."""
+
 CI_SEEDS = [s for s in range(1, 41) if s not in OPEN_FINDINGS]
 """About 1 s each on the 2-core machine."""
 
@@ -91,3 +109,13 @@ def test_regression_history(reg: object) -> None:
     else:
         assert reg.violation in codes, (
             f"{reg.bug}: the explorer no longer finds {reg.violation}; it found {codes}")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", sorted(FOUND_ON_THE_NEW_PROTOCOL))
+def test_found_on_the_new_protocol_holds(name: str) -> None:
+    what, bias, shown = FOUND_ON_THE_NEW_PROTOCOL[name]
+    kwargs: dict = {"bias": bias} if bias else {}
+    result = (run_history(seed=what, trace=False, **kwargs) if isinstance(what, int)
+              else run_history(choices=list(what), trace=False, **kwargs))
+    assert not result.violations, f"{shown}: {result.violations[0]}"

@@ -231,7 +231,7 @@ def test_repair_of_a_held_row_that_lost_its_trigger_id_still_repairs(aws):
     assert aws.store.read_trigger(JOB, f"{JOB}@manual:1").state is State.RUNNING
 
 
-@pytest.mark.parametrize("meanwhile", ["holder released", "trigger queued"])
+@pytest.mark.parametrize("meanwhile", ["holder released", "trigger queued", "paused"])
 def test_repair_is_refused_when_the_row_moved_without_a_new_fence(aws, meanwhile):
     """GIVEN a repair that read the row (held by R1, or free with no queued trigger)
     WHEN, before its write, R1 releases (no new fence) or a trigger is queued (the count
@@ -248,7 +248,9 @@ def test_repair_is_refused_when_the_row_moved_without_a_new_fence(aws, meanwhile
     def act(**_: Any) -> None:
         aws.ddb.meta.events.unregister("before-call.dynamodb.TransactWriteItems",
                                        unique_id="act")
-        if meanwhile == "holder released":
+        if meanwhile == "paused":
+            aws.store.pause(JOB, reason="maintenance", now_ms=T0 + 900)
+        elif meanwhile == "holder released":
             record = RunRecord(job=JOB, run_id="R1", trigger_id=f"{JOB}@manual:1",
                                trigger_kind="manual", policy="QUEUE", decision=Decision.RAN,
                                status=RunStatus.SUCCEEDED, started_at_ms=T0,
@@ -275,8 +277,20 @@ def test_repair_is_refused_when_the_row_moved_without_a_new_fence(aws, meanwhile
     with pytest.raises(StoreError):
         aws.store.repair(JOB, now_ms=T0 + 2_000)
     assert aws.store.high_water(JOB) == before
-    if meanwhile == "trigger queued":
+    if meanwhile == "paused":
+        assert aws.store.read_lease(JOB).paused_reason == "maintenance"
+    elif meanwhile == "trigger queued":
         lease = aws.store.read_lease(JOB)
         assert lease.queued_n == 1 and lease.run_id == "R2"
     else:
         assert aws.store.read_lease(JOB).released_by == "run"
+
+
+def test_repair_keeps_a_pending_follow_up(aws):
+    """GIVEN a held row naming a pending follow-up (coalesced triggers are owed a run)
+    WHEN the operator repairs it THEN the holder goes and the follow-up stays named."""
+    take(aws.store, 1, "R1")
+    _damage(aws, JOB, follow_up={"S": f"{JOB}@follow-up:R1"}, fence={"S": "x"})
+    aws.store.repair(JOB, now_ms=T0 + 2_000)
+    raw = aws.store.read_lease_raw(JOB)
+    assert raw["follow_up"] == f"{JOB}@follow-up:R1" and "run_id" not in raw
