@@ -143,6 +143,14 @@ class JobGuardStack(Stack):
         if settings.drills:
             for function in self.functions:
                 function.add_environment(DRILLS, "1")
+            # A drill deployment's functions read their job's drill switches (a Query of
+            # the job's own DRILL# rows, jobguard.drill.switches) at every hook point:
+            # only here, scoped to the job's keys, like every other table grant.
+            for name, guarded in self.jobs.items():
+                self.table.grant_drill_switches(guarded.function, jobs=[name])
+            for reconciler in self.reconcilers:
+                self.table.grant_drill_switches(reconciler.function, jobs=[reconciler.job.name])
+            self.table.grant_drill_switches(self.recovery.function, jobs=list(self.jobs))
         if self.key is not None:
             self._acknowledge_key_grants()
         self.dashboard = JobGuardDashboard(

@@ -260,6 +260,7 @@ class GuardedJob(Construct):
             description=f"jobguard tick for {job.name}",
             enabled=schedule_enabled,
         )
+        self.schedule_enabled = schedule_enabled
         self.alarms = self._alarms(alarm_action)
 
     # -- checks ----------------------------------------------------------------------------
@@ -301,7 +302,9 @@ class GuardedJob(Construct):
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 action=action, runbook=runbook("overlap"),
             )
-        window = job.no_success_window()
+        # no dead-man alarm where the schedule is disabled (local and drill deployments:
+        # only the drills deliver ticks, so silence is their normal state)
+        window = job.no_success_window() if self.schedule_enabled else None
         if window is not None:
             # the dead-man alarm: silence is the symptom, so missing data breaches
             alarms["no_success"] = runbook_alarm(

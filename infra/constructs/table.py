@@ -97,6 +97,13 @@ class JobTable(Construct):
     def index_arn(self) -> str:
         return f"{self.table.table_arn}/index/{UNRESOLVED_INDEX}"
 
+    def grant_drill_switches(self, grantee: iam.IGrantable, *, jobs: Iterable[str]) -> None:
+        """Drill deployments only: the Query that reads a job's drill switch rows."""
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=["dynamodb:Query"], resource_arns=[self.table.table_arn],
+            conditions={"ForAllValues:StringLike": {
+                "dynamodb:LeadingKeys": [f"JOB#{job}" for job in jobs]}})
+
     def grant_paths(self, grantee: iam.IGrantable, *, jobs: Iterable[str],
                     paths: Iterable[Path]) -> None:
         """What the code paths ``paths`` of ``jobs`` call, derived from the call sites

@@ -96,7 +96,11 @@ def _endpoint(args: argparse.Namespace) -> str | None:
     field = "--endpoint-url" if args.endpoint_url else "AWS_ENDPOINT_URL"
     endpoint = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
     if endpoint is not None:
-        parts = urlsplit(endpoint)
+        try:
+            parts = urlsplit(endpoint)
+            _ = parts.port  # a port out of range, a broken IPv6 host: ValueError
+        except ValueError as exc:
+            raise CommandError(field, f"{endpoint!r} is not a URL ({exc})") from None
         if (parts.scheme not in ("http", "https") or not parts.netloc
                 or endpoint != endpoint.strip()):
             raise CommandError(field, f"{endpoint!r} is not an http(s) URL (e.g. "
@@ -137,10 +141,21 @@ def _definitions(args: argparse.Namespace) -> dict[str, Any]:
         module = importlib.import_module(args.jobs_module)
     except ImportError as exc:
         raise CommandError("--jobs-module", f"cannot import {args.jobs_module!r}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - the module's own failure, said plainly
+        raise CommandError("--jobs-module", f"importing {args.jobs_module!r} failed: "
+                           f"{type(exc).__name__}: {exc}") from None
     jobs = getattr(module, "JOBS", None)
     if jobs is None:
         raise CommandError("--jobs-module", f"{args.jobs_module!r} has no JOBS")
-    return {job.name: job for job in jobs}
+    try:
+        defined = {job.name: job for job in jobs}
+    except (TypeError, AttributeError):
+        raise CommandError("--jobs-module", f"{args.jobs_module}.JOBS must be a list of job "
+                           f"definitions, got {jobs!r:.80}") from None
+    if not all(isinstance(name, str) for name in defined):
+        raise CommandError("--jobs-module", f"{args.jobs_module}.JOBS holds a job without "
+                           "a name")
+    return defined
 
 
 def _job_name(args: argparse.Namespace, field: str = "JOB") -> str:
@@ -576,6 +591,11 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
     except ConfigError as exc:
         field, _, message = str(exc).partition(": ")
         raise CommandError("--modules" if "MODULES" in field else field, message) from None
+    except Exception as exc:  # noqa: BLE001 - a job module failed to load: say which, why
+        raise CommandError("--modules", f"loading the job modules "
+                           f"({os.environ.get('JOBGUARD_RECOVERY_MODULES')}) failed: "
+                           f"{type(exc).__name__}: {exc} (does the module need an "
+                           "environment variable this shell does not have?)") from None
     done = {"n": 0}
 
     def progress(**ctx: Any) -> None:
@@ -866,7 +886,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         if not isinstance(exc, JobGuardError):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        said = str(exc)
+        if "Requested resource not found" in said or "ResourceNotFoundException" in said:
+            table = args.table if args.table is not None else os.environ.get("JOBGUARD_TABLE")
+            said += (f" (table {table!r}: is it deployed in this account and region, and "
+                     "is --table or JOBGUARD_TABLE right?)")
+        print(f"error: {said}", file=sys.stderr)
         return 1
     return code
 

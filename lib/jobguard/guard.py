@@ -211,6 +211,7 @@ class GuardedJob:
         now = self.clock.now()
         now_ms = to_ms(now)
         run_id = new_run_id(now_ms)
+        owed = False  # a late tick this job already accepted onto its queue
         if trigger.scheduled_at is not None and not trigger.is_from_queue:
             if trigger.scheduled_at - now > TICK_AHEAD_LIMIT and not _mutants.on(
                     "future-tick-runs"):
@@ -220,7 +221,9 @@ class GuardedJob:
                     "ahead of this worker's clock: a tick is delivered at or after its "
                     "scheduled time, so this event was not written by a schedule")
             if now - trigger.scheduled_at > config.stale_after:
-                return self._stale(trigger, run_id, now)
+                owed = self._owed(trigger, now_ms)
+                if not owed:
+                    return self._stale(trigger, run_id, now)
 
         route = route_of(trigger)
         lease: LeaseState = rt.store.expected_lease(config.name)
@@ -235,7 +238,7 @@ class GuardedJob:
         seen: list[str] = []
         for attempt in range(_MAX_ATTEMPTS):
             if attempt and trigger.scheduled_at is not None and route is Route.DIRECT \
-                    and now - trigger.scheduled_at > config.stale_after:
+                    and not owed and now - trigger.scheduled_at > config.stale_after:
                 # Stale by now (this delivery was held up between attempts): a tick never
                 # runs past stale_after, so its item, kept that long, is always there to
                 # say whether it already ran.
@@ -438,6 +441,18 @@ class GuardedJob:
                    "holder_run_id": lease.run_id, "holder_fence": lease.fence},
         )
         return self._outcome(record), None
+
+    def _owed(self, trigger: Trigger, now_ms: int) -> bool:
+        """A late redelivery of a tick this job already accepted onto its queue (queued,
+        or coalesced into a follow-up): the first delivery may have died before sending
+        the message, so this one is decided (a duplicate, which sends it again), not
+        recorded stale. One read, for late deliveries of queued jobs only."""
+        if not self.config.needs_queue:
+            return False
+        item = self.runtime().store.read_trigger(  # type: ignore[attr-defined]
+            self.config.name, trigger.trigger_id)
+        return item is not None and item.live(now_ms) and item.state in (
+            State.QUEUED, State.COALESCED)
 
     def _stale(self, trigger: Trigger, run_id: str, now: Any) -> dict[str, Any]:
         assert trigger.scheduled_at is not None

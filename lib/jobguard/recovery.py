@@ -147,10 +147,23 @@ def parse_request(event: object) -> RecoveryRequest:
         named = message.split(": ", 1)[0] if ": " in message else None
         if named is not None and (not field_name or named in RecoveryRequest.model_fields):
             field_name, message = message.split(": ", 1)
+        ctx = error.get("ctx") or {}
         if error["type"] == "extra_forbidden":
             message = "is not a field of a recovery request"
         elif error["type"] == "missing":
             message = "is required"
+        elif error["type"] == "timezone_aware":
+            message = "needs its timezone (e.g. 2026-11-01T00:00:00Z)"
+        elif error["type"] in ("greater_than", "greater_than_equal", "less_than",
+                               "less_than_equal"):
+            words = {"greater_than": "more than", "greater_than_equal": "at least",
+                     "less_than": "less than", "less_than_equal": "at most"}[error["type"]]
+            bound = next(iter(ctx.values()), "?")
+            message = f"must be {words} {bound}, got {error.get('input')!r}"
+        elif error["type"] in ("string_too_short", "string_too_long"):
+            message = (f"must be {ctx.get('min_length', 1)} to "
+                       f"{ctx.get('max_length', '?')} characters" if "max_length" in ctx
+                       else "must not be empty")
         raise InvalidRequestError(field_name or "request", message) from None
 
 
@@ -374,9 +387,18 @@ def _check_under_lease(confirmed: Plan, fresh: Plan, request: RecoveryRequest,
     recovery waited. A plan at or under the threshold needs no token; above it, the
     token must have confirmed every item it would replay (a plan that only shrank, as a
     run finished some of them, stays confirmed)."""
-    if fresh.token == confirmed.token or fresh.to_replay <= limit:
+    if fresh.token == confirmed.token:
         return
-    if request.confirm is not None and set(fresh.replay_ids) <= set(confirmed.replay_ids):
+    unconfirmed = set(fresh.replay_ids) - set(confirmed.replay_ids)
+    if request.confirm is not None:
+        # a given token confirmed exactly the items of its plan: never more, at any size
+        if not unconfirmed:
+            return
+        raise InvalidRequestError(
+            "confirm", f"the plan grew while the recovery waited for the lease: "
+            f"{len(unconfirmed)} of its {fresh.to_replay} items were not in the plan you "
+            "confirmed; plan again and pass its token")
+    if fresh.to_replay <= limit:
         return
     raise InvalidRequestError(
         "confirm", f"required: the plan grew while the recovery waited for the lease: "

@@ -129,3 +129,31 @@ def test_drill_and_local_deployments_are_not_protected_and_alarm_their_own_topic
     topic = {"Ref": stack.resolve(stack.get_logical_id(stack.alarm_topic.topic.node.default_child))}
     for alarm in _of_type(template, "AWS::CloudWatch::Alarm").values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
+
+
+def test_a_drill_deployments_functions_may_read_their_own_switches(
+        drill: tuple[JobGuardStack, Any, Path]) -> None:
+    """The drill switches are read with a Query of the job's DRILL# rows at every hook
+    point (found by review: without it every run of a drills stack on AWS is denied).
+    Each job function may query its own partition only."""
+    stack, template, _ = drill
+    for name, guarded in stack.jobs.items():
+        role = stack.resolve(stack.get_logical_id(guarded.function.role.node.default_child))
+        queries = [st for policy in template["Resources"].values()
+                   if policy["Type"] == "AWS::IAM::Policy"
+                   and {"Ref": role} in policy["Properties"]["Roles"]
+                   for st in policy["Properties"]["PolicyDocument"]["Statement"]
+                   if "dynamodb:Query" in (st["Action"] if isinstance(st["Action"], list)
+                                           else [st["Action"]])
+                   and "Condition" in st]
+        keys = [st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+                for st in queries]
+        assert [f"JOB#{name}"] in keys, (name, keys)
+
+
+def test_a_deployment_without_schedules_has_no_dead_man_alarm(
+        drill: tuple[JobGuardStack, Any, Path]) -> None:
+    """Local and drill deployments disable their schedules: a dead-man alarm there would
+    be in alarm from 15 minutes after the deploy on (found by review)."""
+    stack, _, _ = drill
+    assert all("no_success" not in job.alarms for job in stack.jobs.values())
