@@ -427,3 +427,45 @@ def test_a_confirmed_plan_that_shrank_while_waiting_still_runs(aws, clock):
     assert "error" not in box, box["error"]
     assert box["result"]["summary"]["replayed"] == 0
     assert len(notes.all()) == 10 and Counter(notes.calls).most_common(1)[0][1] == 1
+
+
+def test_review_a_given_token_is_compared_under_the_lease_too(aws, clock):
+    """Review (branch `review`). GIVEN a plan of 3 failed items (threshold 10) that the
+    operator executes WITH its token, waiting for the lease a scheduled run holds
+    WHEN that run fails 5 more items of the range meanwhile (fresh plan: 8, still under
+    the threshold)
+    THEN the token no longer matches the plan it would execute and is refused, as the
+    same request is refused before the lease ("a given token is always compared"; a
+    token "from before the ledger changed is refused"). Today `_check_under_lease`
+    returns early for any fresh plan <= threshold and replays the 5 items the operator
+    never confirmed."""
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes, n=30)
+    job.fail_ids = {"contact-00001", "contact-00002", "contact-00003"}
+    job.handler()(manual("tick-1"), None)
+    grown = make(aws, clock, notes, n=60)
+    grown.fail_ids = {f"contact-{i:05d}" for i in range(30, 35)}
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "60", "mode": "failed"}
+    plan = recover(request, job=grown, threshold=10)["plan"]
+    assert plan["to_replay"] == 3
+    inside, go = threading.Event(), threading.Event()
+
+    def hold(**ctx: Any) -> None:
+        if not inside.is_set():
+            inside.set()
+            assert go.wait(20)
+
+    with hooks.on("after_acquire", hold):
+        scheduled, _ = in_thread(lambda: grown.handler()(manual("tick-2"), None))
+        assert inside.wait(10)
+        recovery, box = in_thread(lambda: recover(
+            {**request, "dry_run": False, "confirm": plan["token"]}, job=grown, threshold=10))
+        recovery.join(0.5)
+        assert recovery.is_alive(), box
+        go.set()
+        scheduled.join(10)
+        recovery.join(20)
+    error = box.get("error")
+    replayed = box.get("result", {}).get("summary", {}).get("replayed")
+    assert isinstance(error, InvalidRequestError) and error.field == "confirm", (
+        f"token of a 3-item plan executed a different plan: {box.get('result')}")
