@@ -613,6 +613,11 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
         raise CommandError(exc.field, str(exc).split(": ", 1)[1]) from None
     except LeaseBusyError as exc:
         raise CommandError("JOB", str(exc)) from None
+    except KeyError as exc:
+        # the job's own code read a variable this shell does not set (its function has it)
+        raise CommandError("--direct", f"the job's code needs the environment variable "
+                           f"{exc} (set as on its deployed function), or run the recovery "
+                           "through the deployed function (without --direct)") from None
     finally:
         if done["n"] and sys.stderr.isatty():
             print(file=sys.stderr)

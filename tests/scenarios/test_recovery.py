@@ -466,6 +466,5 @@ def test_review_a_given_token_is_compared_under_the_lease_too(aws, clock):
         scheduled.join(10)
         recovery.join(20)
     error = box.get("error")
-    replayed = box.get("result", {}).get("summary", {}).get("replayed")
     assert isinstance(error, InvalidRequestError) and error.field == "confirm", (
         f"token of a 3-item plan executed a different plan: {box.get('result')}")
