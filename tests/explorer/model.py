@@ -139,7 +139,10 @@ class Model:
                 expires = before.get("expires_at_ms")
                 if isinstance(expires, int) and expires >= true_now_ms:
                     trigger = before.get("trigger_id")
-                    if isinstance(trigger, str):
+                    # a redelivery of the same trigger taking over its own live run is
+                    # that trigger still running (README: its run, if the lease is then
+                    # lost, runs again), not a trigger replaced by a newer one
+                    if isinstance(trigger, str) and trigger != after.get("trigger_id"):
                         self.spent.setdefault(trigger, f"displaced by REPLACE at step {step}")
                         self.spent_step.setdefault(trigger, step)
                         self.spent_reason.setdefault(trigger, "displaced")
