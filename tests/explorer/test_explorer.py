@@ -15,7 +15,17 @@ import pytest
 from .regressions import PROTOCOL_FIXED, REGRESSIONS
 from .sim import run_history
 
-OPEN_FINDINGS: dict[int, str] = {}
+OPEN_FINDINGS: dict[int, str] = {
+    110484: "QUEUE: a trigger whose run lost its lease is queued by a redelivery whose "
+            "SendMessage fails (5xx), and the lease row is then deleted: the queued "
+            "trigger never runs and queued_n (recreated at 0) no longer counts it",
+    110959: "REPLACE: a manual trigger displaced by REPLACE runs again later (step 129 "
+            "after step 70; not yet triaged: library or model)",
+    111370: "COALESCE: a coalesced tick is not followed by a run once the queue drained "
+            "(not yet triaged)",
+    113222: "COALESCE: a follow-up message deferred on a run stays hidden 65 s after that "
+            "run released the lease (its wake receipt lost; not yet triaged)",
+}
 # Closed: 30 (a deleted lease row while a follow-up was pending: the follow-up was
 # absorbed by a service run; fixed by ``served_fence``, now in CI_SEEDS).
 """Seeds that show a library bug the explorer found on the new protocol (reported to the
@@ -40,6 +50,14 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
                                         "before Lambda's last retry could decide"),
     "repair-keeps-follow-up": (900119, "", "repair on a damaged row dropped the pending "
                                "follow-up (and could undo a pause made after its read)"),
+    "late-redelivery-of-a-queued-tick": (110089, "", "a tick queued by a delivery that "
+                                         "died before sending its message, redelivered "
+                                         "past stale_after, was recorded stale: never ran"),
+    "late-redelivery-after-a-lost-lease": (112793, "", "the same, after the queued "
+                                           "trigger's first run lost its lease"),
+    "redelivery-taking-over-its-own-run": (112180, "", "model: a delivery of the same "
+                                           "trigger taking over its own run was counted as "
+                                           "a replaced trigger running again"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
