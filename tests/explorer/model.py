@@ -99,6 +99,9 @@ class Model:
         self.invocations: dict[str, Invocation] = {}
         self.records: list[RecordWrite] = []
         self.operator_steps: list[int] = []
+        self.release_steps: list[int] = []
+        """Steps at which a run released the lease itself (its release resends a pending
+        follow-up)."""
         """Steps at which an operator ended a lease (release --force, repair)."""
         self.spent: dict[str, str] = {}
         self.checkpoint: tuple[int, int] = (0, -1)
@@ -125,6 +128,8 @@ class Model:
         """The lease row after a request (plain values; {} when absent)."""
         run_before, run_after = before.get("run_id"), after.get("run_id")
         fence = after.get("fence")
+        if run_before is not None and run_after is None and after.get("released_by") == "run":
+            self.release_steps.append(step)
         if run_after is not None and run_after != run_before:
             self.acquired_step.setdefault(str(run_after), step)
             # an acquisition: it must carry a fence never issued before
@@ -287,14 +292,14 @@ class Model:
         was followed by a run that started after it (or its follow-up was recorded
         paused, or dead-lettered). One exception waits for the senders' retries
         (``final``): the coalescing delivery failed (its sender retries it, and the
-        retry sends the follow-up again) and an operator, not a run, ended the lease
-        after it, so no release was there to send it (README: the operator's command
-        has no queue)."""
+        retry sends the follow-up again) and no run released the lease after it (the
+        holder died, or an operator ended the lease: the operator's command has no
+        queue), so no release was there to send it again."""
         last_run_step = max((inv.step for inv in self.invocations.values()), default=-1)
         for rec in self.records:
             if rec.decision != "coalesced" or rec.kind == "follow_up":
                 continue  # a follow-up "coalesced" is one absorbed by a later run
-            if not final and any(step > rec.step for step in self.operator_steps) and any(
+            if not final and not any(step > rec.step for step in self.release_steps) and any(
                     d.trigger_id == rec.trigger_id and d.outcome == "error"
                     for d in self.deliveries):
                 continue

@@ -21,8 +21,6 @@ OPEN_FINDINGS: dict[int, str] = {
             "trigger never runs and queued_n (recreated at 0) no longer counts it",
     110959: "REPLACE: a manual trigger displaced by REPLACE runs again later (step 129 "
             "after step 70; not yet triaged: library or model)",
-    111370: "COALESCE: a coalesced tick is not followed by a run once the queue drained "
-            "(not yet triaged)",
     113222: "COALESCE: a follow-up message deferred on a run stays hidden 65 s after that "
             "run released the lease (its wake receipt lost; not yet triaged)",
 }
@@ -55,6 +53,9 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
                                          "past stale_after, was recorded stale: never ran"),
     "late-redelivery-after-a-lost-lease": (112793, "", "the same, after the queued "
                                            "trigger's first run lost its lease"),
+    "coalesce-waits-for-the-sender-when-the-holder-died": (
+        111370, "", "model: every send of the follow-up failed and its holder died (no "
+        "release to send it again): only the senders' retries can bring it, and do"),
     "redelivery-taking-over-its-own-run": (112180, "", "model: a delivery of the same "
                                            "trigger taking over its own run was counted as "
                                            "a replaced trigger running again"),
