@@ -1209,10 +1209,15 @@ class Sim:
         c = self._container()
         if c is None:
             return
-        config = replace(self.config, policy=OverlapPolicy.SKIP, trigger_queue_url=None)
+        # as handlers/reconciler.py builds it: SKIP, serving no trigger, and (a queued
+        # job's, as the stack deploys it) with the job's queue, to wake and resend
+        queued = self.config.needs_queue
+        config = replace(self.config, policy=OverlapPolicy.SKIP,
+                         trigger_queue_url=QUEUE_URL if queued else None)
         guard = GuardedJob(config, lambda e, ctx: sweep(current_run(), c.batch.reconcile).as_dict(),
                            store=self.store, clock=c.clock, owner=f"reconciler/c{c.n}",
-                           serves_triggers=False)
+                           serves_triggers=False,
+                           **({"queue": self.trigger_queue} if queued else {}))
         rid = self._new_id()
         self.coverage.add((self._row_state(), "reconciler"))
         self.log("ENV reconciler sweep")

@@ -21,8 +21,6 @@ OPEN_FINDINGS: dict[int, str] = {
             "trigger never runs and queued_n (recreated at 0) no longer counts it",
     110959: "REPLACE: a manual trigger displaced by REPLACE runs again later (step 129 "
             "after step 70; not yet triaged: library or model)",
-    113222: "COALESCE: a follow-up message deferred on a run stays hidden 65 s after that "
-            "run released the lease (its wake receipt lost; not yet triaged)",
 }
 # Closed: 30 (a deleted lease row while a follow-up was pending: the follow-up was
 # absorbed by a service run; fixed by ``served_fence``, now in CI_SEEDS).
@@ -56,6 +54,10 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
     "coalesce-waits-for-the-sender-when-the-holder-died": (
         111370, "", "model: every send of the follow-up failed and its holder died (no "
         "release to send it again): only the senders' retries can bring it, and do"),
+    "reconciler-wakes-with-the-jobs-queue": (
+        113222, "", "sim: the reconciler had no queue, so its release could not wake the "
+        "message deferred on it; the stack now gives a queued job's reconciler its queue "
+        "(handlers/reconciler.py), and so does the explorer"),
     "redelivery-taking-over-its-own-run": (112180, "", "model: a delivery of the same "
                                            "trigger taking over its own run was counted as "
                                            "a replaced trigger running again"),
