@@ -63,6 +63,8 @@ class Delivery:
     """The lease row's damaged attributes while it was delivered (comma-separated)."""
     handler_failed: bool = False
     invoked: list[str] = field(default_factory=list)
+    retried: bool = False
+    """Its sender delivered the same event again after it failed (Lambda's async retry)."""
 
 
 @dataclass
@@ -124,8 +126,9 @@ class Model:
     # -- online observations ---------------------------------------------------------------
 
     def lease_changed(self, before: dict[str, Any], after: dict[str, Any], *, step: int,
-                      true_now_ms: int) -> None:
-        """The lease row after a request (plain values; {} when absent)."""
+                      true_now_ms: int, clock_offset_ms: int = 0) -> None:
+        """The lease row after a request (plain values; {} when absent). ``clock_offset_ms``
+        is how far the writer's wall clock is from the true one."""
         run_before, run_after = before.get("run_id"), after.get("run_id")
         fence = after.get("fence")
         if run_before is not None and run_after is None and after.get("released_by") == "run":
@@ -140,7 +143,12 @@ class Model:
                 self.violate("FENCE/reissued", f"fence {fence} issued to run {run_after} but fence "
                              f"{self.hw_fence} was already issued "
                              f"(to {self.fence_owner.get(self.hw_fence)})")
-            if run_before is not None and self.policy == "REPLACE":
+            # README ("Clocks"): what holds is promised while clocks differ by less than
+            # the skew margin. A writer whose clock is further off may judge a live lease
+            # expired and take it over (its holder's trigger then ends `lost`, which MAY
+            # run again) instead of replacing it: neither outcome is promised there.
+            if (run_before is not None and self.policy == "REPLACE"
+                    and abs(clock_offset_ms) <= self.skew_ms):
                 expires = before.get("expires_at_ms")
                 if isinstance(expires, int) and expires >= true_now_ms:
                     trigger = before.get("trigger_id")

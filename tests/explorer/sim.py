@@ -690,8 +690,11 @@ class Sim:
                 "UpdateItem", "PutItem", "TransactWriteItems", "DeleteItem"):
             self._read_row()
             row_text = self._row_diff(before, self.row)
+            container = req.actor.container
+            offset_ms = (int(container.clock.offset.total_seconds() * 1000)
+                         if container is not None else 0)
             self.model.lease_changed(before, self.row, step=self.step,
-                                     true_now_ms=self._now_ms())
+                                     true_now_ms=self._now_ms(), clock_offset_ms=offset_ms)
             self.model.lease_size(item_size(self.raw_row), self.step)
             self.model.lease_names(self.row)
             if req.op == "TransactWriteItems" and req.run is not None:
@@ -1461,9 +1464,15 @@ class Sim:
         return sorted(t for t, ok in got.items() if not ok)
 
     def _retry_undecided(self) -> list[str]:
-        todo = self._undecided()
-        for tid in todo:
-            d = next(d for d in reversed(self.deliveries) if d.trigger_id == tid)
+        """Lambda retries each asynchronous invocation that failed (raised, or its process
+        died), whatever other deliveries of the same trigger did: a duplicate delivery has
+        its own retries. So every failed direct delivery not yet retried is sent again."""
+        todo = [d for d in self.deliveries
+                if d.kind in DIRECT_KINDS and not d.retried
+                and d.outcome in (None, "error", "killed")]
+        for d in todo:
+            d.retried = True
+            tid = d.trigger_id
             if tid.startswith(f"{JOB}@manual:"):
                 event, _ = self._manual_event(tid.split("@manual:", 1)[1])
                 label = "manual-retry"
@@ -1471,7 +1480,6 @@ class Sim:
                 at = datetime.fromisoformat(tid.split("@", 1)[1].replace("Z", "+00:00"))
                 event, _ = self._tick_event(at)
                 label = "tick-retry"
-            del d
             actor = self.deliver_direct("manual" if "manual" in label else "tick", event, tid,
                                         label)
             self._run_to_end(actor)
