@@ -109,8 +109,14 @@ def _endpoint(args: argparse.Namespace) -> str | None:
 
 
 def _client(args: argparse.Namespace, service: str) -> Any:
+    from botocore.config import Config
+
     endpoint = _endpoint(args)
-    return _session(args).client(service, endpoint_url=endpoint)
+    # Standard retry mode, as the AWS CLI v2 uses by default (boto3's own default is
+    # "legacy": up to 10 attempts for DynamoDB, half a minute of backoff before an
+    # operator sees a throttled call's error).
+    return _session(args).client(service, endpoint_url=endpoint,
+                                 config=Config(retries={"mode": "standard"}))
 
 
 def _table(args: argparse.Namespace) -> str:
