@@ -108,6 +108,11 @@ mutate: $(STAMP)
 		cd $(MUTMUT_DIR) && PYTHONPATH=$(CURDIR)/$(MUTMUT_DIR)/mutants/src \
 		$(CURDIR)/$(VENV)/bin/mutmut run --max-children $(MUTMUT_CHILDREN) \
 			'jobguard.no_such_module.*' >/dev/null; fi
+	@# A stats file that maps no test to any function (mutmut print-time-estimates writes
+	@# one) would make every mutant "no tests": drop it, and mutmut collects stats again.
+	@$(PY) -c "import json,os,sys; p='$(MUTMUT_DIR)/mutants/mutmut-stats.json'; \
+		os.path.exists(p) and not json.load(open(p))['tests_by_mangled_function_name'] \
+		and os.remove(p)"
 	names=$$($(PY) -m tests.mutation_sample names --modules $(MODULES) --size $(SAMPLE) \
 		--only $(CHECK)); \
 	if [ -n "$$names" ]; then cd $(MUTMUT_DIR) && PYTHONPATH=$(CURDIR)/$(MUTMUT_DIR)/mutants/src \
