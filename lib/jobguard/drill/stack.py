@@ -28,7 +28,7 @@ __all__ = ["DeployedStack", "JobHandle", "tick_payload"]
 
 
 def tick_payload(job: str, policy: str, at: datetime, execution_id: str) -> dict[str, str]:
-    """What the stack's schedule sends (``infra.constructs.guarded_job.tick_input``), with
+    """What the stack's schedule sends (``jobguard.cdk.guarded_job.tick_input``), with
     the placeholders filled as Scheduler fills them on AWS."""
     return {"job": job, "scheduled_at": format_instant(at), "execution_id": execution_id,
             "policy": policy}
