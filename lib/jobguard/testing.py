@@ -325,18 +325,26 @@ class Sandbox:
               region: str = "us-east-1", set_table_env: bool = True) -> Iterator[Sandbox]:
         """The emulator for the ``with`` block: fake credentials, ``JOBGUARD_TABLE`` set
         (unless ``set_table_env`` is false: a suite that tests that variable itself),
-        every boto3/botocore client made meanwhile (yours too) sent to it. The
-        environment is restored on leaving."""
+        every boto3/botocore client made meanwhile (yours too) sent to it, and every
+        guarded job's store built anew at its next call
+        (:func:`jobguard.guard.forget_runtimes`), so a module's handler may also be
+        called directly with :func:`tick_event`. The environment is restored on
+        leaving. One sandbox at a time: the emulator's state is the process's."""
         try:
             from .local.emulator import in_process
         except ImportError as exc:  # pragma: no cover - only without the extra
             raise ImportError("the testing kit needs the emulator: "
                               "pip install 'jobguard[testing]'") from exc
         from .dynamodb import create_table
+        from .guard import forget_runtimes
 
         name = table or f"jobguard-{uuid.uuid4().hex[:8]}"
         with ExitStack() as stack:
             emulator = stack.enter_context(in_process(region=region))
+            # a module's @guarded handler called directly builds its store anew: this
+            # sandbox's table, not an earlier test's
+            forget_runtimes()
+            stack.callback(forget_runtimes)
             create_table(emulator.client("dynamodb"), name)
             if set_table_env:
                 stack.callback(_restore, _TABLE_ENV, os.environ.get(_TABLE_ENV))

@@ -145,3 +145,19 @@ def test_bad_times_are_refused_naming_what(bad) -> None:
         ManualClock().advance(timedelta(seconds=-1))
     with pytest.raises(ValueError, match="positive"):
         LambdaContext(timeout=timedelta(0))
+
+
+@guarded("kit-direct", policy=OverlapPolicy.SKIP, lease=timedelta(minutes=2))
+def direct_handler(event: Any, context: Any) -> dict[str, Any]:
+    return {"run_id": current_run().run_id}
+
+
+@pytest.mark.parametrize("test", ["first", "second"])
+def test_a_modules_handler_called_directly_uses_each_tests_sandbox(
+        jobguard_sandbox, lambda_context, test) -> None:
+    # GIVEN a module-level handler (its store is built from the environment at its first
+    # call, then kept) WHEN a second test calls it in a new sandbox THEN it writes there
+    answer = direct_handler(tick_event("kit-direct", jobguard_sandbox.minute()),
+                            lambda_context)
+    (record,) = jobguard_sandbox.store.list_runs("kit-direct")
+    assert record.run_id == answer["run_id"]
