@@ -875,6 +875,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        extra = {"moto": "local", "aws_cdk": "cdk", "constructs": "cdk",
+                 "cdk_nag": "cdk"}.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"error: {args.command}: needs {exc.name}, which comes with "
+              f"pip install 'jobguard[{extra}]'", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - a command's failure, said plainly
         from botocore.exceptions import BotoCoreError, ClientError
 

@@ -330,13 +330,14 @@ class Sandbox:
         (:func:`jobguard.guard.forget_runtimes`), so a module's handler may also be
         called directly with :func:`tick_event`. The environment is restored on
         leaving. One sandbox at a time: the emulator's state is the process's."""
-        try:
-            from .local.emulator import in_process
-        except ImportError as exc:  # pragma: no cover - only without the extra
-            raise ImportError("the testing kit needs the emulator: "
-                              "pip install 'jobguard[testing]'") from exc
+        import importlib.util
+
+        if importlib.util.find_spec("moto") is None:
+            raise ImportError("the testing kit's sandbox needs the embedded emulator (moto): "
+                              "pip install 'jobguard[testing]'")
         from .dynamodb import create_table
         from .guard import forget_runtimes
+        from .local.emulator import in_process
 
         name = table or f"jobguard-{uuid.uuid4().hex[:8]}"
         with ExitStack() as stack:

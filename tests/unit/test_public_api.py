@@ -66,3 +66,26 @@ def test_the_runtime_never_imports_the_extras():
 def test_run_ids_sort_by_start_time():
     ids = [new_run_id(ms) for ms in (1, 2, 10**12, 10**13)]
     assert ids == sorted(ids) and len({len(i) for i in ids}) == 1
+
+
+def test_without_an_extra_the_error_names_the_extra_to_install():
+    # GIVEN an environment without moto (the [local]/[testing] extras) or aws_cdk ([cdk])
+    code = (
+        "import sys\n"
+        "sys.modules['moto'] = None; sys.modules['aws_cdk'] = None\n"
+        "from jobguard.cli import main\n"
+        "print('cli', main(['local', '--triggers', '1']))\n"
+        "try:\n"
+        "    from jobguard.testing import Sandbox\n"
+        "    with Sandbox.start(): pass\n"
+        "except ImportError as exc: print('kit', exc)\n"
+        "try:\n"
+        "    import jobguard.cdk\n"
+        "except ImportError as exc: print('cdk', exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    # THEN each says which extra to install, and the CLI ends without a traceback
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "pip install 'jobguard[local]'" in done.stderr and "cli 2" in done.stdout
+    assert "kit " in done.stdout and "pip install 'jobguard[testing]'" in done.stdout
+    assert "cdk " in done.stdout and "pip install 'jobguard[cdk]'" in done.stdout
