@@ -237,10 +237,14 @@ class WiredJob:
             thread = threading.Thread(target=first, name=f"held-{self.name}")
             thread.start()
             try:
-                if not acquired.wait(timeout.total_seconds()) or held.run_id is None:
+                if not acquired.wait(timeout.total_seconds()):
+                    raise AssertionError(f"the run of {self.name!r} did not acquire the lease "
+                                         f"within {timeout}")
+                if held.run_id is None:
                     raise AssertionError(
-                        f"the run of {self.name!r} did not acquire the lease within {timeout} "
-                        f"(it answered {held.result!r}, error {held.error!r})")
+                        f"the trigger of {self.name!r} did not run, so nothing holds the lease "
+                        f"(it answered {held.result!r}, error {held.error!r}): a tick already "
+                        f"delivered is a duplicate; give holding() a new at=")
                 yield held
             finally:
                 resume.set()
@@ -379,6 +383,9 @@ class Sandbox:
 
         if isinstance(handler, BatchJob):
             handler = handler.handler()
+        if isinstance(handler, type):
+            raise TypeError(f"wire() takes a @guarded handler, a GuardedJob or a BatchJob, "
+                            f"got the class {handler.__name__}: pass an instance")
         if not isinstance(handler, GuardedJob):
             raise TypeError(f"wire() takes a @guarded handler, a GuardedJob or a BatchJob, "
                             f"got {type(handler).__name__}")

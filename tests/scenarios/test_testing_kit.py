@@ -131,6 +131,15 @@ def test_wiring_leaves_the_modules_handler_alone_and_refuses_what_is_not_a_job(
         job.duplicates(times=1)
     with pytest.raises(ValueError, match="no trigger queue"):
         jobguard_sandbox.wire(_sync(OverlapPolicy.SKIP)).deliver_queued()
+    with pytest.raises(TypeError, match="the class WiredJob: pass an instance"):
+        jobguard_sandbox.wire(WiredJob)
+
+
+def test_holding_a_tick_that_does_not_run_says_why(jobguard_sandbox, notes) -> None:
+    job = jobguard_sandbox.wire(_sync(OverlapPolicy.SKIP))
+    job.tick()
+    with pytest.raises(AssertionError, match="did not run.*a duplicate"), job.holding():
+        pass  # the same tick again: a duplicate, which never takes the lease
 
 
 @pytest.mark.parametrize("bad", ["2026-11-29T07:35:00", 1700000000])
