@@ -36,8 +36,16 @@ def config() -> Any:
 
 
 def client(service: str) -> Any:
-    """A client with short timeouts: a lease operation that hangs is worse than one
-    that fails fast and is resolved by a consistent read."""
+    """A botocore client built the way jobguard builds its own (public as
+    ``jobguard.aws_client``): the same environment as boto3 (``AWS_ENDPOINT_URL``,
+    region, credentials), standard retries and short timeouts (a lease operation that
+    hangs is worse than one that fails fast and is resolved by a consistent read), and
+    no ``import boto3`` on the cold start.
+
+    Example:
+        >>> from jobguard import aws_client
+        >>> ddb = aws_client("dynamodb")  # doctest: +SKIP
+    """
     with _lock:  # botocore sessions are not safe to create clients from concurrently
         return _session().create_client(service, config=config())
 

@@ -231,11 +231,15 @@ def _ms(ms: int | None) -> str:
 
 
 def _with_times(row: dict[str, Any]) -> dict[str, Any]:
-    """``*_ms`` times shown as ISO 8601 UTC (durations, ``*_ms`` without ``_at``, stay)."""
+    """``*_at_ms`` times and the ``ttl_epoch_s`` expiry shown as ISO 8601 UTC (``*_at``,
+    ``ttl_at``); durations (``*_ms`` without ``_at``) stay numbers."""
     out: dict[str, Any] = {}
     for key, value in row.items():
-        if key.endswith("_at_ms") and isinstance(value, int) and not isinstance(value, bool):
+        number = isinstance(value, int) and not isinstance(value, bool)
+        if key.endswith("_at_ms") and (number or value is None):
             out[key.removesuffix("_ms")] = _ms(value)
+        elif key == "ttl_epoch_s" and (number or value is None):
+            out["ttl_at"] = _ms(value * 1000 if value else None)
         else:
             out[key] = value
     return out
@@ -299,7 +303,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                          f"({damage}).\nrepair it with: {damage.repair}")
         return 1
     now_ms = int(time.time() * 1000)
-    runs = [r.as_dict() for r in store.list_runs(job, limit=5)]
+    runs = [_with_times(r.as_dict()) for r in store.list_runs(job, limit=5)]
     data = {
         "job": job,
         "held": lease.run_id is not None,
@@ -377,10 +381,10 @@ def cmd_items(args: argparse.Namespace) -> int:
     store, items = _stores(args)
     job = _known_job(args, store)
     states = [ItemState(args.status)] if args.status else None
-    rows = [{**r.__dict__, "state": r.state.value,
-             "updated": _ms(r.updated_at_ms)} for r in items.unresolved(job, states=states)]
+    rows = [_with_times({**r.__dict__, "state": r.state.value})
+            for r in items.unresolved(job, states=states)]
     _out(args, rows, _table_text(rows, ("work_id", "state", "run_id", "fence", "attempts",
-                                        "updated", "last_error")))
+                                        "updated_at", "last_error")))
     return 0
 
 
@@ -877,6 +881,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        extra = {"moto": "local", "aws_cdk": "cdk", "constructs": "cdk",
+                 "cdk_nag": "cdk"}.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"error: {args.command}: needs {exc.name}, which comes with "
+              f"pip install 'jobguard[{extra}]'", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - a command's failure, said plainly
         from botocore.exceptions import BotoCoreError, ClientError
 

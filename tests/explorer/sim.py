@@ -1212,7 +1212,7 @@ class Sim:
         c = self._container()
         if c is None:
             return
-        # as handlers/reconciler.py builds it: SKIP, serving no trigger, and (a queued
+        # as lib/jobguard/functions/reconciler.py builds it: SKIP, serving no trigger, and (a queued
         # job's, as the stack deploys it) with the job's queue, to wake and resend
         queued = self.config.needs_queue
         config = replace(self.config, policy=OverlapPolicy.SKIP,

@@ -57,7 +57,7 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
     "reconciler-wakes-with-the-jobs-queue": (
         113222, "", "sim: the reconciler had no queue, so its release could not wake the "
         "message deferred on it; the stack now gives a queued job's reconciler its queue "
-        "(handlers/reconciler.py), and so does the explorer"),
+        "(lib/jobguard/functions/reconciler.py), and so does the explorer"),
     "redelivery-taking-over-its-own-run": (112180, "", "model: a delivery of the same "
                                            "trigger taking over its own run was counted as "
                                            "a replaced trigger running again"),

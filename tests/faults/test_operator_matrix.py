@@ -110,7 +110,7 @@ def _recovery_lambda(job: NotesJob, monkeypatch: pytest.MonkeyPatch) -> None:
             try:
                 with redirect_stdout(io.StringIO()):  # its logs and metrics: CloudWatch's
                     answer.update(recover(event, job=job))
-            except JobGuardError as exc:  # as handlers/recovery.py answers
+            except JobGuardError as exc:  # as lib/jobguard/functions/recovery.py answers
                 answer.update(result="refused", field=getattr(exc, "field", None),
                               error=str(exc))
 

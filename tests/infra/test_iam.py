@@ -19,14 +19,14 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 
-from infra.constructs._function import LOG_ACTIONS
-from infra.constructs.guarded_job import FAILED_EVENT_ACTIONS, MAPPING_ACTIONS, job_paths
-from infra.constructs.reconciler import reconciler_paths
-from infra.constructs.recovery import RECOVERY_PATHS
-from infra.constructs.table import leading_keys
 from infra.crm_sync import FEED_ACTIONS, NOTES_RECONCILE_ACTIONS, NOTES_WRITE_ACTIONS
 from infra.report_export import BUCKET_ACTIONS, OBJECT_ACTIONS
 from jobguard.callsites import Path, Target, all_sites, required_actions
+from jobguard.cdk._function import LOG_ACTIONS
+from jobguard.cdk.guarded_job import FAILED_EVENT_ACTIONS, MAPPING_ACTIONS, job_paths
+from jobguard.cdk.reconciler import reconciler_paths
+from jobguard.cdk.recovery import RECOVERY_PATHS
+from jobguard.cdk.table import leading_keys
 
 from .conftest import EXPORT, INVOKER, NIGHTLY, PRICES, Synth
 
