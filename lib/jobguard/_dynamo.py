@@ -41,6 +41,8 @@ def to_attr(value: Any) -> dict[str, Any]:
         return {"S": value}
     if value is None:
         return {"NULL": True}
+    if isinstance(value, dict):
+        return {"M": {str(k): to_attr(v) for k, v in value.items()}}
     raise TypeError(f"unsupported attribute value {value!r}")
 
 

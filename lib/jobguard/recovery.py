@@ -30,7 +30,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from . import registry
 from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
-from .workitems import ClaimRequest, ItemRecord, ItemState, Settle
+from .workitems import ItemRecord, ItemState, payload_differs
 
 __all__ = ["Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan", "parse_request",
            "recover"]
@@ -244,17 +244,15 @@ def make_plan(job: Any, items: Any, request: RecoveryRequest, *, now_ms: int) ->
             "max_items", f"the range holds more than {request.max_items} records: narrow it "
             "or raise max_items")
     by_id = {str(job.work_id(r)): r for r in records}
-    read = items.get_many(job.config.name, list(by_id))
+    read = items.get_many(job.config.name, list(by_id), now_ms=now_ms)
     rows = {w: row for w, row in read.items() if row.live(now_ms // 1000)}
     plan = Plan(selected=len(by_id), records=records, rows=rows, expired=len(read) - len(rows))
     for work_id, record in by_id.items():
         row = rows.get(work_id)
-        if row is not None and row.payload_hash:
-            now_payload = job.payload(record)
-            if now_payload and now_payload != row.payload_hash:
-                plan.conflicts += 1
-                if len(plan.conflict_ids) < SAMPLE_SIZE:
-                    plan.conflict_ids.append(work_id)
+        if row is not None and payload_differs(row.payload_hash, job.payload(record)):
+            plan.conflicts += 1
+            if len(plan.conflict_ids) < SAMPLE_SIZE:
+                plan.conflict_ids.append(work_id)
         if row is None:
             plan.never_attempted += 1
         elif row.state is ItemState.COMPLETED:
@@ -437,9 +435,10 @@ def _range(request: RecoveryRequest) -> dict[str, str | None]:
 
 
 def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: Summary) -> None:
-    """Reconcile uncertain items first, then replay the safe remainder."""
+    """Reconcile uncertain items first, then replay the safe remainder, a page at a time:
+    each page one lookup, one job-row write that claims it (with the previous page's
+    outcomes), and its completion facts 25 to a request."""
     claims = run.work_claims(reconcile=job.reconcile)
-    store, fence = claims.store, claims.fence
     by_id = {str(job.work_id(r)): r for r in plan.records}
     summary.selected = plan.selected
     summary.already_completed = plan.completed
@@ -447,54 +446,20 @@ def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: 
     summary.conflicts = plan.conflicts
     if plan.conflicts:
         run.telemetry_count("PayloadConflicts", plan.conflicts)
-    from .clock import to_ms
-
-    now_ms = to_ms(run.clock.now())
-    claim_ms = int(job.config.claim_for.total_seconds() * 1000)
-    ttl_s = int(job.config.item_ttl.total_seconds())
-    replay: list[ClaimRequest] = []
-    for work_id in plan.replay_ids:
-        row = plan.rows.get(work_id)
-        record = by_id[work_id]
-        if row is None:
-            replay.append(ClaimRequest(work_id, payload_hash=job.payload(record)))
-        elif row.state is ItemState.FAILED:
-            replay.append(ClaimRequest(work_id, payload_hash=job.payload(record),
-                                       after_failure=True))
-        else:
-            if row.state is ItemState.CLAIMED:
-                store.settle(fence, [Settle(work_id, "expire", observed_run_id=row.run_id)],
-                             now_ms=now_ms, ttl_s=ttl_s)
-            try:
-                found = job.reconcile(record, row)
-            except Exception:  # noqa: BLE001 - stays uncertain, counted
-                summary.still_uncertain += 1
-                continue
-            if found:
-                store.settle(fence, [Settle(work_id, "found", destination_id=found)],
-                             now_ms=now_ms, ttl_s=ttl_s)
-                summary.reconciled += 1
-                run.telemetry_count("ReconciliationFindings")
-            else:
-                replay.append(ClaimRequest(work_id, payload_hash=job.payload(record),
-                                           after_uncertain=True))
-    from .batch import ClaimedItem
-
-    for start in range(0, len(replay), job.config.batch_size):
-        chunk = replay[start:start + job.config.batch_size]
-        result = store.claim(fence, chunk, now_ms=to_ms(run.clock.now()), claim_ms=claim_ms)
-        mono = run.clock.monotonic()
-        before_failed = claims.report.failed
-        before_uncertain = claims.report.uncertain
-        for work_id in result.done:
-            item = ClaimedItem(claims, _work_id(job, by_id[work_id]), by_id[work_id], 1, mono)
+    report = claims.report
+    before = (report.reconciled, report.failed, report.uncertain, report.conflicts)
+    replay = [by_id[w] for w in plan.replay_ids]
+    size = job.config.batch_size
+    claims.start()
+    for start in range(0, len(replay), size):
+        items = claims.claim_page(replay[start:start + size], job.work_id, job.payload,
+                                  replay_failed=True)
+        for item in items:
             job.process_one(run, item)
-        claims.flush()
-        summary.replayed += len(result.done)
-        summary.failed += claims.report.failed - before_failed
-        summary.still_uncertain += claims.report.uncertain - before_uncertain
-
-
-def _work_id(job: Any, record: Any) -> Any:
-    return job.work_id(record)
-
+        summary.replayed += len(items)
+    claims.flush()  # completions, then the last page's outcomes (never the checkpoint)
+    summary.reconciled = report.reconciled - before[0]
+    summary.failed = report.failed - before[1]
+    summary.still_uncertain = report.uncertain - before[2]
+    # the plan counted the conflicts; the claims report them again as it meets them
+    report.conflicts, report.conflict_ids = before[3], report.conflict_ids[:before[3]]

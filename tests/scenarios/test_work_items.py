@@ -146,12 +146,13 @@ def test_paused_after_claiming_until_the_lease_expires_then_recovered_without_du
     assert DynamoItemStore(aws.table, client=aws.ddb).read_checkpoint(JOB).cursor == "15"
 
 
-def test_a_stale_workers_completion_is_rejected_by_the_fence(aws, clock):
-    # GIVEN run A holds claims, then loses the lease to B (fence 2)
+def test_a_stale_workers_claim_outcomes_and_checkpoint_are_rejected_by_the_fence(aws, clock):
+    # GIVEN run A holds a claim, then loses the lease to B (fence 2)
     from jobguard import LeaseLostError
-    from jobguard.workitems import ClaimRequest, Fence, Settle
+    from jobguard.workitems import Commit, Completion, Fence, ItemState, Unresolved
 
     items = DynamoItemStore(aws.table, client=aws.ddb)
+    notes = NotesTable.create(aws.ddb)
     release_a = threading.Event()
     claimed = threading.Event()
     box_a: dict[str, Any] = {}
@@ -159,8 +160,10 @@ def test_a_stale_workers_completion_is_rejected_by_the_fence(aws, clock):
     def handler_a(event, context):
         run = current_run()
         box_a["fence"] = Fence(JOB, run.run_id, run.fence)
-        items.claim(box_a["fence"], [ClaimRequest("contact-1:create-note")],
-                    now_ms=0, claim_ms=60_000)
+        row = items.read_row(JOB)
+        box_a["row"] = items.commit(box_a["fence"], Commit(
+            expected=row, claim={"contact-1:create-note": ""}, claim_expires_at_ms=60_000),
+            now_ms=0).row
         claimed.set()
         release_a.wait(20)
         return "done"
@@ -174,20 +177,36 @@ def test_a_stale_workers_completion_is_rejected_by_the_fence(aws, clock):
     job_b = make_job(aws, clock, lambda e, c: "b ran", name=JOB)
     assert job_b(manual("b"), None) == "b ran"
 
-    # WHEN A tries to complete its item, or claim another
-    with pytest.raises(LeaseLostError):
-        items.settle(box_a["fence"], [Settle("contact-1:create-note", "complete",
-                                             destination_id="note-x")], now_ms=1, ttl_s=86400)
-    with pytest.raises(LeaseLostError):
-        items.claim(box_a["fence"], [ClaimRequest("contact-2:create-note")], now_ms=1,
-                    claim_ms=1)
+    # WHEN A tries to claim another item, record its item failed, or move the checkpoint
+    stale, row = box_a["fence"], box_a["row"]
+    attempts = [
+        Commit(expected=row, claim={"contact-1:create-note": "", "contact-2:create-note": ""}),
+        Commit(expected=row, rows=(Unresolved("contact-1:create-note", ItemState.FAILED,
+                                              error="x", retryable=True),)),
+        Commit(expected=row, claim={"contact-1:create-note": ""}, checkpoint=(0, "1")),
+    ]
+    for attempt in attempts:
+        with pytest.raises(LeaseLostError):
+            items.commit(stale, attempt, now_ms=1)
     release_a.set()
     thread.join(10)
 
-    # THEN nothing A sent was written
-    row = items.get(JOB, "contact-1:create-note")
-    assert row is not None and row.state is ItemState.CLAIMED and row.destination_id is None
-    assert items.get(JOB, "contact-2:create-note") is None
+    # THEN nothing of that was written: the claim is still A's, fence 1, nothing else
+    rows = items.get_many(JOB, ["contact-1:create-note", "contact-2:create-note"])
+    assert list(rows) == ["contact-1:create-note"]
+    assert rows["contact-1:create-note"].state is ItemState.CLAIMED
+    assert (rows["contact-1:create-note"].run_id, rows["contact-1:create-note"].fence) == (
+        stale.run_id, 1)
+    assert items.read_checkpoint(JOB).seq == 0
+    assert items.unresolved(JOB, states=[ItemState.FAILED]) == []
+
+    # A completion is not fenced: it states what the destination holds, whoever saw it
+    note = notes.put("contact-1:create-note", "created by A before it lost the lease")
+    items.write_facts(JOB, [Completion("contact-1:create-note", note, stale.run_id, 1)],
+                      now_ms=1, ttl_s=86_400)
+    done = items.get(JOB, "contact-1:create-note")
+    assert done is not None and done.state is ItemState.COMPLETED
+    assert done.destination_id == notes.find("contact-1:create-note")
 
 
 def test_the_same_work_id_with_a_different_payload_is_reported_not_completed(aws, clock):
