@@ -333,7 +333,7 @@ class DynamoItemStore:
         if change.claim is not None and len(change.claim) > MAX_CLAIM:
             raise StoreError("commit", lease.job, f"an open claim of {len(change.claim)} "
                              f"items exceeds {MAX_CLAIM}: finish a page before claiming more")
-        token = uuid.uuid4().hex[:16]
+        token = f"{lease.fence}-{uuid.uuid4().hex[:12]}"  # names the writer's fence
         result = Committed(row=change.expected)
         rows = list(change.rows)
         while len(rows) > ROWS_PER_TRANSACTION:
@@ -453,7 +453,9 @@ class DynamoItemStore:
                 return
             head = (self._row_action(lease, change, token, now_ms) if token is not None
                     else self._row_check(lease, change.expected))
-            actions = [head] + [self._row_put(lease.job, r, lease, now_ms) for r in pending]
+            # the rows first, the job row last: a change stream shows the rows before the
+            # claim that named them is dropped (and the checkpoint past them moves)
+            actions = [self._row_put(lease.job, r, lease, now_ms) for r in pending] + [head]
             result.requests += 1
             try:
                 self._client.transact_write_items(TransactItems=actions,
@@ -470,19 +472,19 @@ class DynamoItemStore:
                     raise StoreError("commit", lease.job,
                                      f"cancelled with {len(why)} reasons for {len(actions)} "
                                      f"actions: {exc}") from exc
-                if why[0].get("Code") == "ConditionalCheckFailed":
-                    self._refused(lease, change, token, why[0].get("Item"))
+                if why[-1].get("Code") == "ConditionalCheckFailed":
+                    self._refused(lease, change, token, why[-1].get("Item"))
                     return  # ours: the whole transaction landed earlier
                 kept: list[Unresolved] = []
                 conflict = False
-                for row, reason in zip(pending, why[1:], strict=True):
+                for row, reason in zip(pending, why[:-1], strict=True):
                     if reason.get("Code") == "ConditionalCheckFailed":
                         result.completed.append(row.work_id)  # completed meanwhile: final
                     else:
                         conflict = conflict or reason.get("Code") not in (None, "None")
                         kept.append(row)
                 pending = kept
-                if conflict or why[0].get("Code") not in (None, "None"):
+                if conflict or why[-1].get("Code") not in (None, "None"):
                     _backoff(attempt)
         raise StoreError("commit", lease.job, f"transaction still conflicting after "
                          f"{_RETRIES} tries")

@@ -697,7 +697,7 @@ class Sim:
                                      true_now_ms=self._now_ms(), clock_offset_ms=offset_ms)
             self.model.lease_size(item_size(self.raw_row), self.step)
             self.model.lease_names(self.row)
-            if req.op == "TransactWriteItems" and req.run is not None:
+            if req.run is not None and self._writes_job_row(req):
                 self._check_checkpoint()
             if (before.get("run_id") is not None and self.row.get("run_id") is None
                     and req.run is not None and before.get("run_id") == req.run[0]):
@@ -715,6 +715,15 @@ class Sim:
             line += f" | row {row_text}"
         self.log(line)
         self._note_violations()
+
+    def _writes_job_row(self, req: Req) -> bool:
+        """The request wrote the job row (checkpoint, open claim): an ``UpdateItem`` of it,
+        or a transaction with one."""
+        p = req.params
+        bodies = ([body for a in p.get("TransactItems", []) for body in a.values()]
+                  if req.op == "TransactWriteItems" else [p] if req.op == "UpdateItem" else [])
+        return any(b.get("TableName") == self.table
+                   and (b.get("Key") or {}).get("sk", {}).get("S") == "FENCE" for b in bodies)
 
     def _describe(self, req: Req) -> str:
         p = req.params
@@ -742,6 +751,14 @@ class Sim:
                 for kind, body in a.items():
                     acts.append(f"{kind}({key(body)})")
             return "ddb.Transact[" + " ".join(acts) + "]"
+        if req.op in ("BatchWriteItem", "BatchGetItem"):
+            entries = next(iter((p.get("RequestItems") or {}).values()), [])
+            if req.op == "BatchGetItem":
+                keys = [key({"Key": k}) for k in entries.get("Keys", [])]
+            else:
+                keys = [key(e.get("PutRequest") or e.get("DeleteRequest") or {})
+                        for e in entries]
+            return f"ddb.{req.op}[{' '.join(keys)}]"
         return f"ddb.{req.op}({key(p)})"
 
     def _note_violations(self) -> None:
@@ -772,6 +789,31 @@ class Sim:
         unfinished = [w for w in ids if w not in rows
                       or rows[w].state not in (ItemState.COMPLETED, ItemState.FAILED)]
         self.model.checkpoint_moved(cp.seq, cursor, unfinished, self.step)
+
+    def _check_ledger(self) -> None:
+        """After the fresh tick (no faults): END, every item of the source completed or
+        failed, none claimed or uncertain, no claim left open; ONCE, every completion's
+        proof is the note the destination holds."""
+        from jobguard.workitems import ItemState, WorkId
+
+        ids = [str(WorkId(r["id"], "create-note")) for r in self.source]
+        rows = self.items_view.get_many(JOB, ids)
+        notes = {i["work_id"]["S"]: i["destination_id"]["S"]
+                 for i in self.observer.scan(TableName=self.notes_table,
+                                             ConsistentRead=True)["Items"]}
+        for work_id in ids:
+            row = rows.get(work_id)
+            if row is None or row.state not in (ItemState.COMPLETED, ItemState.FAILED):
+                self.model.violate("END/item-unfinished", f"after the fresh tick {work_id} is "
+                                   f"{row.state.value if row else 'absent'}",
+                                   key=row.state.value if row else "absent")
+            elif row.state is ItemState.COMPLETED and notes.get(work_id) != row.destination_id:
+                self.model.violate("ONCE/false-proof", f"{work_id} is completed with "
+                                   f"{row.destination_id}, the destination holds "
+                                   f"{notes.get(work_id)}")
+        if self.items_view.read_row(JOB).claim is not None:
+            self.model.violate("END/claim-left-open", "a claim is still open on the job row "
+                               "after the fresh tick")
 
     def _finished(self, actor: Actor) -> None:
         if actor in self.actors:
@@ -1420,6 +1462,8 @@ class Sim:
             self.model.violate("LIVE/fresh-tick", f"a fresh tick after settling did not run: "
                                f"{last.outcome} {last.error or ''}".strip(),
                                key=str(last.outcome))
+        else:
+            self._check_ledger()
         self._note_violations()
         self.log(f"--- end: {len(self.model.violations)} violation(s) ---")
 
