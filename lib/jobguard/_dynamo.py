@@ -78,13 +78,13 @@ class Expr:
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
         self.values: dict[str, Any] = {}
+        self._placeholders: dict[str, str] = {}
 
     def n(self, attribute: str) -> str:
-        for placeholder, name in self.names.items():
-            if name == attribute:
-                return placeholder
-        placeholder = f"#a{len(self.names)}"
-        self.names[placeholder] = attribute
+        placeholder = self._placeholders.get(attribute)
+        if placeholder is None:
+            placeholder = self._placeholders[attribute] = f"#a{len(self.names)}"
+            self.names[placeholder] = attribute
         return placeholder
 
     def v(self, value: Any) -> str:
