@@ -9,11 +9,13 @@ It serves :meth:`jobguard.Run.claim` in any guarded handler and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
     from .dynamodb_items import DynamoItemStore
@@ -37,8 +39,7 @@ from .workitems import (
 )
 
 __all__ = ["BatchReport", "ClaimedItem", "Page", "ResolveReport", "SweepReport", "WorkClaims",
-           "fingerprint",
-           "remaining_ms", "sweep"]
+           "destination_id_problem", "fingerprint", "payload_hash", "remaining_ms", "sweep"]
 
 R = TypeVar("R")
 _MAX_ERROR = 1000
@@ -117,9 +118,18 @@ class ClaimedItem:
                                  self._claims.run.fence, f"claim on {self.key} expired")
 
     def complete(self, *, destination_id: str) -> None:
-        """The destination confirmed the effect; ``destination_id`` proves it."""
-        if not isinstance(destination_id, str) or not destination_id:
-            raise JobGuardError(f"{self.key}: destination_id must be a non-empty string")
+        """The destination confirmed the effect; ``destination_id`` proves it.
+
+        Raises:
+            JobGuardError: ``destination_id`` is not a string of 1 to 1,024 bytes; the
+                item is recorded uncertain first (the destination was called, its proof
+                cannot be kept), and reconciled before anything is redone.
+        """
+        problem = destination_id_problem(destination_id)
+        if problem is not None:
+            if self.outcome is None:
+                self.uncertain(f"destination_id {problem}")
+            raise JobGuardError(f"{self.key}: destination_id {problem}")
         self._record("complete", destination_id=destination_id)
 
     def fail(self, error: BaseException | str, *, retryable: bool = True) -> None:
@@ -163,6 +173,49 @@ class ClaimedItem:
         return True  # recorded: the run goes on with the next item
 
 
+MAX_DESTINATION_ID = 1024
+"""Bytes (UTF-8) of a destination id: it is stored with every completion."""
+MAX_PAYLOAD_HASH = 64
+"""Characters of a payload hash kept as given; a longer one is hashed (stable)."""
+
+
+def destination_id_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a destination id (None: it can)."""
+    if not isinstance(value, str) or not value:
+        return f"must be a non-empty string, got {type(value).__name__}"
+    if len(value.encode("utf-8")) > MAX_DESTINATION_ID:
+        return (f"must be at most {MAX_DESTINATION_ID} bytes (UTF-8), got "
+                f"{len(value.encode('utf-8'))}")
+    return None
+
+
+def payload_hash(key: str, value: object) -> str | None:
+    """A record's payload hash as stored: None, or a string of at most 64 characters
+    (a longer one, e.g. the content itself, is reduced to its SHA-256)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise JobGuardError(f"{key}: payload() must return a string or None, got "
+                            f"{type(value).__name__}")
+    if len(value) > MAX_PAYLOAD_HASH:
+        return hashlib.sha256(value.encode()).hexdigest()[:32]
+    return value
+
+
+def _reconciled(answer: object) -> str | None:
+    """What a ``reconcile`` answered: a destination id (found), or None / "" (not found).
+    Anything else is no answer (:class:`TypeError`): the item stays uncertain, never
+    redone on the strength of an answer that is neither."""
+    if answer is None or answer == "":
+        return None
+    problem = destination_id_problem(answer)
+    if problem is not None:
+        raise TypeError(f"reconcile() must return the destination id (a string) or None; "
+                        f"its answer {problem}")
+    assert isinstance(answer, str)
+    return answer
+
+
 def _describe(error: BaseException | str) -> str:
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return bounded_text(text, _MAX_ERROR) or ""
@@ -175,6 +228,20 @@ def fingerprint(record: Any) -> str | None:
     except (TypeError, ValueError):
         return None
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """One call at a time per claim engine: items settled from several threads of one
+    run must not interleave their writes of the job row."""
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_F, call)
 
 
 @dataclass
@@ -228,9 +295,11 @@ class WorkClaims:
         self._facts: dict[str, Completion] = {}
         self._rows: dict[str, Unresolved] = {}
         self._checkpoint: tuple[int, str | None] | None = None
+        self._lock = threading.RLock()
 
     # -- the job row ---------------------------------------------------------------------
 
+    @_locked
     def start(self) -> JobRow:
         """The job row (checkpoint, open claim), read once per run."""
         if self._row is None:
@@ -249,6 +318,7 @@ class WorkClaims:
         claim = self._row.claim if self._row is not None else None
         return claim if claim is not None and claim.run_id != self.run.run_id else None
 
+    @_locked
     def advance(self, checkpoint: tuple[int, str | None]) -> None:
         """Move the checkpoint with the next job-row write (``(expected seq, cursor)``):
         the write that claims the next page, or the run's last flush."""
@@ -256,6 +326,7 @@ class WorkClaims:
 
     # -- claiming ------------------------------------------------------------------------
 
+    @_locked
     def claim_page(
         self,
         records: Sequence[Any],
@@ -278,7 +349,7 @@ class WorkClaims:
             wid = work_id(record)
             if not isinstance(wid, WorkId):
                 raise JobGuardError(f"work_id() must return a WorkId, got {type(wid).__name__}")
-            digest = payload(record)
+            digest = payload_hash(str(wid), payload(record))
             if str(wid) in by_key:
                 if by_key[str(wid)][2] != digest:
                     self._conflict(str(wid), "the same work id twice in a page, other payload")
@@ -401,7 +472,7 @@ class WorkClaims:
         if self.reconcile is None:
             return False
         try:
-            found = self.reconcile(record, observed)
+            found = _reconciled(self.reconcile(record, observed))
         except Exception as exc:  # noqa: BLE001 - stays uncertain, reported
             self.telemetry.logger.warning("reconcile failed", extra={
                 "work_id": observed.work_id, "error": _describe(exc)})
@@ -424,6 +495,7 @@ class WorkClaims:
 
     # -- outcomes ------------------------------------------------------------------------
 
+    @_locked
     def settle(self, key: str, kind: str, *, destination_id: str | None = None,
                error: str | None = None, retryable: bool = False) -> None:
         """Record one claimed item's outcome: ``complete``, ``fail``, ``uncertain`` or
@@ -456,6 +528,7 @@ class WorkClaims:
                 self._commit({}, [])
         self.hold_next = False
 
+    @_locked
     def flush(self, checkpoint: tuple[int, str | None] | None = None) -> None:
         """Write what is recorded: completion facts, then the job row (the finished items
         dropped from the claim, the checkpoint, failed and uncertain rows)."""
@@ -508,6 +581,7 @@ class WorkClaims:
             self.report.rejected += len(done.completed)
             self.telemetry.count("CompletionsRejected", len(done.completed))
 
+    @_locked
     def sweep(self, reconcile: Callable[[Any, ItemRecord], str | None], *,
               limit: int = 1000) -> SweepReport:
         """See :func:`sweep`."""
@@ -527,7 +601,7 @@ class WorkClaims:
                 continue
             covered.add(row.work_id)
             try:
-                destination_id = reconcile(None, row)
+                destination_id = _reconciled(reconcile(None, row))
             except Exception as exc:  # noqa: BLE001 - stays uncertain, reported
                 self.telemetry.logger.warning("reconcile failed", extra={
                     "work_id": row.work_id, "error": _describe(exc)})
@@ -555,6 +629,7 @@ class WorkClaims:
         self._commit({}, rows)
         return report
 
+    @_locked
     def resolve(self, work_ids: Sequence[str], *, destination_id: str | None,
                 reason: str) -> ResolveReport:
         """An operator's finding for unresolved items (see :func:`jobguard.recovery.resolve`):

@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import registry
+from .claims import payload_hash
 from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
 from .workitems import ItemRecord, ItemState, payload_differs
@@ -249,7 +250,8 @@ def make_plan(job: Any, items: Any, request: RecoveryRequest, *, now_ms: int) ->
     plan = Plan(selected=len(by_id), records=records, rows=rows, expired=len(read) - len(rows))
     for work_id, record in by_id.items():
         row = rows.get(work_id)
-        if row is not None and payload_differs(row.payload_hash, job.payload(record)):
+        if row is not None and payload_differs(row.payload_hash,
+                                               payload_hash(work_id, job.payload(record))):
             plan.conflicts += 1
             if len(plan.conflict_ids) < SAMPLE_SIZE:
                 plan.conflict_ids.append(work_id)

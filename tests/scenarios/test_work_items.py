@@ -306,3 +306,133 @@ def test_a_sweep_resolves_uncertain_items_without_redoing_any(aws, clock):
     assert notes.calls == ["contact-00000:x"]  # the sweep itself calls nothing
     sweep_run = [r for r in aws.runs(JOB) if r.trigger_id.endswith("sweep")][0]
     assert sweep_run.extra["sweep_found"] == 1
+
+
+# -- bad answers from the job's own code (found reviewing the ledger redesign) -----------
+
+
+def test_a_reconcile_answer_that_is_not_a_destination_id_leaves_the_item_uncertain(aws, clock):
+    # GIVEN an uncertain item (its note was created, the answer lost)
+    notes = NotesTable.create(aws.ddb)
+    records = contacts(1)
+    lost = {"contact-00000"}
+
+    def lambda_handler(event, context):
+        run = current_run()
+        for item in run.claim(records, work_id=lambda r: WorkId(r["id"], "create-note"),
+                              reconcile=lambda record, row: {"note": notes.find(row.work_id)}):
+            with item:
+                note_id = notes.put(item.key, item.record["change"])
+                if item.record["id"] in lost:
+                    lost.clear()
+                    raise TimeoutError("response lost after the note was created")
+                item.complete(destination_id=note_id)
+        return run.stats
+
+    from ._support import make_job
+
+    job = make_job(aws, clock, lambda_handler, name=JOB)
+    job(manual("first"), None)
+
+    # WHEN a later run's reconcile answers with something that is neither a destination
+    # id nor None (here a dict: truthy, and not a proof)
+    second = job(manual("second"), None)
+
+    # THEN the item is not redone on the strength of it (ONCE): it stays uncertain
+    assert second["uncertain"] == 1 and second.get("retried", 0) == 0
+    assert notes.calls == ["contact-00000:create-note"]
+    assert ledger(aws)["contact-00000:create-note"].state is ItemState.UNCERTAIN
+
+
+def test_a_destination_id_too_long_to_keep_is_refused_and_the_item_left_uncertain(aws, clock):
+    from jobguard import JobGuardError
+
+    notes = NotesTable.create(aws.ddb)
+
+    def lambda_handler(event, context):
+        run = current_run()
+        for item in run.claim(contacts(1), work_id=lambda r: WorkId(r["id"], "create-note")):
+            with item:
+                notes.put(item.key, item.record["change"])
+                item.complete(destination_id="x" * 1025)  # a bug in the job's code
+        return run.stats
+
+    from ._support import make_job
+
+    with pytest.raises(JobGuardError, match="destination_id must be at most 1024 bytes"):
+        make_job(aws, clock, lambda_handler, name=JOB)(manual("first"), None)
+    row = ledger(aws)["contact-00000:create-note"]
+    assert row.state is ItemState.UNCERTAIN  # the call happened: reconciled, not redone
+    assert "destination_id" in (row.last_error or "")
+    (run,) = aws.runs(JOB)
+    assert run.status.value == "failed" and "destination_id" in (run.error or "")
+
+
+def test_a_payload_that_is_not_a_short_hash_is_kept_as_its_hash(aws, clock):
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(config(aws, batch_size=5), contacts(2), notes, store=aws.store, clock=clock)
+    job.payload = lambda record: "content:" + record["change"] * 40  # type: ignore[method-assign]
+    job.handler()(manual("first"), None)
+    rows = ledger(aws)
+    assert {r.state for r in rows.values()} == {ItemState.COMPLETED}
+    assert all(len(r.payload_hash or "") == 32 for r in rows.values())
+    # the same content later: already done, not a conflict (the same hash of it)
+    job.source.append(dict(contacts(1)[0]))
+    again = job.handler()(manual("again"), None)
+    assert again.get("conflicts", 0) == 0
+
+    job.payload = lambda record: 42  # type: ignore[method-assign]
+    from jobguard import JobGuardError
+
+    job.source.append({"id": "contact-00099", "change": "x"})
+    with pytest.raises(JobGuardError, match="payload\\(\\) must return a string or None"):
+        job.handler()(manual("third"), None)
+
+
+def test_items_settled_from_several_threads_of_one_run_do_not_collide(aws, clock):
+    # GIVEN a run whose items are processed by two threads, flushed per item (a failure
+    # writes the job row at once), one thread held inside its job-row write until the
+    # other has recorded its outcome
+    from concurrent.futures import ThreadPoolExecutor
+
+    records = contacts(2)
+    in_commit, other_settling = threading.Event(), threading.Event()
+
+    def hold_first_commit(**kwargs: Any) -> None:
+        if threading.current_thread().name.endswith("_0") and not in_commit.is_set():
+            in_commit.set()
+            other_settling.wait(2)  # the other thread tries to write meanwhile
+
+    def lambda_handler(event, context):
+        run = current_run()
+        claims = run.work_claims()
+        items = claims.claim_page(records, lambda r: WorkId(r["id"], "create-note"))
+
+        def work(item):
+            if item.record["id"] == "contact-00000":
+                item.fail("refused")  # a failure: written at once, with the job row
+            else:
+                assert in_commit.wait(10)
+                other_settling.set()
+                item.fail("refused too")
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(work, items))
+        claims.flush()
+        return claims.report.as_dict()
+
+    from ._support import make_job
+
+    job = make_job(aws, clock, lambda_handler, name=JOB, flush="item")
+    aws.ddb.meta.events.register("before-send.dynamodb.TransactWriteItems", hold_first_commit)
+    try:
+        report = job(manual("threads"), None)
+    finally:
+        aws.ddb.meta.events.unregister("before-send.dynamodb.TransactWriteItems",
+                                       hold_first_commit)
+
+    # THEN both outcomes are written, the run is not failed by its own second write
+    assert report["failed"] == 2, report
+    rows = ledger(aws)
+    assert {rows[f"contact-0000{i}:create-note"].state for i in range(2)} == {ItemState.FAILED}
+    assert DynamoItemStore(aws.table, client=aws.ddb).read_row(JOB).claim is None
