@@ -436,3 +436,68 @@ def test_items_settled_from_several_threads_of_one_run_do_not_collide(aws, clock
     rows = ledger(aws)
     assert {rows[f"contact-0000{i}:create-note"].state for i in range(2)} == {ItemState.FAILED}
     assert DynamoItemStore(aws.table, client=aws.ddb).read_row(JOB).claim is None
+
+
+class Crash(BaseException):
+    """The process dies here (not an error any code records)."""
+
+
+def test_a_crash_between_a_pages_completions_and_its_job_row_write(aws, clock):
+    # GIVEN a run that wrote page 1's completions and died before the job-row write that
+    # drops page 1 from its claim and moves the checkpoint past it
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(config(aws, batch_size=5), contacts(10), notes, store=aws.store, clock=clock)
+    state = {"armed": True}
+
+    def die_after_the_facts(http_response: Any, **kwargs: Any) -> None:
+        if state["armed"] and http_response.status_code < 300:
+            state["armed"] = False
+            raise Crash()
+
+    aws.ddb.meta.events.register("after-call.dynamodb.BatchWriteItem", die_after_the_facts)
+    try:
+        with pytest.raises(Crash):
+            job.handler()(manual("dies"), None)
+    finally:
+        aws.ddb.meta.events.unregister("after-call.dynamodb.BatchWriteItem",
+                                       die_after_the_facts)
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    first_page = [f"contact-0000{i}:create-note" for i in range(5)]
+    assert items.read_checkpoint(JOB).seq == 0  # CKPT: not past the page
+    row = items.read_row(JOB)
+    assert row.claim is not None and set(row.claim.items) == set(first_page)
+    assert {r.state for r in items.get_many(JOB, first_page).values()} == {
+        ItemState.COMPLETED}  # the completions landed: final, whatever the claim says
+
+    # WHEN the next run takes over
+    clock.advance(timedelta(seconds=66))
+    report = job.handler()(manual("next"), None)
+
+    # THEN it finds page 1 completed (no reconciliation, no second call), does page 2
+    # once, and moves the checkpoint to the end (END, ONCE, CKPT)
+    assert (report["already_done"], report.get("reconciled", 0), report["completed"]) == (
+        5, 0, 5)
+    assert sorted(notes.calls) == sorted(set(notes.calls)) and len(notes.calls) == 10
+    assert_once_and_end(aws, notes, 10)
+    assert items.read_checkpoint(JOB).cursor == "10" and items.read_row(JOB).claim is None
+
+
+def test_a_completion_past_its_ttl_counts_as_absent(aws, clock):
+    # GIVEN an item completed longer ago than item_ttl (DynamoDB has not deleted it yet)
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(config(aws, batch_size=5), contacts(1), notes, store=aws.store, clock=clock)
+    job.handler()(manual("first"), None)
+    before = ledger(aws)["contact-00000:create-note"]
+    clock.advance(timedelta(days=16))
+
+    # WHEN the source yields it again
+    job.source.append(dict(contacts(1)[0]))
+    report = job.handler()(manual("later"), None)
+
+    # THEN it is claimed and done again (the destination's idempotency key answers with
+    # the note it holds), and its completion is written afresh with a new TTL
+    assert report["completed"] == 1 and report.get("already_done", 0) == 0
+    after = ledger(aws)["contact-00000:create-note"]
+    assert after.state is ItemState.COMPLETED and after.destination_id == before.destination_id
+    assert (after.ttl_epoch_s or 0) > (before.ttl_epoch_s or 0)
+    assert len(notes.all()) == 1  # one note at the destination
