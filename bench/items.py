@@ -268,6 +268,8 @@ class ItemCount:
     unit_operations: dict[str, int] = field(default_factory=dict)
     reads: float = 0.0
     read_operations: dict[str, float] = field(default_factory=dict)
+    stored_bytes: int = 0
+    """The largest item the run left in its table (a completion, a Powertools record)."""
 
     @property
     def per_item(self) -> float:
@@ -303,7 +305,8 @@ def _count_guarded(aws: Any, table: str, n: int, *, batch_size: int, flush: str)
     ops = COUNTER.operations()
     _check_report(report, n, f"batch {batch_size}")
     _check_calls(notes, n)
-    return ItemCount(sum(ops.values()), n, ops, *_metered_units())
+    return ItemCount(sum(ops.values()), n, ops, *_metered_units(),
+                     stored_bytes=_largest(aws, table, "ITEM#"))
 
 
 def _count_claim(aws: Any, table: str, n: int) -> ItemCount:
@@ -349,7 +352,23 @@ def _count_powertools(aws: Any, table: str, n: int) -> ItemCount:
             create_note(record=contact(i))
     ops = COUNTER.operations()
     _check_calls(notes, n)
-    return ItemCount(sum(ops.values()), n, ops, *_metered_units())
+    return ItemCount(sum(ops.values()), n, ops, *_metered_units(),
+                     stored_bytes=_largest(aws, table, ""))
+
+
+def _largest(aws: Any, table: str, prefix: str) -> int:
+    """The largest item of ``table`` whose partition key starts with ``prefix``, in bytes
+    as DynamoDB sizes it (read through the meter's side client)."""
+    from .write_units import item_bytes
+
+    client = METER.side_client(aws)
+    largest = 0
+    for page in client.get_paginator("scan").paginate(TableName=table):
+        for item in page["Items"]:
+            key = next(iter(item.get("pk", item.get("id", {"S": ""})).values()))
+            if str(key).startswith(prefix):
+                largest = max(largest, item_bytes(item))
+    return largest
 
 
 def _powertools_create_note(destination: Destination, store: Any, config_type: Any,
@@ -423,6 +442,8 @@ def measure_requests(aws: Any, tables: Callable[[], str], idem_table: Callable[[
         "rcu_per_item_b1": b1.reads_per_item,
         "rcu_per_item_b100": b100.reads_per_item,
         "powertools_rcu_per_item": theirs.reads_per_item,
+        "item_bytes": float(b100.stored_bytes),
+        "powertools_item_bytes": float(theirs.stored_bytes),
     }
 
 

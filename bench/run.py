@@ -78,7 +78,20 @@ around each destination call, ``event_key_jmespath='id'``, Lambda context regist
 ``wcu_per_item_b1`` / ``wcu_per_item_b100`` / ``powertools_wcu_per_item``
     Write units (as ``wcu_per_run``) of the same runs, per item of the whole run: the
     run's own lease and release writes are spread over its items, as for requests.
-    Reported, no target.
+    Targets: <= 4 at batch 1, <= Powertools' at batch 100.
+``rcu_per_item_b1`` / ``rcu_per_item_b100`` / ``powertools_rcu_per_item``
+    Read units of the same runs, per item (a consistent read: 1 per 4 KB of each item
+    read, a key with no item still 1): jobguard looks each page up before claiming it.
+``item_bytes`` / ``powertools_item_bytes``
+    The largest item each side left in its table after that batch-100 run (a completion;
+    a Powertools record), as DynamoDB sizes it: the storage of the monthly cost table
+    (``bench/cost.py``, printed at the end).
+``wcu_recovery_10`` / ``rcu_recovery_10`` (and ``powertools_*``)
+    Units of recovering 10 items of which the destination holds 5: jobguard plans and
+    executes ``recover`` over the range a run left claimed when it died after 5 notes;
+    Powertools runs the 10 through ``idempotent_function`` with none of them recorded as
+    completed (it calls the destination for the 5 again). Target: <= 2 x 10 + one run's
+    writes (``wcu_per_run``).
 ``overhead_ratio`` / ``powertools_overhead_ratio`` (and ``*_net``)
     Wall time of the same ``--items`` destination calls (a no-op sleeping 20 ms) guarded
     (batch 100, page flush) or through Powertools, over the bare loop, with 5 ms injected
@@ -583,6 +596,11 @@ def main(argv: list[str] | None = None) -> int:
                                        "meta": meta}, indent=2) + "\n")
     say("")
     say(table(lines))
+    if "wcu_per_item_b100" in figures:
+        from bench.cost import render
+
+        say("\nDynamoDB a month at on-demand list price (us-east-1), batch 100 "
+            "(docs/deploying.md):\n" + render(_rounded(figures)))
     say(f"\ncold start: jobguard / powertools = {figures['cold_start_ratio']:.2f}; "
           f"total {meta['runtime_s']} s ("
           + ", ".join(f"{k} {v:.0f} s" for k, v in stage_s.items())
