@@ -68,6 +68,11 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
     "replace-by-a-skewed-clock": (110959, "", "model: a REPLACE takeover by a worker whose "
                                   "clock was 90 s ahead was counted as a replace; "
                                   "outside the clock promise it may be a takeover (`lost`)"),
+    "damage-beside-a-deadline-passed": (
+        169327, "", "model: a queued trigger's run whose local deadline passed under a "
+        "clock jump (no renewal step between) failed with LeaseLostError naming the "
+        "deadline while the row was damaged meanwhile: the damage did not stop it (found "
+        "after the ledger redesign changed the run's requests)"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
