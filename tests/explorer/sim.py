@@ -70,6 +70,8 @@ OUTAGES = (("dynamodb", "throttle"), ("dynamodb", "timeout"), ("dynamodb", "lost
            ("sqs", "5xx"), ("sqs", "timeout"), ("sqs", "lost-after"))
 OUTAGE_LENGTHS = (2, 3, 4, 6, 9)
 LAMBDA_TIMEOUT = timedelta(minutes=15)
+MAX_EVENT_AGE = timedelta(hours=6)
+"""Lambda's longest maximum event age: no retry of an asynchronous invoke comes later."""
 """The longest a Lambda invocation runs before Lambda stops it."""
 CLOCK_STEPS = (timedelta(seconds=1), timedelta(seconds=7), timedelta(seconds=20),
                LEASE + SKEW + timedelta(seconds=1), timedelta(minutes=3),
@@ -303,6 +305,8 @@ class Sim:
         self.ticks: list[datetime] = []
         self.manuals: list[str] = []
         self.manual_at: dict[str, Any] = {}
+        self.dropped_by_lambda: set[str] = set()
+        """Manual triggers a failed delivery of which was too old for Lambda to retry."""
         self.last_outcome: dict[str, str] = {}
         self.paused = False
         self.damaged: str | None = None
@@ -702,6 +706,13 @@ class Sim:
             if (before.get("run_id") is not None and self.row.get("run_id") is None
                     and req.run is not None and before.get("run_id") == req.run[0]):
                 req.actor.released = req.run[0]
+        if req.service == "sqs" and req.op == "SendMessage" and req.status == 200:
+            try:
+                kind = json.loads(req.params.get("MessageBody", "{}")).get("kind")
+            except ValueError:
+                kind = None
+            if kind == "follow_up":
+                self.model.follow_up_sends.append(self.step)
         if req.service == "sqs" and req.op == "ChangeMessageVisibility" and req.status == 200 \
                 and int(req.params.get("VisibilityTimeout", 0)) > 0:
             for m in self.queue.messages:
@@ -1039,7 +1050,8 @@ class Sim:
             return None
         self.coverage.add((self._state_of(trigger_id), f"deliver:{label}"))
         self.coverage.add((self._row_state(), f"deliver:{label}"))
-        d = Delivery(len(self.deliveries) + 1, trigger_id, kind, self.step)
+        d = Delivery(len(self.deliveries) + 1, trigger_id, kind, self.step,
+                     at_ms=self._now_ms())
         self.deliveries.append(d)
         rid = self._new_id()
         self.log(f"ENV deliver {label} {trigger_id} -> c{c.n} (delivery #{d.n})")
@@ -1442,7 +1454,7 @@ class Sim:
         self.model.settle_checks(
             runs=runs, dlq=dlq, queue_live=[m.trigger_id() for m in self.queue.live()],
             undecided=undecided, queued_n=int(queued_n) if isinstance(queued_n, int) else -1,
-            invocations_after={})
+            invocations_after={}, failed_events=frozenset(self.dropped_by_lambda))
         self._note_violations()
         # a fresh tick runs
         self._advance(TICK_EVERY)
@@ -1505,7 +1517,7 @@ class Sim:
                 continue
             ok = d.outcome not in (None, "error", "killed")
             got[d.trigger_id] = got.get(d.trigger_id, False) or ok
-        return sorted(t for t, ok in got.items() if not ok)
+        return sorted(t for t, ok in got.items() if not ok and t not in self.dropped_by_lambda)
 
     def _retry_undecided(self) -> list[str]:
         """Lambda retries each asynchronous invocation that failed (raised, or its process
@@ -1517,6 +1529,14 @@ class Sim:
         for d in todo:
             d.retried = True
             tid = d.trigger_id
+            if tid.startswith(f"{JOB}@manual:") and \
+                    self._now_ms() - d.at_ms > MAX_EVENT_AGE.total_seconds() * 1000:
+                # Lambda retries an asynchronous event for at most 6 hours (as for
+                # _ev_remanual): past that it went to the on-failure destination
+                self.log(f"ENV delivery #{d.n} of {tid} too old to be retried by Lambda "
+                         "(over 6 h): on the failed-ticks queue")
+                self.dropped_by_lambda.add(tid)
+                continue
             if tid.startswith(f"{JOB}@manual:"):
                 event, _ = self._manual_event(tid.split("@manual:", 1)[1])
                 label = "manual-retry"

@@ -73,6 +73,15 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "clock jump (no renewal step between) failed with LeaseLostError naming the "
         "deadline while the row was damaged meanwhile: the damage did not stop it (found "
         "after the ledger redesign changed the run's requests)"),
+    "no-lambda-retry-past-six-hours": (
+        170122, "", "sim: a manual trigger's killed delivery was retried at the settle 7 h "
+        "later, after its item had expired (kept 6 h 15 min), and ran again; Lambda "
+        "retries an asynchronous event for at most 6 hours, then sends it to the "
+        "on-failure destination (the settle now does the same)"),
+    "coalesce-waits-for-the-sender-when-the-release-could-not-send": (
+        170252, "", "model: the holder released after a coalesce whose every send failed, "
+        "and its own send of the follow-up failed too (an SQS outage): only the "
+        "coalescing sender's retry sends it, as when the holder died"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
