@@ -65,8 +65,6 @@ class Delivery:
     invoked: list[str] = field(default_factory=list)
     retried: bool = False
     """Its sender delivered the same event again after it failed (Lambda's async retry)."""
-    at_ms: int = 0
-    """When it was delivered (the explorer's true clock)."""
 
 
 @dataclass

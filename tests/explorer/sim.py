@@ -1050,8 +1050,7 @@ class Sim:
             return None
         self.coverage.add((self._state_of(trigger_id), f"deliver:{label}"))
         self.coverage.add((self._row_state(), f"deliver:{label}"))
-        d = Delivery(len(self.deliveries) + 1, trigger_id, kind, self.step,
-                     at_ms=self._now_ms())
+        d = Delivery(len(self.deliveries) + 1, trigger_id, kind, self.step)
         self.deliveries.append(d)
         rid = self._new_id()
         self.log(f"ENV deliver {label} {trigger_id} -> c{c.n} (delivery #{d.n})")
@@ -1529,10 +1528,12 @@ class Sim:
         for d in todo:
             d.retried = True
             tid = d.trigger_id
-            if tid.startswith(f"{JOB}@manual:") and \
-                    self._now_ms() - d.at_ms > MAX_EVENT_AGE.total_seconds() * 1000:
-                # Lambda retries an asynchronous event for at most 6 hours (as for
-                # _ev_remanual): past that it went to the on-failure destination
+            first = self.manual_at.get(tid.split("@manual:", 1)[1]) \
+                if tid.startswith(f"{JOB}@manual:") else None
+            if first is not None and self.clock.now() - first > MAX_EVENT_AGE:
+                # Lambda retries an asynchronous event for at most 6 hours from the event
+                # (every copy of a manual trigger is one, as in _ev_remanual): past that
+                # it went to the on-failure destination
                 self.log(f"ENV delivery #{d.n} of {tid} too old to be retried by Lambda "
                          "(over 6 h): on the failed-ticks queue")
                 self.dropped_by_lambda.add(tid)

@@ -78,6 +78,9 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "later, after its item had expired (kept 6 h 15 min), and ran again; Lambda "
         "retries an asynchronous event for at most 6 hours, then sends it to the "
         "on-failure destination (the settle now does the same)"),
+    "no-lambda-retry-past-six-hours-of-a-copy": (
+        171275, "", "sim: the same for a copy delivered 5 h after the trigger: the 6 hours "
+        "count from the event, not from the copy"),
     "coalesce-waits-for-the-sender-when-the-release-could-not-send": (
         170252, "", "model: the holder released after a coalesce whose every send failed, "
         "and its own send of the follow-up failed too (an SQS outage): only the "
