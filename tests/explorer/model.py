@@ -316,8 +316,9 @@ class Model:
             # the coalescing sender's retry sends it again)
             released = any(step > rec.step for step in self.release_steps)
             resent = any(step > rec.step for step in self.follow_up_sends)
+            # (a delivery killed in the middle is retried by its sender as a failed one is)
             if not final and not (released and resent) and any(
-                    d.trigger_id == rec.trigger_id and d.outcome == "error"
+                    d.trigger_id == rec.trigger_id and d.outcome in ("error", "killed")
                     for d in self.deliveries):
                 continue
             covered = last_run_step > rec.step or any(

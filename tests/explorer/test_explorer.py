@@ -85,6 +85,11 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         170252, "", "model: the holder released after a coalesce whose every send failed, "
         "and its own send of the follow-up failed too (an SQS outage): only the "
         "coalescing sender's retry sends it, as when the holder died"),
+    "coalesce-waits-for-the-sender-of-a-killed-delivery": (
+        172276, "", "model: the coalescing deliveries were killed (their sends stuck in an "
+        "SQS outage past Lambda's timeout) and the operator force-released the dead "
+        "holder: as for a failed delivery, only their senders' retries can bring the "
+        "follow-up"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
