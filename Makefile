@@ -99,7 +99,7 @@ MUTMUT_CHILDREN ?= 1
 mutate: $(STAMP)
 	@if [ ! -d $(MUTMUT_DIR) ]; then \
 		mkdir -p $(MUTMUT_DIR)/mutants/src && ln -s ../lib $(MUTMUT_DIR)/src && \
-		for f in tests bench handlers Makefile README.md pyproject.toml; do \
+		for f in tests bench handlers docs Makefile README.md pyproject.toml; do \
 			ln -s ../$$f $(MUTMUT_DIR)/$$f; done; fi
 	@# A first run generates every mutant (no names yet to sample from).
 	@# PYTHONPATH puts the mutated copy ahead of the editable install in any child process;
