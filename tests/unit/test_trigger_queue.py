@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from jobguard._clients import client
 from jobguard.callsites import Fault
 from jobguard.errors import SendError
 from jobguard.faults import Faults, Rule
@@ -78,9 +79,10 @@ def test_a_failed_send_says_whether_the_message_may_be_on_the_queue(
     a SendError names the job and says ``maybe_applied`` exactly when the queue may hold
     the message (QUEUE undoes its decision only when it surely does not)."""
     url = aws.fifo_queue(JOB)
-    queue = TriggerQueue(url, client=aws.sqs)
+    sqs = client("sqs")  # the client a Lambda's guard builds: standard retries, 3 attempts
+    queue = TriggerQueue(url, client=sqs)
     rule = Rule(fault, operation="SendMessage", attempts=99)
-    with Faults([rule], backoff_scale=0.001, clients=[aws.sqs]), \
+    with Faults([rule], backoff_scale=0.001, clients=[sqs]), \
             pytest.raises(SendError) as caught:
         queue.send(queued(1))
 
