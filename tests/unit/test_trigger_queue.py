@@ -67,17 +67,19 @@ def test_resends_of_one_trigger_from_two_workers_are_one_message_and_triggers_ke
     assert bodies == [queued(1).trigger_id, queued(2).trigger_id]
 
 
-@pytest.mark.parametrize(("fault", "maybe_applied", "on_queue"), [
-    pytest.param(Fault.THROTTLE, False, 0, id="throttled: never applied"),
-    pytest.param(Fault.TIMEOUT, False, 0, id="connect timeout: never sent"),
-    pytest.param(Fault.SERVER_ERROR, True, 0, id="5xx: may have been applied"),
-    pytest.param(Fault.LOST, True, 1, id="lost response: it landed"),
+@pytest.mark.parametrize(("fault", "maybe_applied", "on_queue", "cause"), [
+    pytest.param(Fault.THROTTLE, False, 0, "(RequestThrottled)", id="throttled: never applied"),
+    pytest.param(Fault.TIMEOUT, False, 0, "Connect timeout", id="connect timeout: never sent"),
+    pytest.param(Fault.SERVER_ERROR, True, 0, "(InternalFailure)",
+                 id="5xx: may have been applied"),
+    pytest.param(Fault.LOST, True, 1, "Read timeout", id="lost response: it landed"),
 ])
 def test_a_failed_send_says_whether_the_message_may_be_on_the_queue(
-        aws, fault, maybe_applied, on_queue):
+        aws, fault, maybe_applied, on_queue, cause):
     """GIVEN every attempt of SendMessage fails with ``fault`` WHEN a trigger is sent THEN
-    a SendError names the job and says ``maybe_applied`` exactly when the queue may hold
-    the message (QUEUE undoes its decision only when it surely does not)."""
+    a SendError names the job and the SDK's error, and says ``maybe_applied`` exactly
+    when the queue may hold the message (QUEUE undoes its decision only when it surely
+    does not)."""
     url = aws.fifo_queue(JOB)
     sqs = client("sqs")  # the client a Lambda's guard builds: standard retries, 3 attempts
     queue = TriggerQueue(url, client=sqs)
@@ -89,6 +91,7 @@ def test_a_failed_send_says_whether_the_message_may_be_on_the_queue(
     assert (caught.value.operation, caught.value.job) == ("send_trigger", JOB)
     assert caught.value.maybe_applied is maybe_applied
     assert str(caught.value).startswith(f"send_trigger for job {JOB!r}: ")
+    assert cause in str(caught.value)
     assert len(receive(aws, url)) == on_queue
 
 
