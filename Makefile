@@ -85,14 +85,14 @@ soak: $(STAMP)
 
 ## mutate: mutation testing (mutmut 3.8.1, [tool.mutmut] in pyproject.toml) of the protocol
 ## modules against the fast suites and the CI explorer run; not part of `make test`. Each
-## module's mutants are a seeded random sample (SAMPLE=N per module, default 300; 0 = all:
+## module's mutants are a seeded random sample (SAMPLE=N per module, default 150; 0 = all:
 ## days on 2 cores); MODULES=guard,run,... picks the modules (default: every protocol
 ## module). Verdicts stay in .mutmut/ between runs, so a run checks only what is still
 ## unchecked; CHECK=survivors checks the survivors again (after new tests). It ends with
 ## the score table (tests/mutation_sample.py; equivalents in docs/mutation-equivalent.txt).
 ## `make mutate-clean` starts afresh. Afterwards: cd .mutmut && ../.venv/bin/mutmut show NAME.
 MUTMUT_DIR := .mutmut
-SAMPLE ?= 300
+SAMPLE ?= 150
 MODULES ?= trigger_state,lease,dynamodb,guard,run,triggerqueue,claims,dynamodb_items,recovery,batch
 CHECK ?= unchecked
 MUTMUT_CHILDREN ?= 1
