@@ -14,7 +14,7 @@ recovery that crashed there was a valid history to it.
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -25,6 +25,7 @@ from jobguard.clock import to_ms
 from jobguard.errors import LeaseBusyError, StoreError
 from jobguard.lease import Acquired
 from jobguard.records import RunStatus
+from jobguard.testing import ManualClock
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind
 
@@ -110,9 +111,11 @@ def test_a_recovery_waits_for_the_running_run_then_runs_after_it(aws, clock):
     assert record_of(aws, recovery().trigger_id).status is RunStatus.SUCCEEDED
 
 
-def test_a_lease_held_past_the_wait_is_refused_naming_the_holder_and_its_expiry(aws, clock):
-    """GIVEN worker R0 holding the job's lease until t0+60 s WHEN a recovery asks for it
-    without waiting THEN LeaseBusyError names the job, R0 and t0+60 s, and nothing ran."""
+def test_a_lease_held_past_the_wait_is_refused_naming_the_holder_and_its_expiry(aws):
+    """GIVEN worker R0 holding the job's lease from 07:35:00 for 60 s WHEN a recovery asks
+    for it without waiting THEN LeaseBusyError names the job, R0 and 07:36:00 (ISO, UTC),
+    and nothing ran."""
+    clock = ManualClock(datetime(2026, 11, 29, 7, 35, tzinfo=UTC))
     t0 = to_ms(clock.now())
     taken = aws.store.take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
                            owner="worker-R0", now_ms=t0, lease_ms=60_000, skew_ms=5_000)
@@ -124,7 +127,7 @@ def test_a_lease_held_past_the_wait_is_refused_naming_the_holder_and_its_expiry(
     busy = caught.value
     assert (busy.job, busy.holder_run_id, busy.lease_expires_at_ms, busy.paused_reason) == (
         JOB, "R0", t0 + 60_000, None)
-    assert str(busy) == (f"job {JOB!r} is held by run R0 until {t0 + 60_000} (epoch ms); "
+    assert str(busy) == (f"job {JOB!r} is held by run R0 until 2026-11-29T07:36:00.000Z; "
                          "try again after it ends")
     assert [r.trigger_id for r in aws.runs(JOB)] == [f"{JOB}@manual:r0"]
 
