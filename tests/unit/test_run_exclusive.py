@@ -252,3 +252,29 @@ def test_a_recovery_of_a_job_this_process_ran_takes_the_lease_in_one_write(aws, 
 
     assert result["fence"] == 2
     assert calls[0] == ("TransactWriteItems", 200), calls
+
+
+def test_a_dead_holder_whose_trigger_item_cannot_be_marked_does_not_block_a_recovery(
+        aws, clock):
+    """GIVEN worker R0 died holding the lease, and its trigger's item no longer says R0 is
+    running it (an operator marked it done by hand) WHEN a recovery runs exclusively THEN
+    the recovery runs (the acquisition leaves that item as it is instead of failing on it
+    every time), R0's run is recorded abandoned, and the item still says done."""
+    from jobguard.schema import PARTITION_KEY, SORT_KEY, job_pk, trigger_sk
+
+    t0 = to_ms(clock.now())
+    r0_trigger = f"{JOB}@manual:r0"
+    aws.store.take(Trigger(JOB, r0_trigger, TriggerKind.MANUAL), run_id="R0",
+                   owner="worker-R0", now_ms=t0 - 180_000, lease_ms=60_000, skew_ms=5_000)
+    aws.ddb.update_item(
+        TableName=aws.table,
+        Key={PARTITION_KEY: {"S": job_pk(JOB)}, SORT_KEY: {"S": trigger_sk(r0_trigger)}},
+        UpdateExpression="SET #s = :done", ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":done": {"S": "done"}})
+
+    result = job_of(aws, clock).run_exclusive(recovery(), wait=0)
+
+    assert result["ran"] == recovery().trigger_id
+    assert [r.status for r in aws.runs(JOB) if r.run_id == "R0"] == [RunStatus.ABANDONED]
+    item = aws.store.read_trigger(JOB, r0_trigger)
+    assert item is not None and item.state.value == "done"
