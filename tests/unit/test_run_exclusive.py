@@ -138,7 +138,7 @@ def test_a_dead_holders_expired_lease_is_taken_over_and_its_run_recorded_abandon
     """GIVEN a ``policy`` job whose worker R0 took the lease and died (its lease expired
     2 minutes ago) WHEN a recovery runs exclusively THEN it runs with fence 2, and R0's
     run is recorded ``abandoned`` (not replaced: it was not running) by the same
-    acquisition."""
+    acquisition, expiring after record_ttl (30 days) like every record."""
     t0 = to_ms(clock.now())
     aws.store.take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
                    owner="worker-R0", now_ms=t0 - 180_000, lease_ms=60_000, skew_ms=5_000)
@@ -149,6 +149,9 @@ def test_a_dead_holders_expired_lease_is_taken_over_and_its_run_recorded_abandon
     abandoned = [r for r in aws.runs(JOB) if r.run_id == "R0"]
     assert [(r.status, r.fence, r.owner) for r in abandoned] == [
         (RunStatus.ABANDONED, 1, "worker-R0")]
+    item = aws.ddb.get_item(TableName=aws.table, Key={
+        "pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "RUN#R0"}})["Item"]
+    assert int(item["ttl_epoch_s"]["N"]) == t0 // 1000 + 30 * 86_400  # like every record
 
 
 @pytest.mark.parametrize("ignore_pause", [False, True])
