@@ -5,8 +5,11 @@ gives these suites ``jobguard_sandbox``, ``manual_clock`` and ``lambda_context``
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -58,6 +61,29 @@ class Env:
     def item_count(self) -> int:
         return int(self.ddb.scan(TableName=self.table, Select="COUNT")["Count"])
 
+    def deliver(self, job: str, handler: Any) -> tuple[dict[str, Any], bool] | None:
+        """Hand the next visible message of ``job``'s trigger queue to ``handler`` as
+        Lambda's SQS event source does (one record; deleted unless reported failed):
+        (the message, whether it was reported failed), or None when none is visible."""
+        url = self.queues[job]
+        messages = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1,
+                                            AttributeNames=["All"]).get("Messages", [])
+        if not messages:
+            return None
+        (message,) = messages
+        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+            "Attributes"]["QueueArn"]
+        record = {"messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"],
+                  "body": message["Body"], "attributes": message.get("Attributes", {}),
+                  "messageAttributes": {}, "md5OfBody": message.get("MD5OfBody", ""),
+                  "eventSource": "aws:sqs", "eventSourceARN": arn,
+                  "awsRegion": arn.split(":")[3]}
+        response = handler({"Records": [record]}, None)
+        failed = bool(response["batchItemFailures"])
+        if not failed:
+            self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        return message, failed
+
 
 @pytest.fixture
 def aws() -> Iterator[Env]:
@@ -70,6 +96,41 @@ def aws() -> Iterator[Env]:
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
+
+
+@pytest.fixture
+def log_lines() -> Iterator[io.StringIO]:
+    """jobguard's JSON log lines, formatted by its Powertools formatter."""
+    from jobguard.observability import _logger
+
+    powertools_logger = _logger()
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(powertools_logger.registered_formatter)
+    std_logger = logging.getLogger(powertools_logger.name)
+    std_logger.addHandler(handler)
+    yield stream
+    std_logger.removeHandler(handler)
+
+
+def emf_totals(out: str) -> dict[str, float]:
+    """Each metric's total over the EMF blobs (CloudWatch embedded metrics) in ``out``."""
+    totals: dict[str, float] = {}
+    for line in out.splitlines():
+        if not line.startswith("{") or '"_aws"' not in line:
+            continue
+        blob = json.loads(line)
+        for metric in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+            values = blob[metric["Name"]]
+            totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(
+                values if isinstance(values, list) else [values])
+    return totals
+
+
+@pytest.fixture
+def metrics(capsys: pytest.CaptureFixture[str]) -> Callable[[], dict[str, float]]:
+    """The metrics jobguard emitted (EMF on stdout) since the last call, by name."""
+    return lambda: emf_totals(capsys.readouterr().out)
 
 
 LEASE = timedelta(seconds=60)

@@ -2,45 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import json
-import logging
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
 from jobguard.clock import to_ms
+from tests.conftest import emf_totals
 
 from ._support import Gate, Recorder, in_thread, make_job, tick
-
-
-def _emf(out: str) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for line in out.splitlines():
-        if not line.startswith("{") or '"_aws"' not in line:
-            continue
-        blob = json.loads(line)
-        for metric in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
-            values = blob[metric["Name"]]
-            totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(
-                values if isinstance(values, list) else [values])
-    return totals
-
-
-@pytest.fixture
-def log_lines() -> Iterator[io.StringIO]:
-    """jobguard's JSON log lines, formatted by its Powertools formatter."""
-    from jobguard.observability import _logger
-
-    powertools_logger = _logger()
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(powertools_logger.registered_formatter)
-    std_logger = logging.getLogger(powertools_logger.name)
-    std_logger.addHandler(handler)
-    yield stream
-    std_logger.removeHandler(handler)
 
 
 def test_a_skip_and_a_run_emit_their_metrics_and_keyed_logs(aws, clock, capsys, log_lines):
@@ -55,7 +25,7 @@ def test_a_skip_and_a_run_emit_their_metrics_and_keyed_logs(aws, clock, capsys, 
     assert not thread.is_alive()
 
     out = capsys.readouterr().out
-    metrics = _emf(out)
+    metrics = emf_totals(out)
     assert metrics["TriggersSkipped"] == 1
     assert metrics["LeaseAcquireAttempts"] == 2
     assert "RunDuration" in metrics
@@ -78,7 +48,7 @@ def test_only_a_run_that_succeeded_feeds_the_dead_man_alarm(aws, clock, capsys):
     # WHEN a tick runs it THEN the run ends (RunDuration) but reports no success
     with pytest.raises(RuntimeError):
         job(tick("crm-sync", clock.now()), None)
-    metrics = _emf(capsys.readouterr().out)
+    metrics = emf_totals(capsys.readouterr().out)
     assert "RunDuration" in metrics and "RunSucceeded" not in metrics
 
 
@@ -91,6 +61,6 @@ def test_a_tick_that_finds_the_job_paused_is_counted_for_the_paused_alarm(aws, c
     for minutes in (0, 5):
         outcome = job(tick("crm-sync", clock.now() + timedelta(minutes=minutes)), None)
         assert outcome["decision"] == "paused"
-    metrics = _emf(capsys.readouterr().out)
+    metrics = emf_totals(capsys.readouterr().out)
     assert metrics["TriggersPaused"] == 2
     assert "RunSucceeded" not in metrics and not ran

@@ -82,24 +82,30 @@ def test_a_malformed_job_definition_is_refused_naming_the_field(case):
     assert str(info.value).startswith(f"{field}: ")
 
 
-GUARDED: dict[str, tuple[tuple[Any, ...], dict[str, Any], str]] = {
-    "a misspelt option": (("crm-sync",), {"leese": 300 * S}, "options"),
-    "an unknown policy": (("crm-sync",), {"policy": "SOMETIMES"}, "policy"),
-    "a policy that is not a string": (("crm-sync",), {"policy": 2}, "policy"),
-    "a job name with a space": (("crm sync",), {}, "name"),
+# case: (args, options, the field named, what the message must say besides)
+GUARDED: dict[str, tuple[tuple[Any, ...], dict[str, Any], str, str]] = {
+    "a misspelt option": (("crm-sync",), {"leese": 300 * S}, "options", "'leese'"),
+    "an unknown policy": (("crm-sync",), {"policy": "SOMETIMES"}, "policy",
+                          "unknown policy 'SOMETIMES'; one of SKIP, QUEUE, COALESCE, REPLACE"),
+    "a policy that is not a string": (("crm-sync",), {"policy": 2}, "policy",
+                                      "unknown policy 2; one of SKIP, QUEUE, COALESCE, REPLACE"),
+    "a job name with a space": (("crm sync",), {}, "name", "'crm sync'"),
     "a lease of two heartbeats": (("crm-sync",), {"lease": 60 * S, "heartbeat_every": 30 * S},
-                                  "heartbeat_every"),
-    "a config and options": ((GOOD and JobDefinition(**GOOD).config(),), {"lease": 60 * S},
-                             "options"),
+                                  "heartbeat_every", ""),
+    "a config and options": ((GOOD and JobDefinition(**GOOD).config(),),
+                             {"lease": 60 * S}, "options",
+                             "give either a JobConfig or options, not both: ['lease']"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(GUARDED))
 def test_guarded_refuses_at_definition_time_naming_the_field(case):
-    args, options, field = GUARDED[case]
+    args, options, field, says = GUARDED[case]
     with pytest.raises(ConfigError) as info:
         guarded(*args, **options)(lambda event, context: None)
     assert info.value.field == field
+    assert str(info.value).startswith(f"{field}: ")
+    assert says in str(info.value)
 
 
 # -- the jobguard command ------------------------------------------------------------------
