@@ -268,19 +268,38 @@ class DynamoItemStore:
 
     def unresolved(self, job: str, *, states: Sequence[ItemState] | None = None,
                    limit: int = 1000, now_ms: int | None = None) -> list[ItemRecord]:
-        """A job's claimed / failed / uncertain items: the open claim's, and the rows the
-        sparse index names, each confirmed by a consistent read (an index is eventually
-        consistent)."""
+        """A job's claimed / failed / uncertain items, at most ``limit``: the open
+        claim's first, then the uncertain rows the sparse index names, then the failed
+        ones, each confirmed by a consistent read (an index is eventually consistent).
+
+        The index is read state by state (its sort key leads with the state), so however
+        many failed rows are indexed, an uncertain one is never cut off by them."""
+        wanted = set(states) if states else {ItemState.CLAIMED, ItemState.FAILED,
+                                             ItemState.UNCERTAIN}
+        work_ids: list[str] = []
+        for state in (ItemState.UNCERTAIN, ItemState.FAILED):
+            if state in wanted:
+                work_ids += self._indexed(job, state, limit - len(work_ids))
+        confirmed = self.get_many(job, work_ids, now_ms=now_ms, with_claim=True)
+        order = {ItemState.CLAIMED: 0, ItemState.UNCERTAIN: 1, ItemState.FAILED: 2}
+        kept = [r for r in confirmed.values() if r.state in wanted]
+        return sorted(kept, key=lambda r: order.get(r.state, 3))[:limit]
+
+    def _indexed(self, job: str, state: ItemState, limit: int) -> list[str]:
+        """Up to ``limit`` work ids the index files under ``state``, shard by shard."""
         work_ids: list[str] = []
         for shard in range(UNRESOLVED_SHARDS):
             kwargs: dict[str, Any] = {
                 "TableName": self.table_name,
                 "IndexName": UNRESOLVED_INDEX,
-                "KeyConditionExpression": "#p = :p",
-                "ExpressionAttributeNames": {"#p": UNRESOLVED_PK},
-                "ExpressionAttributeValues": {":p": {"S": f"UNRESOLVED#{job}#{shard:02d}"}},
+                "KeyConditionExpression": "#p = :p AND begins_with(#s, :s)",
+                "ExpressionAttributeNames": {"#p": UNRESOLVED_PK, "#s": UNRESOLVED_SK},
+                "ExpressionAttributeValues": {
+                    ":p": {"S": f"UNRESOLVED#{job}#{shard:02d}"},
+                    ":s": {"S": f"{state.value}#"}},
             }
             while len(work_ids) < limit:
+                kwargs["Limit"] = limit - len(work_ids)
                 response = self._client.query(**kwargs)
                 for raw in response.get("Items", []):
                     sk = str(from_attr(raw[UNRESOLVED_SK]))
@@ -288,10 +307,7 @@ class DynamoItemStore:
                 if "LastEvaluatedKey" not in response:
                     break
                 kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        confirmed = self.get_many(job, work_ids[:limit], now_ms=now_ms, with_claim=True)
-        wanted = set(states) if states else {ItemState.CLAIMED, ItemState.FAILED,
-                                             ItemState.UNCERTAIN}
-        return [r for r in confirmed.values() if r.state in wanted][:limit]
+        return work_ids[:limit]
 
     # -- writes ----------------------------------------------------------------------
 

@@ -1,11 +1,10 @@
-"""Review of issue 12 (break-cost): finding uncertain items through the sparse index
-when many failed items are indexed beside them.
+"""Finding uncertain items through the sparse index when many failed items are indexed
+beside them (break-cost review of issue 12).
 
-``DynamoItemStore.unresolved`` reads the 16 shards in order, stops reading shards once
-``limit`` work ids are collected, truncates to ``limit``, and only then keeps the states
-asked for. Within a shard the index sorts ``failed#...`` before ``uncertain#...``.
-Failed (retryable) rows stay indexed until a recovery replays them (the checkpoint
-passes them), so a long outage at scale leaves thousands.
+Within a shard the index sorts ``failed#...`` before ``uncertain#...``, and failed
+(retryable) rows stay indexed until a recovery replays them (the checkpoint passes them),
+so a long outage at scale leaves thousands: ``DynamoItemStore.unresolved`` reads the
+index state by state, so a limit filled by failed rows never hides an uncertain one.
 """
 
 from __future__ import annotations
@@ -39,9 +38,8 @@ def test_an_uncertain_item_is_found_whatever_the_number_of_failed_ones(aws, cloc
     (``unresolved(job, limit=1000)``)
     THEN the uncertain item is listed, and is among what the sweep examines.
 
-    Fails today: the list is empty (the states filter comes after the 1,000 limit, filled
-    by failed rows), and the sweep never sees it: a reconciler never resolves it while
-    1,000 failed items are indexed."""
+    (Before the fix the list was empty: the states filter came after the 1,000 limit,
+    filled by failed rows, and a reconciler never resolved it.)"""
     items = DynamoItemStore(aws.table, client=aws.ddb)
     held = aws.store.take(Trigger(JOB, f"{JOB}@manual:outage", TriggerKind.MANUAL),
                           run_id="R1", owner="w", now_ms=1_000, lease_ms=600_000)
