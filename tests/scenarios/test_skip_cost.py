@@ -1,4 +1,4 @@
-"""Review of issue 12 (break-cost): what a skip decision is billed while the running
+"""Break-cost review of issue 12: what a skip decision is billed while the running
 run holds an open claim on the job row.
 
 A trigger that meets a held lease first sends the acquisition transaction against the
@@ -79,7 +79,7 @@ def test_a_skip_costs_the_same_whatever_the_running_runs_page(metered):
     THEN each skip is billed the same write units (the README's wcu_per_skip, 12,
     measured while the holder had no claim): a skip decides nothing about the page.
 
-    Fails today: the skip's refused acquisition is billed 2 x the job row, i.e. 2 x the
+    Before the fix: the skip's refused acquisition is billed 2 x the job row, i.e. 2 x the
     running run's claim (12 -> 20 at batch 100, 12 -> ~670 at the 1000 x 256-byte
     bound), and so is every QUEUE / COALESCE trigger and duplicate delivery that meets a
     held lease."""
