@@ -1,4 +1,4 @@
-"""Review of issue 12 (break-cost): BatchWriteItem / BatchGetItem answers with
+"""Break-cost review of issue 12: BatchWriteItem / BatchGetItem answers with
 unprocessed entries (DynamoDB returns them under throttling; moto never does, so a
 botocore hook takes entries out of the request and hands them back as unprocessed)."""
 

@@ -1,4 +1,4 @@
-"""Review of issue 12 (break-cost): the checkpoint's cursor lives on the job row, which
+"""Break-cost review of issue 12: the checkpoint's cursor lives on the job row, which
 every write of the claim and every acquisition pays for by its whole size, and which may
 not pass 400 KB with the open claim beside it."""
 
@@ -34,7 +34,7 @@ def test_a_cursor_that_cannot_fit_the_job_row_is_refused_naming_it(aws, clock):
     THEN a clear error names the cursor (next_cursor) before the job row is written,
     and the destination is called once per item at most.
 
-    Fails today: no bound on the cursor; DynamoDB refuses the job-row write as a
+    Before the fix: no bound on the cursor; DynamoDB refuses the job-row write as a
     ValidationException (item size) surfacing as a StoreError about the commit, after
     the page's destination calls; the run fails, and every later run fails the same
     way (the job is stuck)."""

@@ -1,4 +1,4 @@
-"""Review of issue 12 (break-cost): a plain @guarded handler that raises in the middle of
+"""Break-cost review of issue 12: a plain @guarded handler that raises in the middle of
 ``run.claim``'s page.
 
 ``WorkClaims.iterate`` is a generator: the items of the page it never handed out are

@@ -1,4 +1,4 @@
-"""Review of issue 12 (break-cost): bad input to the new entry points is refused
+"""Break-cost review of issue 12: bad input to the new entry points is refused
 naming the field, before anything is written."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def test_run_claim_refuses_a_batch_size_outside_1_to_1000(aws, clock, size):
     WHEN it is -1, 5,000 or "10" (JobConfig refuses each for its own batch_size)
     THEN a clear error names batch_size before any claim, lookup or destination call.
 
-    Fails today: -1 and "10" never equal a page's length, so all the records become one
+    Before the fix: -1 and "10" never equal a page's length, so all the records become one
     page (fewer than 1,001: silently one claim of them all); here 1,001 records: each
     case reads all 1,001 items, then the run fails with "an open claim of 1001 items
     exceeds 1000", which does not name batch_size."""
@@ -45,14 +45,15 @@ def test_run_claim_refuses_a_batch_size_outside_1_to_1000(aws, clock, size):
     assert notes.calls == []
 
 
-def test_resolve_refuses_a_destination_id_no_run_could_record(aws, clock):
+@pytest.mark.parametrize("found", ["n" * 2000, "   "], ids=["2000-bytes", "blank"])
+def test_resolve_refuses_a_destination_id_no_run_could_record(aws, clock, found):
     """GIVEN an uncertain item of a plain handler
     WHEN an operator resolves it as found with a 2,000-byte destination id (a run's
     ``item.complete`` refuses anything over 1,024 bytes: it is kept with every
-    completion, and every later read pays for it)
+    completion, and every later read pays for it), or one of only spaces
     THEN resolve refuses it naming ``found``, before taking the lease.
 
-    Fails today: only emptiness is checked; the 2,000 bytes are written as the
+    Before the fix: only emptiness is checked; the 2,000 bytes are written as the
     completion's proof."""
     notes = NotesTable.create(aws.ddb)
 
@@ -67,7 +68,7 @@ def test_resolve_refuses_a_destination_id_no_run_could_record(aws, clock):
     job({"job": JOB, "manual": True, "trigger_id": "first"}, None)
     config = JobConfig(name=JOB, table_name=aws.table, lease=timedelta(seconds=60))
     with pytest.raises(InvalidRequestError) as info:
-        resolve(config, ["contact-00000:create-note"], found="n" * 2000, reason="seen",
+        resolve(config, ["contact-00000:create-note"], found=found, reason="seen",
                 requested_by="alice", guard_options={"store": aws.store, "clock": clock})
     assert info.value.field == "found"
     row = DynamoItemStore(aws.table, client=aws.ddb).get(JOB, "contact-00000:create-note")

@@ -1,4 +1,4 @@
-"""Review of issue 12 (break-cost): write units per item at batch 100 with work ids and
+"""Break-cost review of issue 12: write units per item at batch 100 with work ids and
 destination ids as long as the library allows (the bench measures 25-byte work ids and
 32-character destination ids).
 

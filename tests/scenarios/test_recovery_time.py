@@ -1,4 +1,4 @@
-"""Review of issue 12 (break-cost): a recovery's replay and the Lambda's remaining time.
+"""Break-cost review of issue 12: a recovery's replay and the Lambda's remaining time.
 
 DESIGN: "A run stops taking items when the Lambda's remaining time is below a safety
 margin". ``BatchJob.run`` checks ``time_margin`` before every item; the recovery's
@@ -52,7 +52,7 @@ def test_a_recovery_stops_replaying_when_the_invocation_runs_out_of_time(aws, cl
     mid-page (its summary lost, its page's open claim left for the next run to
     reconcile item by item).
 
-    Fails today: all 40 are replayed; the invocation would have been killed at the 10th."""
+    Before the fix: all 40 are replayed; the invocation would have been killed at the 10th."""
     notes = NotesTable.create(aws.ddb)
     config = JobConfig(name=JOB, table_name=aws.table, batch_size=10,
                        lease=timedelta(seconds=60), time_margin=timedelta(minutes=2))
@@ -73,3 +73,12 @@ def test_a_recovery_stops_replaying_when_the_invocation_runs_out_of_time(aws, cl
     assert answer["result"] == "executed"
     assert calls <= 8, f"{calls} destination calls; the invocation had time for 8"
     assert invocation.remaining_ms >= 0
+    # it says what is left, and where to recover from; no claim is left open
+    summary = answer["summary"]
+    assert (summary["stopped"], summary["replayed"], summary["left"]) == ("time", calls,
+                                                                          N - calls)
+    assert summary["next_cursor"] is None  # CrmSync has no cursor_of: recover the range again
+    assert items.read_row(JOB).claim is None
+    states = [r.state for r in items.get_many(JOB, ids).values()]
+    assert (states.count(ItemState.COMPLETED), states.count(ItemState.FAILED)) == (calls,
+                                                                                   N - calls)

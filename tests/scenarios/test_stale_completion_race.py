@@ -1,4 +1,4 @@
-"""Review of issue 12 (break-cost): a stale run's unconditioned completion, in a real
+"""Break-cost review of issue 12: a stale run's unconditioned completion, in a real
 race with the run that replaced it (threads, held by events at hook points)."""
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ def test_a_replaced_runs_late_completion_neither_duplicates_nor_corrupts(aws, cl
     answers with B's note: its idempotency key) and A writes its completion fact,
     unconditioned, over B's
     THEN one note (ONCE); the ledger says completed with the note the destination holds;
-    A's job-row write (the claim drop) is refused (FENCE); the checkpoint is B's."""
+    A's job-row write (the claim drop) is refused (FENCE); the checkpoint is B's.
+    (The fact may name A's run, fence and attempts: facts are unconditioned, 25 to a
+    request; documented in :mod:`jobguard.dynamodb_items`.)"""
     notes = NotesTable.create(aws.ddb)
     config = JobConfig(name=JOB, table_name=aws.table, batch_size=1,
                        policy=OverlapPolicy.REPLACE, lease=timedelta(seconds=60))
