@@ -293,7 +293,12 @@ class Summary:
     next_cursor: str | None = None  # a recovery from here replays the rest
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The counts; with ``left``, ``stopped`` and ``next_cursor`` when it stopped."""
+        values = dict(self.__dict__)
+        if self.stopped is None:
+            for key in ("left", "stopped", "next_cursor"):
+                values.pop(key)
+        return values
 
 
 def confirm_threshold() -> int:
