@@ -130,10 +130,11 @@ COMMIT = call_site(
 COMMIT_ROWS = call_site(
     "items.commit_rows", "dynamodb", "TransactWriteItems", "DynamoItemStore._transact",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
-    note="failed / uncertain rows with the job row's write (or a check of it): retried "
-         "like the commit; a row refused because the item was completed meanwhile is "
-         "dropped (the completion is final)",
-    paths=(Path.RUN,), parts=("ConditionCheck", "Put", "Update"),
+    note="failed / uncertain rows with the job row's write (past 99 rows, each leading "
+         "transaction drops its rows' items from the claim): retried like the commit; a "
+         "row refused because the item was completed meanwhile is dropped (the "
+         "completion is final)",
+    paths=(Path.RUN,), parts=("Put", "Update"),
 )
 GET_MANY = call_site(
     "items.get_many", "dynamodb", "BatchGetItem", "DynamoItemStore.get_many",
