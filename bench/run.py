@@ -12,12 +12,15 @@ Figures (written to ``bench/results.json``):
 
 ``requests_per_run`` / ``powertools_requests_per_run``
     AWS requests (DynamoDB + SQS) for one happy-path invocation that runs the handler:
-    jobguard acquires the lease, runs, and releases + writes the run record; Powertools
+    jobguard reads the lease row (consistent: a trigger that meets a held lease decides
+    from it, never billed for the job row), acquires the lease, runs, and releases +
+    writes the run record; Powertools
     writes the in-progress record and then the completed one. Counted with a botocore
     ``before-send`` hook that every botocore session registers (``bench/counting.py``),
     on the invoking thread only, so every HTTP attempt of the library's own client
     (retries included) counts. Mean over ``--runs`` sequential invocations with
-    distinct ticks, after one warm-up invocation. Target: <= 2.
+    distinct ticks, after one warm-up invocation. Target: <= 3 (it was 2 before the
+    read: the read keeps a skip's write units independent of the running run's page).
 ``lease_row_bytes_10k_triggers``
     The job's lease row, in bytes as DynamoDB sizes it (attribute names + values),
     after 10,000 distinct manual triggers over two hours were skipped against a held
@@ -149,6 +152,7 @@ from bench.common import (  # noqa: E402
     Ticks,
     create_idempotency_table,
     create_jobguard_table,
+    merge_results,
 )
 from jobguard.local.emulator import LocalAWS  # noqa: E402
 
@@ -178,7 +182,7 @@ class Target:
 
 
 TARGETS: dict[str, Target] = {
-    "requests_per_run": Target("<= 2", lambda f: f["requests_per_run"] <= 2),
+    "requests_per_run": Target("<= 3", lambda f: f["requests_per_run"] <= 3),
     "requests_per_skip": Target("<= 2", lambda f: f["requests_per_skip"] <= 2),
     "lease_row_bytes_10k_triggers": Target(
         "<= 2048", lambda f: f["lease_row_bytes_10k_triggers"] <= 2048),
@@ -592,8 +596,9 @@ def main(argv: list[str] | None = None) -> int:
     meta["targets_met"] = {r.figure: r.ok for r in lines if r.ok is not None}
     meta["targets_met"]["faults_load_violations"] = not faults_load["violations"]
     meta["runtime_s"] = round(time.perf_counter() - started, 1)
-    args.output.write_text(json.dumps({**_rounded(figures), "faults_load": faults_load,
-                                       "meta": meta}, indent=2) + "\n")
+    previous = json.loads(args.output.read_text()) if args.output.exists() else {}
+    args.output.write_text(json.dumps(merge_results(previous, _rounded(figures), faults_load,
+                                                    meta), indent=2) + "\n")
     say("")
     say(table(lines))
     if "wcu_per_item_b100" in figures:

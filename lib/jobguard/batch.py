@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
+from ._bounds import check_cursor
 from .claims import (
     BatchReport,
     ClaimedItem,
@@ -153,6 +154,7 @@ class BatchJob(Generic[R]):
             if not page.records:
                 report.stopped = "exhausted"
                 break
+            check_cursor(run.job, page.next_cursor)  # before the page is claimed
             report.pages += 1
             unfinished_before = report.held + report.uncertain
             items = claims.claim_page(page.records, self.work_id, self.payload)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 if TYPE_CHECKING:
     from .dynamodb_items import DynamoItemStore
 
-from ._bounds import bounded_text
+from ._bounds import bounded_text, check_batch_size, check_cursor
 from .clock import to_ms
 from .errors import JobGuardError, LeaseLostError
 from .workitems import (
@@ -180,9 +180,12 @@ MAX_PAYLOAD_HASH = 64
 
 
 def destination_id_problem(value: object) -> str | None:
-    """Why ``value`` cannot be a destination id (None: it can)."""
+    """Why ``value`` cannot be a destination id (None: it can). The one check for every
+    way an id is recorded: a run's ``complete``, a reconcile's answer, ``resolve``."""
     if not isinstance(value, str) or not value:
         return f"must be a non-empty string, got {type(value).__name__}"
+    if not value.strip():
+        return "must not be blank (only whitespace)"
     if len(value.encode("utf-8")) > MAX_DESTINATION_ID:
         return (f"must be at most {MAX_DESTINATION_ID} bytes (UTF-8), got "
                 f"{len(value.encode('utf-8'))}")
@@ -322,6 +325,7 @@ class WorkClaims:
     def advance(self, checkpoint: tuple[int, str | None]) -> None:
         """Move the checkpoint with the next job-row write (``(expected seq, cursor)``):
         the write that claims the next page, or the run's last flush."""
+        check_cursor(self.run.job, checkpoint[1])
         self._checkpoint = checkpoint
 
     # -- claiming ------------------------------------------------------------------------
@@ -688,7 +692,8 @@ class WorkClaims:
         """Page through ``records``, yielding claimed items. A page's outcomes ride on
         the write that claims the next page; the last are written when the records end
         (or the caller stops)."""
-        size = batch_size or self.config.batch_size
+        size = check_batch_size(batch_size) if batch_size is not None \
+            else self.config.batch_size
         page: list[Any] = []
         try:
             for record in records:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 
+from ._bounds import batch_size_problem
 from .errors import ConfigError
 from .names import JOB_NAME_PATTERN, validate_job_name
 
@@ -188,9 +189,9 @@ class JobConfig:
         ttl = _positive("record_ttl", self.record_ttl)
         if ttl < window:
             raise ConfigError("record_ttl", f"must be at least dedup_window ({window})")
-        if (not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool)
-                or not 1 <= self.batch_size <= 1000):
-            raise ConfigError("batch_size", f"must be an integer 1-1000, got {self.batch_size!r}")
+        problem = batch_size_problem(self.batch_size)
+        if problem is not None:
+            raise ConfigError("batch_size", problem)
         if self.flush not in ("page", "item"):
             raise ConfigError("flush", f"must be 'page' or 'item', got {self.flush!r}")
         claim = _positive("claim_for", self.claim_for)

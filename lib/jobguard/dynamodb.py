@@ -142,7 +142,8 @@ ACQUIRE = call_site(
 READ_LEASE = call_site(
     "dynamodb.read_lease", "dynamodb", "GetItem", "DynamoJobStore.read_lease",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="a read (cold start's expected fence, status, the heartbeat's resolution)",
+    note="a read (every trigger's decision, before any write; status, the heartbeat's "
+         "resolution): an error surfaces, nothing written, the sender retries",
     paths=(Path.RUN, Path.OPERATOR),
 )
 RENEW = call_site(

@@ -16,7 +16,12 @@ What is written, and why each write is safe (DESIGN: ONCE, END, FENCE, CKPT):
   is true whoever observed it, so it is written without a fence, unconditioned, 25 to a
   ``BatchWriteItem``; a run writes a page's facts before the job-row write that drops the
   page from its claim and moves the checkpoint (END, CKPT: a crash in between leaves
-  the page claimed; the next holder finds the facts, and reconciles the rest).
+  the page claimed; the next holder finds the facts, and reconciles the rest). As a
+  fact is unconditioned (``BatchWriteItem`` takes no condition; a conditional put per
+  fact would be 25 times the requests), a replaced run's late fact may land over the
+  new run's: the destination id is the same (the work id is the destination's
+  idempotency key), but the fact's run id, fence and attempts are the late run's. The
+  run log, not the fact, says which runs held the item.
 - **Unresolved rows** (the same key): ``failed`` or ``uncertain``, with the sparse
   ``unresolved`` index entry. Rare, so they may cost more: they go in a transaction
   with the job-row write (or a ``ConditionCheck`` of it), so only the fence holder writes
@@ -48,6 +53,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ._bounds import MAX_BATCH_SIZE, check_cursor
 from ._dynamo import Expr, code, from_attr, old_item, plain, reasons, to_attr, transient
 from .callsites import RETRY, STOP, SURFACE, Path, Target, call_site
 from .errors import LeaseLostError, StoreError
@@ -82,7 +88,7 @@ __all__ = ["DynamoItemStore", "item_record", "job_row"]
 GET_BATCH = 100  # BatchGetItem's limit: one call per page of 100
 PUT_BATCH = 25  # BatchWriteItem's limit
 ROWS_PER_TRANSACTION = 99  # + the job row's write (or check) = DynamoDB's 100 actions
-MAX_CLAIM = 1000  # the largest batch size: the job row stays far below 400 KB
+MAX_CLAIM = MAX_BATCH_SIZE  # the job row stays far below 400 KB
 _MAX_ERROR = 1000
 _RETRIES = 6
 _CLAIM_ATTRS = ("claim", "claim_run_id", "claim_fence", "claim_expires_at_ms")
@@ -124,10 +130,11 @@ COMMIT = call_site(
 COMMIT_ROWS = call_site(
     "items.commit_rows", "dynamodb", "TransactWriteItems", "DynamoItemStore._transact",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
-    note="failed / uncertain rows with the job row's write (or a check of it): retried "
-         "like the commit; a row refused because the item was completed meanwhile is "
-         "dropped (the completion is final)",
-    paths=(Path.RUN,), parts=("ConditionCheck", "Put", "Update"),
+    note="failed / uncertain rows with the job row's write (past 99 rows, each leading "
+         "transaction drops its rows' items from the claim): retried like the commit; a "
+         "row refused because the item was completed meanwhile is dropped (the "
+         "completion is final)",
+    paths=(Path.RUN,), parts=("Put", "Update"),
 )
 GET_MANY = call_site(
     "items.get_many", "dynamodb", "BatchGetItem", "DynamoItemStore.get_many",
@@ -137,7 +144,7 @@ GET_MANY = call_site(
     paths=(Path.SWEEP, Path.OPERATOR),
 )
 UNRESOLVED = call_site(
-    "items.unresolved", "dynamodb", "Query", "DynamoItemStore.unresolved",
+    "items.unresolved", "dynamodb", "Query", "DynamoItemStore._indexed",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="a read of the sparse index (sweeps, CLI `items`)",
     paths=(Path.SWEEP, Path.OPERATOR), target=Target.INDEX,
@@ -268,19 +275,38 @@ class DynamoItemStore:
 
     def unresolved(self, job: str, *, states: Sequence[ItemState] | None = None,
                    limit: int = 1000, now_ms: int | None = None) -> list[ItemRecord]:
-        """A job's claimed / failed / uncertain items: the open claim's, and the rows the
-        sparse index names, each confirmed by a consistent read (an index is eventually
-        consistent)."""
+        """A job's claimed / failed / uncertain items, at most ``limit``: the open
+        claim's first, then the uncertain rows the sparse index names, then the failed
+        ones, each confirmed by a consistent read (an index is eventually consistent).
+
+        The index is read state by state (its sort key leads with the state), so however
+        many failed rows are indexed, an uncertain one is never cut off by them."""
+        wanted = set(states) if states else {ItemState.CLAIMED, ItemState.FAILED,
+                                             ItemState.UNCERTAIN}
+        work_ids: list[str] = []
+        for state in (ItemState.UNCERTAIN, ItemState.FAILED):
+            if state in wanted:
+                work_ids += self._indexed(job, state, limit - len(work_ids))
+        confirmed = self.get_many(job, work_ids, now_ms=now_ms, with_claim=True)
+        order = {ItemState.CLAIMED: 0, ItemState.UNCERTAIN: 1, ItemState.FAILED: 2}
+        kept = [r for r in confirmed.values() if r.state in wanted]
+        return sorted(kept, key=lambda r: order.get(r.state, 3))[:limit]
+
+    def _indexed(self, job: str, state: ItemState, limit: int) -> list[str]:
+        """Up to ``limit`` work ids the index files under ``state``, shard by shard."""
         work_ids: list[str] = []
         for shard in range(UNRESOLVED_SHARDS):
             kwargs: dict[str, Any] = {
                 "TableName": self.table_name,
                 "IndexName": UNRESOLVED_INDEX,
-                "KeyConditionExpression": "#p = :p",
-                "ExpressionAttributeNames": {"#p": UNRESOLVED_PK},
-                "ExpressionAttributeValues": {":p": {"S": f"UNRESOLVED#{job}#{shard:02d}"}},
+                "KeyConditionExpression": "#p = :p AND begins_with(#s, :s)",
+                "ExpressionAttributeNames": {"#p": UNRESOLVED_PK, "#s": UNRESOLVED_SK},
+                "ExpressionAttributeValues": {
+                    ":p": {"S": f"UNRESOLVED#{job}#{shard:02d}"},
+                    ":s": {"S": f"{state.value}#"}},
             }
             while len(work_ids) < limit:
+                kwargs["Limit"] = limit - len(work_ids)
                 response = self._client.query(**kwargs)
                 for raw in response.get("Items", []):
                     sk = str(from_attr(raw[UNRESOLVED_SK]))
@@ -288,10 +314,7 @@ class DynamoItemStore:
                 if "LastEvaluatedKey" not in response:
                     break
                 kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        confirmed = self.get_many(job, work_ids[:limit], now_ms=now_ms, with_claim=True)
-        wanted = set(states) if states else {ItemState.CLAIMED, ItemState.FAILED,
-                                             ItemState.UNCERTAIN}
-        return [r for r in confirmed.values() if r.state in wanted][:limit]
+        return work_ids[:limit]
 
     # -- writes ----------------------------------------------------------------------
 
@@ -333,18 +356,31 @@ class DynamoItemStore:
         if change.claim is not None and len(change.claim) > MAX_CLAIM:
             raise StoreError("commit", lease.job, f"an open claim of {len(change.claim)} "
                              f"items exceeds {MAX_CLAIM}: finish a page before claiming more")
-        token = f"{lease.fence}-{uuid.uuid4().hex[:12]}"  # names the writer's fence
+        if change.checkpoint is not None:
+            check_cursor(lease.job, change.checkpoint[1])  # nothing written
         result = Committed(row=change.expected)
         rows = list(change.rows)
+        final = change
         while len(rows) > ROWS_PER_TRANSACTION:
-            # Leading chunks: checked, not written, so each can be retried on its own.
+            # Leading chunks: each drops its rows' items from the open claim in the same
+            # transaction, so wherever a crash stops the commit, every item of the page
+            # is either still claimed (no row written) or named by its own row only: the
+            # next run finds failures-for-good failed, never a vanished run's work.
             chunk, rows = rows[:ROWS_PER_TRANSACTION], rows[ROWS_PER_TRANSACTION:]
-            self._transact(lease, change, None, chunk, now_ms, result)
+            chunk_token = _token(lease)
+            shrink = self._shrink_update(lease, final.expected, chunk_token,
+                                         [r.work_id for r in chunk])
+            self._transact(lease, final, chunk_token, shrink, chunk, now_ms, result)
+            final = dataclasses.replace(final, expected=dataclasses.replace(
+                final.expected, token=chunk_token, claim=_without(
+                    final.expected.claim, {r.work_id for r in chunk})))
+        token = _token(lease)
+        write = self._row_update(lease, final, token, now_ms)
         if not rows:
-            self._update_row(lease, change, token, now_ms, result)
+            self._update_row(lease, final, token, write, result)
         else:
-            self._transact(lease, change, token, rows, now_ms, result)
-        result.row = self._after(lease, change, token, now_ms)
+            self._transact(lease, final, token, write, rows, now_ms, result)
+        result.row = self._after(lease, final, token, now_ms)
         return result
 
     # -- the job row's write -------------------------------------------------------------
@@ -384,9 +420,23 @@ class DynamoItemStore:
                 + (f"attribute_not_exists({token})" if expected.token is None
                    else f"{token} = {e.v(expected.token)}"))
 
-    def _update_row(self, lease: Fence, change: Commit, token: str, now_ms: int,
-                    result: Committed) -> None:
-        e, update, condition = self._row_update(lease, change, token, now_ms)
+    def _shrink_update(self, lease: Fence, expected: JobRow, token: str,
+                       work_ids: Sequence[str]) -> tuple[Expr, str, str]:
+        """A leading chunk's job-row write: the fence and the row as expected, the open
+        claim without ``work_ids`` (their rows are written in the same transaction)."""
+        e = Expr()
+        condition = self._row_condition(e, lease, expected)
+        update = f"SET {e.n('commit_token')} = {e.v(token)}"
+        named = [w for w in dict.fromkeys(work_ids)
+                 if expected.claim is not None and w in expected.claim.items]
+        if named:
+            claim = e.n("claim")
+            update += " REMOVE " + ", ".join(f"{claim}.{e.n(w)}" for w in named)
+        return e, update, condition
+
+    def _update_row(self, lease: Fence, change: Commit, token: str,
+                    write: tuple[Expr, str, str], result: Committed) -> None:
+        e, update, condition = write
         for attempt in range(_RETRIES):
             result.requests += 1
             try:
@@ -441,18 +491,16 @@ class DynamoItemStore:
 
     # -- transactions of unresolved rows ---------------------------------------------------
 
-    def _transact(self, lease: Fence, change: Commit, token: str | None,
-                  rows: list[Unresolved], now_ms: int, result: Committed) -> None:
-        """One transaction: the rows with the job row's write (``token``) or, for a
-        leading chunk (``token`` None), a check of it."""
+    def _transact(self, lease: Fence, change: Commit, token: str,
+                  write: tuple[Expr, str, str], rows: list[Unresolved], now_ms: int,
+                  result: Committed) -> None:
+        """One transaction: the rows with the job row's write ``write`` (``token``)."""
         pending = list(rows)
         for attempt in range(_RETRIES):
             if not pending:
-                if token is not None:
-                    self._update_row(lease, change, token, now_ms, result)
+                self._update_row(lease, change, token, write, result)
                 return
-            head = (self._row_action(lease, change, token, now_ms) if token is not None
-                    else self._row_check(lease, change.expected))
+            head = self._row_action(lease, write)
             # the rows first, the job row last: a change stream shows the rows before the
             # claim that named them is dropped (and the checkpoint past them moves)
             actions = [self._row_put(lease.job, r, lease, now_ms) for r in pending] + [head]
@@ -489,22 +537,12 @@ class DynamoItemStore:
         raise StoreError("commit", lease.job, f"transaction still conflicting after "
                          f"{_RETRIES} tries")
 
-    def _row_action(self, lease: Fence, change: Commit, token: str,
-                    now_ms: int) -> dict[str, Any]:
-        e, update, condition = self._row_update(lease, change, token, now_ms)
+    def _row_action(self, lease: Fence, write: tuple[Expr, str, str]) -> dict[str, Any]:
+        e, update, condition = write
         return {"Update": {"TableName": self.table_name, "Key": self._row_key(lease.job),
                            "UpdateExpression": update, "ConditionExpression": condition,
                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                            **e.params(update, condition)}}
-
-    def _row_check(self, lease: Fence, expected: JobRow) -> dict[str, Any]:
-        e = Expr()
-        condition = self._row_condition(e, lease, expected)
-        return {"ConditionCheck": {"TableName": self.table_name,
-                                   "Key": self._row_key(lease.job),
-                                   "ConditionExpression": condition,
-                                   "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                                   **e.params(condition)}}
 
     def _row_put(self, job: str, row: Unresolved, lease: Fence, now_ms: int) -> dict[str, Any]:
         """An unresolved row, never over a completion that is still live."""
@@ -613,6 +651,17 @@ def overlay(found: dict[str, ItemRecord], row: JobRow | None, work_ids: Sequence
                 created_at_ms=current.created_at_ms)
         merged[work_id] = claimed
     return merged
+
+
+def _token(lease: Fence) -> str:
+    return f"{lease.fence}-{uuid.uuid4().hex[:12]}"  # names the writer's fence
+
+
+def _without(claim: OpenClaim | None, work_ids: set[str]) -> OpenClaim | None:
+    if claim is None:
+        return None
+    return dataclasses.replace(claim, items={w: h for w, h in claim.items.items()
+                                             if w not in work_ids})
 
 
 def _backoff(attempt: int) -> None:

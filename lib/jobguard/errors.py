@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "CursorTooLargeError",
     "DamagedRowError",
     "InvalidRequestError",
     "LeaseBusyError",
@@ -80,6 +81,27 @@ class StoreError(JobGuardError):
         self.operation = operation
         self.job = job
         super().__init__(f"{operation} for job {job!r}: {message}")
+
+
+class CursorTooLargeError(JobGuardError, ValueError):
+    """A checkpoint cursor over :data:`jobguard._bounds.MAX_CURSOR_BYTES`: refused before
+    the page it follows is claimed (nothing written, no destination called).
+
+    Attributes:
+        job: the job name.
+        size_bytes: the cursor's size (UTF-8).
+        limit_bytes: the bound.
+    """
+
+    def __init__(self, job: str, size_bytes: int, limit_bytes: int) -> None:
+        self.job = job
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+        super().__init__(
+            f"job {job!r}: the checkpoint's cursor (next_cursor) is {size_bytes:,} bytes, "
+            f"over the bound of {limit_bytes:,}: it lives on the job row beside the open "
+            "claim, which every commit and lease acquisition pays for by its size; "
+            "checkpoint a shorter position (an offset, a key)")
 
 
 class SendError(StoreError):

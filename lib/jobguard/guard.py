@@ -228,7 +228,11 @@ class GuardedJob:
                     return self._stale(trigger, run_id, now)
 
         route = route_of(trigger)
-        lease: LeaseState = rt.store.expected_lease(config.name)
+        # A consistent read of the lease row (small, a read unit) before any write: a
+        # trigger that meets a held lease decides from it, and never sends the
+        # acquisition, whose cancelled transaction would be billed by the job row's
+        # size (the running run's open claim and the checkpoint).
+        lease: LeaseState = rt.store.read_lease(config.name)
         item: TriggerRecord | None = None
         if route is Route.QUEUE:
             # what its message promises: queued (its run id and gate come with a refusal)

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import registry
-from .claims import payload_hash
+from .claims import destination_id_problem, payload_hash, remaining_ms
 from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
 from .workitems import ItemRecord, ItemState, payload_differs
@@ -288,9 +288,17 @@ class Summary:
     still_uncertain: int = 0
     skipped_by_mode: int = 0
     conflicts: int = 0
+    left: int = 0  # planned items not replayed: the invocation ran out of time
+    stopped: str | None = None  # "time" when it did
+    next_cursor: str | None = None  # a recovery from here replays the rest
 
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+    def as_dict(self) -> dict[str, Any]:
+        """The counts; with ``left``, ``stopped`` and ``next_cursor`` when it stopped."""
+        values = dict(self.__dict__)
+        if self.stopped is None:
+            for key in ("left", "stopped", "next_cursor"):
+                values.pop(key)
+        return values
 
 
 def confirm_threshold() -> int:
@@ -342,6 +350,7 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
     trigger = Trigger(request.job, f"{request.job}@recovery:{uuid.uuid4().hex[:16]}",
                       TriggerKind.RECOVERY, requested_by=request.requested_by)
     summary = Summary()
+    invocation = context
 
     def execute(event: Any, context: Any) -> dict[str, Any]:
         from .run import current_run
@@ -353,7 +362,7 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
         # while the recovery waited for it (a plan of 50 can have become 250).
         fresh = make_plan(job, runtime.items, request, now_ms=to_ms(run.clock.now()))
         _check_under_lease(plan, fresh, request, limit)
-        _execute(job, run, request, fresh, summary)
+        _execute(job, run, request, fresh, summary, invocation)
         run.stats.update({f"recovery_{k}": v for k, v in summary.as_dict().items()})
         return summary.as_dict()
 
@@ -436,10 +445,16 @@ def _range(request: RecoveryRequest) -> dict[str, str | None]:
     return {"cursor_from": request.cursor_from, "cursor_to": request.cursor_to}
 
 
-def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: Summary) -> None:
+def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: Summary,
+             context: Any = None) -> None:
     """Reconcile uncertain items first, then replay the safe remainder, a page at a time:
     each page one lookup, one job-row write that claims it (with the previous page's
-    outcomes), and its completion facts 25 to a request."""
+    outcomes), and its completion facts 25 to a request.
+
+    Like every run, it stops taking items when the invocation's remaining time, less the
+    longest item so far, is under the job's ``time_margin``: the items not started are
+    given back (no claim left open), the summary says ``stopped: time``, how many are
+    ``left`` and the ``next_cursor`` to recover from."""
     claims = run.work_claims(reconcile=job.reconcile)
     by_id = {str(job.work_id(r)): r for r in plan.records}
     summary.selected = plan.selected
@@ -452,12 +467,38 @@ def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: 
     before = (report.reconciled, report.failed, report.uncertain, report.conflicts)
     replay = [by_id[w] for w in plan.replay_ids]
     size = job.config.batch_size
-    for start in range(0, len(replay), size):
-        items = claims.claim_page(replay[start:start + size], job.work_id, job.payload,
-                                  replay_failed=True)
-        for item in items:
+    margin_ms = job.config.time_margin.total_seconds() * 1000
+    longest_ms = 0.0
+    done = 0  # records of ``replay`` taken or given back
+
+    def out_of_time() -> bool:
+        return bool(remaining_ms(context) - longest_ms < margin_ms)
+
+    while done < len(replay) and not out_of_time():
+        page = replay[done:done + size]
+        items = claims.claim_page(page, job.work_id, job.payload, replay_failed=True)
+        for index, item in enumerate(items):
+            if out_of_time():
+                for unstarted in items[index:]:
+                    unstarted.release()  # never started: no claim left behind
+                summary.stopped = "time"
+                break
+            started_ms = remaining_ms(context)
             job.process_one(run, item)
-        summary.replayed += len(items)
+            summary.replayed += 1
+            if started_ms != float("inf"):  # no Lambda context: no deadline
+                longest_ms = max(longest_ms, started_ms - remaining_ms(context))
+        if summary.stopped:
+            keys = {item.key for item in items if item.outcome == "release"}
+            done += next((i for i, r in enumerate(page) if str(job.work_id(r)) in keys),
+                         len(page))
+            break
+        done += len(page)
+    if done < len(replay):
+        summary.stopped = "time"
+        summary.left = len(replay) - done
+        summary.next_cursor = (job.cursor_of(replay[done - 1]) if done
+                               else request.cursor_from)
     claims.flush()  # completions, then the last page's outcomes (never the checkpoint)
     summary.reconciled = report.reconciled - before[0]
     summary.failed = report.failed - before[1]
@@ -511,8 +552,9 @@ def resolve(config: Any, work_ids: list[str], *, found: str | None, reason: str,
         except ValueError as exc:
             raise InvalidRequestError("work_id", f"{text!r}: {exc}") from None
     if found is not None:
-        if not isinstance(found, str) or not found.strip():
-            raise InvalidRequestError("found", "the destination id must be a non-empty string")
+        problem = destination_id_problem(found)
+        if problem is not None:
+            raise InvalidRequestError("found", f"the destination id {problem}")
         if len(set(work_ids)) != 1:
             raise InvalidRequestError("found", "a destination id proves one work item: name "
                                       "exactly one (not found: several at once is fine)")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
+from ._bounds import check_batch_size
 from .clock import Clock, to_ms
 from .errors import JobGuardError, LeaseLostError, StoreError
 from .hooks import fire
@@ -207,7 +208,12 @@ class Run:
             >>> for item in run.claim(contacts, work_id=lambda c: WorkId(c["id"], "create-note")):
             ...     with item:
             ...         item.complete(destination_id=notes.put(item.key, item.record))
+
+        Raises:
+            ConfigError: ``batch_size`` is not an integer 1-1000 (nothing claimed).
         """
+        if batch_size is not None:
+            check_batch_size(batch_size)  # refused here, before any claim or read
         claims = self.work_claims(reconcile=reconcile)
         items: Iterator[Any] = claims.iterate(records, work_id, batch_size=batch_size)
         return items

@@ -1,0 +1,70 @@
+"""Break-cost review of issue 12: BatchWriteItem / BatchGetItem answers with
+unprocessed entries (DynamoDB returns them under throttling; moto never does, so a
+botocore hook takes entries out of the request and hands them back as unprocessed)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from jobguard import ItemState, JobConfig, WorkId
+from jobguard.dynamodb_items import DynamoItemStore
+from tests.scenarios._items import CrmSync, NotesTable, contacts
+
+JOB = "crm-sync"
+
+
+def _config(aws: Any, **overrides: Any) -> JobConfig:
+    options: dict[str, Any] = {"name": JOB, "table_name": aws.table, "batch_size": 30,
+                               "lease": timedelta(seconds=60)}
+    options.update(overrides)
+    return JobConfig(**options)
+
+
+class Unprocess:
+    """Drop the last ``n`` puts of the first ``calls`` BatchWriteItem requests and
+    answer them as UnprocessedItems."""
+
+    def __init__(self, n: int, calls: int = 1) -> None:
+        self.n, self.calls, self.held = n, calls, None
+        self.seen = 0
+
+    def params(self, params: dict[str, Any], **_: Any) -> None:
+        self.held = None
+        if self.seen >= self.calls:
+            return
+        self.seen += 1
+        (table, requests), = params["RequestItems"].items()
+        keep, self.held = requests[:-self.n], (table, requests[-self.n:])
+        params["RequestItems"] = {table: keep}
+
+    def after(self, parsed: dict[str, Any], **_: Any) -> None:
+        if self.held is not None:
+            table, dropped = self.held
+            parsed.setdefault("UnprocessedItems", {})[table] = dropped
+
+
+def test_unprocessed_completions_are_sent_again_before_the_page_is_dropped(aws, clock):
+    """GIVEN a page of 25 whose first BatchWriteItem comes back with 5 puts unprocessed
+    WHEN the run finishes
+    THEN all 25 completions are in the ledger (ONCE/END), the claim is dropped, the
+    checkpoint past the page."""
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(_config(aws, batch_size=25), contacts(25), notes, store=aws.store,
+                  clock=clock)
+    hook = Unprocess(5)
+    aws.ddb.meta.events.register("provide-client-params.dynamodb.BatchWriteItem", hook.params)
+    aws.ddb.meta.events.register("after-call.dynamodb.BatchWriteItem", hook.after)
+    try:
+        report = job.handler()({"job": JOB, "manual": True, "trigger_id": "t"}, None)
+    finally:
+        aws.ddb.meta.events.unregister("provide-client-params.dynamodb.BatchWriteItem",
+                                       hook.params)
+        aws.ddb.meta.events.unregister("after-call.dynamodb.BatchWriteItem", hook.after)
+    assert hook.seen == 1
+    assert report["completed"] == 25
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    ids = [str(WorkId(c["id"], "create-note")) for c in contacts(25)]
+    rows = items.get_many(JOB, ids)
+    assert {r.state for r in rows.values()} == {ItemState.COMPLETED} and len(rows) == 25
+    assert items.read_row(JOB).claim is None and items.read_checkpoint(JOB).cursor == "25"
