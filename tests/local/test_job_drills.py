@@ -121,3 +121,14 @@ def test_recover_as_documented_invokes_the_deployed_recovery_function(
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert "\ndone: selected 0, " in done.stdout, done.stdout
+
+
+def test_the_drill_report_prints_no_python_dicts(job_drills: dict[str, Any]) -> None:
+    """Review of issue 16 (item 8: "a Python dict printed"): every --job drill's check
+    line interpolates a Counter as a Python dict (``SKIP: {'ran': 1, 'skipped': 2}: both
+    `skipped`, one run``; drill/drills.py: ``{dict(decisions)}``), here and in the
+    example drills."""
+    # GIVEN the --job drills' output as `make demo` prints it
+    # THEN no line carries a Python dict
+    dicts = [line for line in job_drills["stdout"].splitlines() if "{'" in line]
+    assert not dicts, dicts

@@ -480,3 +480,84 @@ def test_a_recovery_whose_reconcile_raises_says_why(flaky_recovered: dict[str, A
     # THEN the log names the item and the error
     assert "reconcile failed" in flaky_recovered["log"], flaky_recovered["log"][-1500:]
     assert "NOTES_TABLE" in flaky_recovered["log"]
+
+
+class _ByTime(BatchJob[dict[str, str]]):
+    """A BatchJob that maps times to cursors (an empty feed)."""
+
+    def select(self, cursor: str | None, limit: int) -> Page[dict[str, str]]:
+        return Page([], cursor)
+
+    def work_id(self, record: dict[str, str]) -> WorkId:
+        return WorkId(record["id"], "op")
+
+    def process(self, record: dict[str, str], item: Any) -> str:
+        return "x"
+
+    def cursor_at(self, at: Any) -> str:
+        return str(at.strftime("%Y%m%d%H%M%S"))
+
+
+def test_recover_prints_its_time_range_in_utc_with_z(
+        jobguard_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """"Every time is UTC, in ISO 8601 with its Z" (cli.py, README "Operating a job").
+    A recovery's range is printed as given: ``2026-11-01T02:00:00+02:00``, and a
+    ``...Z`` given comes back ``+00:00`` (in the table, the JSON and the recovery's run
+    record)."""
+    from jobguard import JobConfig
+    from jobguard.registry import register
+
+    # GIVEN a job that maps times to cursors, which has run
+    jobguard_sandbox.wire(register(_ByTime(JobConfig(name="by-time")))).tick()
+    monkeypatch.setenv("JOBGUARD_RECOVERY_MODULES", "json")  # (registered above)
+    capsys.readouterr()
+    # WHEN the operator plans a time range given in their own zone, as JSON
+    assert main(["recover", "by-time", "--from-time", "2026-11-01T02:00:00+02:00",
+                 "--to-time", "2026-11-01T05:00:00Z", "--direct", "--modules", "json",
+                 "--output", "json", "--table", jobguard_sandbox.table]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    # THEN the range is in UTC with its Z
+    assert answer["range"] == {"time_from": "2026-11-01T00:00:00Z",
+                               "time_to": "2026-11-01T05:00:00Z"}, answer["range"]
+
+
+def test_a_readme_jobguard_command_that_no_test_runs_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/ship/test_readme.py maps every README shell command to the test that runs
+    it; any line starting ``jobguard `` maps to tests/local/test_job_drills.py, which
+    runs only the "Operating a job" block. A ``jobguard`` command anywhere else in the
+    README (a new section's walk-through, a typo'd option) counts as exercised and is
+    never run."""
+    # GIVEN a README with one more shell block, outside "Operating a job", whose
+    # command does not even exist
+    monkeypatch.setattr(test_readme, "SHELL",
+                        [*test_readme.SHELL, "jobguard frobnicate crm-sync --now\n"])
+    # WHEN the README-commands check runs
+    try:
+        test_readme.test_every_shell_command_is_run_by_a_test_or_needs_an_aws_account()
+    except AssertionError:
+        return  # THEN it names the command no test runs
+    pytest.fail("`jobguard frobnicate crm-sync --now` in the README passed as exercised by "
+                "tests/local/test_job_drills.py, which never runs it")
+
+
+def test_a_job_wired_with_its_own_clock_ticks_on_that_clock(jobguard_sandbox: Sandbox) -> None:
+    """``Sandbox.wire(handler, clock=...)`` binds the job to ``clock``, but ``tick()``,
+    ``duplicates()`` and ``holding()`` default to the *sandbox's* minute (and its Lambda
+    contexts count the sandbox's time): a job wired with a clock set to a date of the
+    test's choosing refuses its own default tick as "more than 0:15:00 ahead of this
+    worker's clock"."""
+    from datetime import UTC, datetime
+
+    from jobguard.testing import ManualClock
+
+    # GIVEN a job on a clock set to 1 January, 09:00
+    clock = ManualClock(datetime(2026, 1, 1, 9, 0, tzinfo=UTC))
+    job = jobguard_sandbox.wire(_alpha, clock=clock)
+    # WHEN the test delivers "a Scheduler tick scheduled at the clock's minute"
+    answer = job.tick()
+    # THEN it runs, as the tick of 09:00 on that clock
+    assert answer == {"ok": True}
+    (run,) = job.runs()
+    assert run.trigger_id == "alpha@2026-01-01T09:00:00Z"
