@@ -619,3 +619,43 @@ def test_a_pause_reason_is_bounded_like_every_other_text_jobguard_writes(
         Key={"pk": {"S": "JOB#alpha"}, "sk": {"S": "LEASE"}})["Item"]
     # THEN what lands on the lease row is cut as every other text is
     assert len(row["paused_reason"]["S"].encode()) <= 1_000, len(row["paused_reason"]["S"])
+
+
+def test_the_sandbox_works_in_a_project_that_has_its_own_manual_clock_fixture(
+        tmp_path: Path) -> None:
+    """The plugin's fixtures have generic names, and ``jobguard_sandbox`` takes its clock
+    from the fixture *named* ``manual_clock``: in a project whose conftest already has a
+    ``manual_clock`` (or any fixture of that name), pytest hands that one to the sandbox,
+    which fails inside the kit (``'datetime.datetime' object has no attribute
+    'monotonic'``) on the first tick."""
+    # GIVEN a project whose conftest has its own manual_clock fixture
+    project = _write(tmp_path, {
+        "tests/conftest.py": """
+            from datetime import UTC, datetime
+
+            import pytest
+
+
+            @pytest.fixture
+            def manual_clock():  # the project's own, from before jobguard
+                return datetime(2026, 1, 1, tzinfo=UTC)
+        """,
+        "tests/test_job.py": """
+            from datetime import timedelta
+
+            from jobguard import OverlapPolicy, guarded
+
+
+            @guarded("x", policy=OverlapPolicy.SKIP, lease=timedelta(minutes=2))
+            def handler(event, context):
+                return {"ok": True}
+
+
+            def test_a_tick_runs(jobguard_sandbox):
+                assert jobguard_sandbox.wire(handler).tick() == {"ok": True}
+        """,
+    })
+    # WHEN its tests use jobguard_sandbox
+    done = _pytest(project)
+    # THEN the sandbox works with its own clock
+    assert done.returncode == 0, done.stdout[-1500:]
