@@ -517,6 +517,55 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resolve(args: argparse.Namespace) -> int:
+    """An operator's finding for unresolved items, under the job's lease (see
+    :func:`jobguard.recovery.resolve`)."""
+    from datetime import timedelta
+
+    from .config import JobConfig
+    from .errors import InvalidRequestError, LeaseBusyError
+    from .recovery import resolve
+
+    _job_name(args)
+    if (args.found is None) == (not args.not_found):
+        raise CommandError("--found", "say what you found at the destination: --found "
+                           "DESTINATION_ID (it holds the effect) or --not-found (it does "
+                           "not: the item is redone by the next run)")
+    if not args.reason or not args.reason.strip():
+        raise CommandError("--reason", "say why (it is written on the run record)")
+    if args.wait < 0:
+        raise CommandError("--wait", f"must be 0 or more seconds, got {args.wait}")
+    store, _ = _stores(args)
+    job = _known_job(args, store)
+    definitions = _defined_jobs(args)
+    config = definitions[job].config() if job in definitions else JobConfig(name=job)
+    fields = {"work_id": "WORK_ID", "found": "--found", "reason": "--reason",
+              "requested_by": "--requested-by"}
+    try:
+        answer = resolve(config, list(args.work_ids), found=args.found, reason=args.reason,
+                         requested_by=args.requested_by or os.environ.get("USER") or "",
+                         guard_options={"store": store}, wait=timedelta(seconds=args.wait))
+    except InvalidRequestError as exc:
+        raise CommandError(fields.get(exc.field, exc.field),
+                           str(exc).split(": ", 1)[1]) from None
+    except LeaseBusyError as exc:
+        raise CommandError("JOB", f"{exc}; try again when the run has ended, or "
+                           "--wait longer") from None
+    if answer.get("result") != "resolved":
+        raise CommandError("JOB", f"the resolution did not run: {answer.get('outcome')}")
+    lines = [f"resolved in run {answer['run_id']} (by {answer['requested_by']}: "
+             f"{answer['reason']})"]
+    for key, said in (("found", "completed (found at the destination)"),
+                      ("not_found", "failed, retryable (not found: the next run redoes it)"),
+                      ("already_completed", "already completed: left as it was"),
+                      ("unknown", "not unresolved (never claimed, or a live run's): "
+                                  "left as it was")):
+        if answer.get(key):
+            lines.append(f"{said}: {', '.join(answer[key])}")
+    _out(args, answer, "\n".join(lines))
+    return 0
+
+
 def _recovery_function(args: argparse.Namespace) -> str:
     """The deployed recovery function's name, from the stack's ``RecoveryFunctionName``
     output (``--stack``, default ``JOBGUARD_STACK`` or ``JobGuard``)."""
@@ -818,6 +867,23 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--modules", help="job modules to load with --direct (default: "
                          "JOBGUARD_RECOVERY_MODULES)")
     recover.set_defaults(run=cmd_recover)
+    resolve = command("resolve", "record what you found at the destination for uncertain "
+                      "or failed items (a handler without reconcile=): under the job's "
+                      "lease, who and why on its run record")
+    resolve.add_argument("work_ids", metavar="WORK_ID", nargs="+",
+                         help="the work item(s), as `jobguard items` lists them")
+    resolve.add_argument("--found", metavar="DESTINATION_ID",
+                         help="the destination holds it, under this id (one WORK_ID): "
+                              "completed")
+    resolve.add_argument("--not-found", action="store_true",
+                         help="the destination does not hold it: a retryable failure, "
+                              "redone by the next run (or a recovery)")
+    resolve.add_argument("--reason", required=True, help="why (written on the run record)")
+    resolve.add_argument("--requested-by",
+                         help="who (written on the run record; default $USER)")
+    resolve.add_argument("--wait", type=int, default=60,
+                         help="seconds to wait for a running run's lease (default 60)")
+    resolve.set_defaults(run=cmd_resolve)
     local = command("local", "load under injected faults on the embedded emulator", job=False)
     local.add_argument("--faults", default="any=0.1",
                        help="KIND[:OPERATION][@SITE][#N|=P],... (default: any=0.1)")

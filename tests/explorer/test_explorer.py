@@ -68,6 +68,28 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
     "replace-by-a-skewed-clock": (110959, "", "model: a REPLACE takeover by a worker whose "
                                   "clock was 90 s ahead was counted as a replace; "
                                   "outside the clock promise it may be a takeover (`lost`)"),
+    "damage-beside-a-deadline-passed": (
+        169327, "", "model: a queued trigger's run whose local deadline passed under a "
+        "clock jump (no renewal step between) failed with LeaseLostError naming the "
+        "deadline while the row was damaged meanwhile: the damage did not stop it (found "
+        "after the ledger redesign changed the run's requests)"),
+    "no-lambda-retry-past-six-hours": (
+        170122, "", "sim: a manual trigger's killed delivery was retried at the settle 7 h "
+        "later, after its item had expired (kept 6 h 15 min), and ran again; Lambda "
+        "retries an asynchronous event for at most 6 hours, then sends it to the "
+        "on-failure destination (the settle now does the same)"),
+    "no-lambda-retry-past-six-hours-of-a-copy": (
+        171275, "", "sim: the same for a copy delivered 5 h after the trigger: the 6 hours "
+        "count from the event, not from the copy"),
+    "coalesce-waits-for-the-sender-when-the-release-could-not-send": (
+        170252, "", "model: the holder released after a coalesce whose every send failed, "
+        "and its own send of the follow-up failed too (an SQS outage): only the "
+        "coalescing sender's retry sends it, as when the holder died"),
+    "coalesce-waits-for-the-sender-of-a-killed-delivery": (
+        172276, "", "model: the coalescing deliveries were killed (their sends stuck in an "
+        "SQS outage past Lambda's timeout) and the operator force-released the dead "
+        "holder: as for a failed delivery, only their senders' retries can bring the "
+        "follow-up"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
