@@ -170,3 +170,22 @@ def test_a_modules_handler_called_directly_uses_each_tests_sandbox(
                             lambda_context)
     (record,) = jobguard_sandbox.store.list_runs("kit-direct")
     assert record.run_id == answer["run_id"]
+
+
+def test_outside_a_sandbox_no_request_leaves_the_machine() -> None:
+    """The plugin sealed the session before this module was imported: fake credentials,
+    and a request that no sandbox answers is refused before it is sent."""
+    import os
+
+    import boto3
+
+    from jobguard._offline import RequestLeftTheMachine
+
+    # GIVEN a client made outside any sandbox, for a real AWS endpoint
+    client = boto3.client("dynamodb", region_name="eu-west-1")
+    # WHEN it is called
+    with pytest.raises(RequestLeftTheMachine, match=r"dynamodb\.eu-west-1\.amazonaws\.com"):
+        client.list_tables()
+    # THEN it was refused, and it could only have signed with the session's fake keys
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
+    assert "AWS_PROFILE" not in os.environ
