@@ -2,11 +2,14 @@
 
 It sweeps the job's unresolved items against the destination. It takes the job's lease
 like any run, so it never overlaps the job's own runs (a sweep is skipped while the job
-runs). The function reads ``JOBGUARD_TABLE``, ``JOBGUARD_RECOVERY_MODULES`` (the module
-of the job's handler, which registers the job) and ``JOBGUARD_JOB``; for a job with a
-trigger queue also ``JOBGUARD_TRIGGER_QUEUE_URL``: a sweep that held the lease while a
-follow-up was pending sends it again and wakes a deferred trigger when it releases, so
-the follow-up runs right after the sweep instead of at the next trigger.
+runs). It runs the job's own ``reconcile``, so it gets the job's
+``JobDefinition.environment`` (its destination) too: grant it what ``reconcile`` reads
+(``notes.grant_read_data(reconciler.function)``). The function reads ``JOBGUARD_TABLE``,
+``JOBGUARD_RECOVERY_MODULES`` (the module of the job's handler, which registers the
+job) and ``JOBGUARD_JOB``; for a job with a trigger queue also
+``JOBGUARD_TRIGGER_QUEUE_URL``: a sweep that held the lease while a follow-up was
+pending sends it again and wakes a deferred trigger when it releases, so the follow-up
+runs right after the sweep instead of at the next trigger.
 
 Example:
     >>> Reconciler(self, "CrmSyncReconciler", job=CRM_SYNC, table=table, bundle=bundle)
@@ -31,7 +34,7 @@ from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 from jobguard.runbook import ASYNC_RETRIES, reconciler_alarms
 
-from ._function import python_function, seconds
+from ._function import check_extra_environment, python_function, seconds
 from ._queues import dead_letter_queue as new_dead_letter_queue
 from ._schedule import function_schedule
 from ._text import module_of
@@ -91,7 +94,9 @@ class Reconciler(Construct):
         if trigger_queue is not None and not job.config().needs_queue:
             raise ConfigError("trigger_queue", f"job {job.name!r} ({job.policy.value}) has "
                               "no trigger queue")
+        check_extra_environment(job.name, job.environment)
         variables = {
+            **job.environment,
             environment.TABLE: table.table_name,
             environment.RECOVERY_MODULES: module_of(job.handler),
             environment.JOB_NAME: job.name,
