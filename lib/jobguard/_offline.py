@@ -84,7 +84,7 @@ def seal() -> None:
 
 
 def _keep_local(request: Any, **kwargs: Any) -> None:
-    """The last ``before-send`` hook: let through what a sandbox or a loopback host
+    """A ``before-send`` hook after moto's: let through what a sandbox or a loopback host
     answers, refuse the rest."""
     host = urlsplit(str(request.url)).hostname or ""
     if _is_loopback(host) or _sandbox_answers(str(request.url), host):
@@ -93,7 +93,9 @@ def _keep_local(request: Any, **kwargs: Any) -> None:
 
 
 def _is_loopback(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
+    """A loopback host, or one that cannot exist (``.invalid``, RFC 2606: the fault
+    harness's answered requests are renamed there)."""
+    if host in ("localhost", "invalid") or host.endswith((".localhost", ".invalid")):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -146,7 +146,11 @@ def _definitions(args: argparse.Namespace) -> dict[str, Any]:
     try:
         module = importlib.import_module(args.jobs_module)
     except ImportError as exc:
-        raise CommandError("--jobs-module", f"cannot import {args.jobs_module!r}: {exc}") from exc
+        hint = ("" if args.jobs_module_given else
+                "; name the module whose JOBS lists your job definitions with --jobs-module "
+                "MODULE (or JOBGUARD_JOBS_MODULE), from your project's folder")
+        raise CommandError("--jobs-module",
+                           f"cannot import {args.jobs_module!r}: {exc}{hint}") from exc
     except Exception as exc:  # noqa: BLE001 - the module's own failure, said plainly
         raise CommandError("--jobs-module", f"importing {args.jobs_module!r} failed: "
                            f"{type(exc).__name__}: {exc}") from None
@@ -219,8 +223,10 @@ def _known_job(args: argparse.Namespace, store: Any, field: str = "JOB") -> str:
     known = sorted(set(defined) | _jobs_in_table(store))
     nearest = difflib.get_close_matches(job, known, n=1, cutoff=0.6)
     hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
-    raise CommandError(field, f"no job {job!r}: not in {args.jobs_module} and never run in "
-                       f"table {store.table_name} (known: {', '.join(known) or 'none'}){hint}")
+    where = (f"not in {args.jobs_module}" if defined or args.jobs_module_given
+             else "no jobs module (--jobs-module)")
+    raise CommandError(field, f"no job {job!r}: {where} and never run in table "
+                       f"{store.table_name} (known: {', '.join(known) or 'none'}){hint}")
 
 
 def _ms(ms: int | None) -> str:
@@ -364,7 +370,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.job is not None:
         args.job = _job_name(args, field="--job")
     store, _ = _stores(args)
-    jobs = [args.job] if args.job else list(_definitions(args))
+    # without --job: every job defined here (when a jobs module is) or run in the table
+    jobs = [args.job] if args.job else sorted(set(_defined_jobs(args)) | _jobs_in_table(store))
     for job in jobs:
         record = store.get_run(job, args.run_id)
         if record is not None:
@@ -415,7 +422,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     job = _known_job(args, store)
     from .errors import DamagedRowError
 
-    who = os.environ.get("USER") or "operator"
+    who = _login() or "operator"
     try:
         lease = store.read_lease(job)
     except DamagedRowError as damage:
@@ -461,7 +468,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
     fence = store.repair(job, now_ms=int(time.time() * 1000),
-                         by=os.environ.get("USER") or "operator")
+                         by=_login() or "operator")
     lease = store.read_lease(job)
     _out(args, {"job": job, "repaired": True, "fence": fence, "queued": lease.queued_n},
          f"repaired; fence is now {fence}, {lease.queued_n} queued")
@@ -485,10 +492,20 @@ def cmd_runbook(args: argparse.Namespace) -> int:
     return 0
 
 
+def _login() -> str | None:
+    """The operator's login name ($LOGNAME, $USER, ..., else the account's), or None."""
+    import getpass
+
+    try:
+        return getpass.getuser() or None
+    except (OSError, KeyError):
+        return None
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     request: dict[str, Any] = {"job": _job_name(args), "mode": args.mode,
                                "dry_run": not args.execute, "max_items": args.max_items,
-                               "requested_by": args.requested_by or os.environ.get("USER")}
+                               "requested_by": args.requested_by or _login()}
     by_time = args.from_time is not None or args.to_time is not None
     if by_time and (args.from_cursor is not None or args.to_cursor is not None):
         raise CommandError("--from", "give --from/--to or --from-time/--to-time, not both")
@@ -543,7 +560,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
               "requested_by": "--requested-by"}
     try:
         answer = resolve(config, list(args.work_ids), found=args.found, reason=args.reason,
-                         requested_by=args.requested_by or os.environ.get("USER") or "",
+                         requested_by=args.requested_by or _login() or "",
                          guard_options={"store": store}, wait=timedelta(seconds=args.wait))
     except InvalidRequestError as exc:
         raise CommandError(fields.get(exc.field, exc.field),
@@ -856,7 +873,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the plan's token (required above the confirmation "
                               "threshold; always compared when given)")
     recover.add_argument("--requested-by",
-                         help="who asks (written on the recovery's run record; default $USER)")
+                         help="who asks (written on the recovery's run record; default "
+                              "your login name)")
     recover.add_argument("--function-name",
                          help="the deployed recovery function (default: the stack's "
                               "RecoveryFunctionName output)")
@@ -880,7 +898,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "redone by the next run (or a recovery)")
     resolve.add_argument("--reason", required=True, help="why (written on the run record)")
     resolve.add_argument("--requested-by",
-                         help="who (written on the run record; default $USER)")
+                         help="who (written on the run record; default your login name)")
     resolve.add_argument("--wait", type=int, default=60,
                          help="seconds to wait for a running run's lease (default 60)")
     resolve.set_defaults(run=cmd_resolve)

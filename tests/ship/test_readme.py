@@ -7,6 +7,7 @@ here."""
 from __future__ import annotations
 
 import re
+import shlex
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -124,10 +125,30 @@ EXERCISED = {
     "python -m pytest -q": "tests/ship/test_as_a_user.py",
     "make synth": "tests/infra/conftest.py (the app's synth) and tests/local (cdk deploy)",
     'make demo DEMO_ARGS="--job': "tests/local/test_job_drills.py",
-    "jobguard ": "tests/local/test_job_drills.py",
-    "$ jobguard recover": "tests/local/test_job_drills.py",
 }
+"""Commands other than ``jobguard``'s, by their start."""
 AWS_ACCOUNT = "needs an AWS account"
+
+
+def _jobguard_commands_run() -> dict[str, str]:
+    """Each README ``jobguard`` command a test runs as written (comment dropped), and the
+    test that runs it: the "Operating a job" block against the deployed stack, its
+    ``resolve`` line here, the recovery transcript by test_job_drills' recover test."""
+    from tests.local import test_job_drills as drills
+
+    runs = {c: "tests/local/test_job_drills.py" for c in drills.operator_commands()}
+    for command in drills.readme_commands():
+        if command.split()[1] in drills.RUN_ELSEWHERE:
+            runs[command] = drills.RUN_ELSEWHERE[command.split()[1]]
+    for command in _commands():
+        if command.startswith("$ jobguard recover "):
+            runs[command] = (f"tests/local/test_job_drills.py "
+                             f"({drills.RECOVER_TRANSCRIPT_RUN_AS})")
+    return runs
+
+
+def _bare(command: str) -> str:
+    return re.sub(r"\s+#.*$", "", command).strip()
 
 
 def _commands() -> list[str]:
@@ -148,14 +169,50 @@ def _commands() -> list[str]:
 def test_every_shell_command_is_run_by_a_test_or_needs_an_aws_account() -> None:
     commands = _commands()
     assert len(commands) >= 20
+    jobguard_runs = _jobguard_commands_run()
     for command in commands:
         if AWS_ACCOUNT in command:
             continue
-        (prefix,) = [p for p in EXERCISED if command.startswith(p)] or [None]
-        assert prefix is not None, f"no test runs this README command: {command}"
-        where = EXERCISED[prefix].split(" ")[0]
+        if command.startswith(("jobguard ", "$ jobguard ")):
+            # a jobguard command counts only if a test runs that very line
+            where = jobguard_runs.get(_bare(command))
+            assert where is not None, f"no test runs this README command: {command}"
+        else:
+            (prefix,) = [p for p in EXERCISED if command.startswith(p)] or [None]
+            assert prefix is not None, f"no test runs this README command: {command}"
+            where = EXERCISED[prefix]
+        where = where.split(" ")[0]
         if where.startswith("tests/"):
             assert (ROOT / where).is_file(), where
+
+
+RESOLVE = next(_bare(c) for c in _commands() if c.startswith("jobguard resolve "))
+
+
+def test_the_readmes_resolve_line_records_what_the_operator_found(
+        jobguard_sandbox: Sandbox) -> None:
+    from jobguard import ItemState, OverlapPolicy, WorkId, current_run, guarded
+    from jobguard.cli import main
+
+    # GIVEN the README's job "mailer", whose welcome mail's answer was lost: uncertain
+    @guarded("mailer", policy=OverlapPolicy.SKIP, lease=timedelta(minutes=2))
+    def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+        run = current_run()
+        for item in run.claim(["welcome-42"], work_id=lambda r: WorkId(r, "mail")):
+            with item:
+                raise TimeoutError("the mail service did not answer")
+        return dict(run.stats)
+
+    job = jobguard_sandbox.wire(lambda_handler)
+    job.tick()
+    before = job.item("welcome-42:mail")
+    assert before is not None and before.state is ItemState.UNCERTAIN
+    # WHEN the operator runs the README's line as written
+    assert main([*shlex.split(RESOLVE)[1:], "--table", jobguard_sandbox.table]) == 0
+    # THEN the item is completed with the message id they found, and nothing was redone
+    after = job.item("welcome-42:mail")
+    assert after is not None and after.state is ItemState.COMPLETED
+    assert after.destination_id == "MSG-ID"
 
 
 @pytest.mark.parametrize("path", sorted(EXERCISED.values()))
