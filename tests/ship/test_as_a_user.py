@@ -141,4 +141,4 @@ def test_the_readme_tests_pass_with_the_installed_plugin(installed: Path,
     done = _run([str(installed / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                 cwd=project, env=_user_env(installed))
     # THEN what the README says it prints
-    assert re.search(r"^3 passed", done.stdout, re.M), done.stdout
+    assert re.search(r"^4 passed", done.stdout, re.M), done.stdout

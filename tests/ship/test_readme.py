@@ -71,16 +71,36 @@ def _notes(sandbox: Sandbox) -> list[str]:
     return sorted(i["work_id"]["S"] for i in items)
 
 
+def _lose_first_answer(notes: Any) -> dict[str, str]:
+    """``notes.put`` writes the first note, then its answer is lost (a timeout): that item
+    is uncertain, and only the snippet's ``reconcile`` can complete it."""
+    put, lost = notes.put, {}
+
+    def put_once_lost(key: str, item: dict[str, Any]) -> str:
+        note_id: str = put(key, item)
+        if not lost:
+            lost[key] = note_id
+            raise TimeoutError("the destination wrote the note; its answer was lost")
+        return note_id
+
+    notes.put = put_once_lost
+    return lost
+
+
 def test_claim_every_work_item(jobguard_sandbox: Sandbox) -> None:
     DynamoDBDestination.create_table(jobguard_sandbox.client("dynamodb"), "crm-notes")
     snippet_ns = _run(CLAIM, changed_contacts=lambda: _changes(4))
+    lost = _lose_first_answer(snippet_ns["notes"])
     job = jobguard_sandbox.wire(snippet_ns["lambda_handler"])
     first = job.tick()
-    assert (first["selected"], first["completed"]) == (4, 4)
+    assert (first["selected"], first["completed"], first["uncertain"]) == (4, 3, 1)
     later = jobguard_sandbox.minute() + timedelta(minutes=5)
-    assert job.tick(later)["already_done"] == 4  # completed items are skipped
+    second = job.tick(later)
+    # the uncertain item is reconciled (found at the destination), the rest skipped
+    assert (second["reconciled"], second["already_done"]) == (1, 3), second
     assert _notes(jobguard_sandbox) == [f"contact-{i:03d}:create-note" for i in range(4)]
-    assert job.item("contact-000:create-note").destination_id
+    (key, note_id), = lost.items()
+    assert job.item(key).destination_id == note_id  # the proof of the lost answer's note
 
 
 def test_write_the_job_as_four_functions(jobguard_sandbox: Sandbox) -> None:
@@ -93,12 +113,18 @@ def test_write_the_job_as_four_functions(jobguard_sandbox: Sandbox) -> None:
             return [c for c in feed if after is None or c["id"] > after][:limit]
 
     snippet_ns = _run(BATCH, crm=Crm())
+    lost = _lose_first_answer(snippet_ns["notes"])
     job = jobguard_sandbox.wire(snippet_ns["lambda_handler"])
-    assert job.tick()["completed"] == 5
+    first = job.tick()
+    assert (first["completed"], first["uncertain"]) == (4, 1), first
     feed.append({"id": "contact-005", "change": "new"})
     later = jobguard_sandbox.minute() + timedelta(minutes=5)
-    assert job.tick(later)["completed"] == 1  # from the checkpoint on: only the new one
+    second = job.tick(later)
+    # the uncertain item is reconciled (the checkpoint waited for it), then the new one
+    assert (second["reconciled"], second["completed"]) == (1, 1), second
     assert len(_notes(jobguard_sandbox)) == 6
+    (key, note_id), = lost.items()
+    assert job.item(key).destination_id == note_id
 
 
 def test_the_drill_section_adds_a_definition_the_stack_would_deploy() -> None:
