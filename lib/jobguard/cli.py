@@ -685,8 +685,9 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
         # The library's JSON logs and EMF metrics go to stderr: stdout is the answer.
         with hooks.on("after_process", progress), contextlib.redirect_stdout(sys.stderr):
             answer = recover(request)
-    except InvalidRequestError as exc:
-        raise CommandError(exc.field, str(exc).split(": ", 1)[1]) from None
+    except (InvalidRequestError, ConfigError) as exc:  # named as the option the user typed
+        raise CommandError(_OPTION_OF.get(exc.field, exc.field),
+                           str(exc).split(": ", 1)[1]) from None
     except LeaseBusyError as exc:
         raise CommandError("JOB", str(exc)) from None
     except KeyError as exc:
@@ -724,7 +725,9 @@ def _recovery_text(answer: dict[str, Any]) -> str:
                      f"({', '.join(plan.get('conflict_ids', []))})")
     if plan.get("sample"):
         lines.append("sample: " + ", ".join(plan["sample"]))
-    if answer.get("result") == "planned":
+    if answer.get("next_steps"):
+        lines.append(f"next: {answer['next_steps']}")
+    elif answer.get("result") == "planned":
         lines.append(f"token: {plan.get('token')}"
                      + ("  (required: pass --execute --confirm TOKEN)"
                         if answer.get("needs_confirmation") else "  (pass --execute to run)"))

@@ -123,7 +123,8 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
             "those items are not retried by the next tick unless they are retryable.",
             f"`jobguard runs {name} --status incomplete` and `jobguard items {name}` name "
             "them; once the destination is healthy, recover their cursor range with "
-            "`--mode failed` or `--mode uncertain` (dry run first)."),
+            "`--mode failed` or `--mode uncertain` (dry run first); for a plain @guarded "
+            f"job, `jobguard resolve {name}` each uncertain item you checked."),
         AlarmText(
             "reconciled", "reconciliation findings",
             f"Reconciliation found the effect of an uncertain item of {name} already at "
@@ -334,12 +335,16 @@ def render(job: JobDefinition) -> str:
         f"jobguard items {job.name} --status uncertain     # items whose outcome is unknown",
         f"jobguard recover {job.name} --from CURSOR --to CURSOR            # plan (dry run)",
         f"jobguard recover {job.name} --from CURSOR --to CURSOR --execute --confirm TOKEN",
+        f"jobguard resolve {job.name} WORK_ID --found DEST_ID --reason '...'  # or --not-found",
         f"jobguard pause {job.name} --reason '...'  /  jobguard resume {job.name}",
         f"jobguard release {job.name} --force              # a stuck lease: bumps the fence",
         "```",
         "",
         "Recovery never replays completed items; it reconciles uncertain ones against the "
         "destination first, takes the job's lease (it never overlaps a scheduled run) and "
-        "never moves the job's checkpoint.",
+        "never moves the job's checkpoint. A plain `@guarded` job (not a `BatchJob`) has "
+        "no cursors: `recover` plans its unresolved items by `--from-time`/`--to-time` and "
+        "cannot replay them; `resolve` each uncertain item after checking the destination, "
+        "and its next run retries failed, retryable ones.",
     ]
     return "\n".join(lines) + "\n"

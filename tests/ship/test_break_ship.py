@@ -382,7 +382,6 @@ def test_wire_takes_a_guarded_handler_under_a_powertools_decorator() -> None:
 # -- recovery for the README's kind of job -----------------------------------------------
 
 
-@pytest.mark.xfail(reason="issue 12: the ledger engineer's", strict=True)
 def test_the_runbooks_recover_step_works_for_the_readmes_own_job(
         tmp_path: Path) -> None:
     """The README's job (a plain ``@guarded`` handler that claims items) gets the
@@ -460,7 +459,6 @@ def flaky_recovered(jobguard_sandbox: Sandbox, jobguard_log: io.StringIO
     return {"answer": answer, "runs": recovery, "log": jobguard_log.getvalue()}
 
 
-@pytest.mark.xfail(reason="issue 12: the ledger engineer's", strict=True)
 def test_a_recovery_that_leaves_items_uncertain_is_not_recorded_succeeded(
         flaky_recovered: dict[str, Any]) -> None:
     """Issue 16 "run status that tells the truth" (item 7: a run with uncertain items
@@ -474,7 +472,6 @@ def test_a_recovery_that_leaves_items_uncertain_is_not_recorded_succeeded(
     assert run.status.value == "incomplete", run.status
 
 
-@pytest.mark.xfail(reason="issue 12: the ledger engineer's", strict=True)
 def test_a_recovery_whose_reconcile_raises_says_why(flaky_recovered: dict[str, Any]) -> None:
     """A run's ``reconcile`` that raises is logged ("reconcile failed", the work id and
     the error: claims.py); the recovery's copy of the same step (recovery._execute)
