@@ -50,7 +50,11 @@ def guarded_in_modules(name: str) -> Any:
     from . import environment
     from .guard import GuardedJob
 
-    for module_name in environment.recovery_modules():
+    try:
+        modules = environment.recovery_modules()
+    except ConfigError:
+        return None  # no modules named: no plain job to find either
+    for module_name in modules:
         module = sys.modules.get(module_name)
         for value in vars(module).values() if module is not None else ():
             seen = 0
