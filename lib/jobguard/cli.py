@@ -229,10 +229,11 @@ def _known_job(args: argparse.Namespace, store: Any, field: str = "JOB") -> str:
                        f"{store.table_name} (known: {', '.join(known) or 'none'}){hint}")
 
 
-def _ms(ms: int | None) -> str:
-    """An epoch-milliseconds time as ISO 8601 UTC with its ``Z`` ("-" when unset)."""
+def _ms(ms: int | None) -> str | None:
+    """An epoch-milliseconds time as ISO 8601 UTC with its ``Z`` (None when unset: null in
+    JSON, "-" in a table or text)."""
     if not ms:
-        return "-"
+        return None
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -441,7 +442,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         _out(args, {"job": job, "released": False, "reason": "free"}, f"job {job} is not held")
         return 0
     print(f"job {job} is held by run {lease.run_id} (fence {lease.fence}, owner "
-          f"{lease.owner}), last heartbeat {_ms(lease.heartbeat_at_ms)}", file=sys.stderr)
+          f"{lease.owner}), last heartbeat {_ms(lease.heartbeat_at_ms) or '-'}", file=sys.stderr)
     if not args.yes:
         answer = input("release it and bump the fence so that run can write nothing more? "
                        "[y/N] ") if sys.stdin.isatty() else ""
@@ -737,6 +738,13 @@ def _recovery_text(answer: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _counts(value: Any) -> str:
+    """Counts as people write them (``ran 3, queued 2``), not as a Python dict."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_counts(v)}" for k, v in value.items()) or "none"
+    return str(value)
+
+
 def cmd_local(args: argparse.Namespace) -> int:
     """Load under injected faults on the embedded emulator, then the invariants."""
     from .faults import parse_rules
@@ -758,13 +766,13 @@ def cmd_local(args: argparse.Namespace) -> int:
                            items_per_job=args.items_per_job)
     human = "\n".join([
         f"{summary['triggers']} triggers, {summary['jobs']} jobs, {summary['threads']} threads, "
-        f"faults {summary['faults']!r} seed {summary['seed']}",
+        f"faults {summary['faults'] or 'none'}, seed {summary['seed']}",
         f"decisions/s {summary['decisions_per_s']}  ({summary['seconds']} s)",
-        f"decisions {summary['decisions']}",
-        f"runs {summary['runs']}",
-        f"items {summary['items']}, AWS calls {summary['calls']}, faults injected "
-        f"{summary['faults_injected']} {summary['faults_by_kind']}",
-        f"invariant checks {summary['checks']}",
+        f"decisions {_counts(summary['decisions'])}",
+        f"runs {_counts(summary['runs'])}",
+        f"items {_counts(summary['items'])}, AWS calls {_counts(summary['calls'])}, faults "
+        f"injected {summary['faults_injected']} ({_counts(summary['faults_by_kind'])})",
+        f"invariant checks {_counts(summary['checks'])}",
         f"violations {len(summary['violations'])}",
         *summary["violations"][:20],
     ])
