@@ -402,8 +402,13 @@ def cmd_pause(args: argparse.Namespace) -> int:
         raise CommandError("--reason", "say why (it is shown on every paused trigger)")
     store, _ = _stores(args)
     job = _known_job(args, store)
-    store.pause(job, reason=args.reason.strip(), now_ms=int(time.time() * 1000))
-    _out(args, {"job": job, "paused": args.reason}, f"job {job} paused: {args.reason}")
+    from ._bounds import MAX_TEXT_BYTES, bounded_text
+
+    reason = bounded_text(args.reason.strip()) or ""
+    store.pause(job, reason=reason, now_ms=int(time.time() * 1000))
+    cut = (f" (the reason was cut to {MAX_TEXT_BYTES:,} bytes)"
+           if reason != args.reason.strip() else "")
+    _out(args, {"job": job, "paused": reason}, f"job {job} paused: {reason}{cut}")
     return 0
 
 
