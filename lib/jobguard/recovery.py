@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import registry
+from ._durations import human
 from .claims import payload_hash
 from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
@@ -118,7 +119,7 @@ class RecoveryRequest(BaseModel):
             if self.time_from >= self.time_to:
                 raise ValueError("time_to: the range is empty or reversed")
             if self.time_to - self.time_from > MAX_TIME_WINDOW:
-                raise ValueError(f"time_to: the window is longer than {MAX_TIME_WINDOW}; "
+                raise ValueError(f"time_to: the window is longer than {human(MAX_TIME_WINDOW)}; "
                                  "recover in smaller windows")
         return self
 

@@ -268,12 +268,9 @@ def table_alarms() -> dict[str, AlarmText]:
 
 
 def _human(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    for unit, size in (("hour", 3600), ("minute", 60)):
-        if seconds % size == 0 and seconds >= size:
-            n = seconds // size
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    return f"{seconds} s"
+    from ._durations import human
+
+    return human(delta)
 
 
 _POLICY_MEANING = {
@@ -305,18 +302,18 @@ def render(job: JobDefinition) -> str:
         "",
         job.description or "(no description)",
         "",
-        f"- schedule: `{job.schedule}`; function timeout {job.timeout}; batch size "
+        f"- schedule: `{job.schedule}`; function timeout {_human(job.timeout)}; batch size "
         f"{job.batch_size}",
         f"- policy: **{job.policy.value}**",
-        f"- lease {job.lease}, renewed every {heartbeat}; a dead run's lease is taken over "
-        f"{job.config().skew_margin} after it expires",
+        f"- lease {_human(job.lease)}, renewed every {_human(heartbeat)}; a dead run's lease is "
+        f"taken over {_human(job.config().skew_margin)} after it expires",
         "",
         "## When a trigger meets an active run",
         "",
         _POLICY_MEANING[job.policy].format(job=job),
         "",
         "A `stale` trigger arrived more than "
-        f"{job.stale_after} after its scheduled time; `duplicate` is another delivery of a "
+        f"{_human(job.stale_after)} after its scheduled time; `duplicate` is another delivery of a "
         "trigger that already ran; `paused` means the job is paused "
         f"(`jobguard resume {job.name}`).",
         "",

@@ -276,9 +276,11 @@ class WiredJob:
             thread = threading.Thread(target=first, name=f"held-{self.name}")
             thread.start()
             try:
+                from ._durations import human
+
                 if not acquired.wait(timeout.total_seconds()):
                     raise AssertionError(f"the run of {self.name!r} did not acquire the lease "
-                                         f"within {timeout}")
+                                         f"within {human(timeout)}")
                 if held.run_id is None:
                     raise AssertionError(
                         f"the trigger of {self.name!r} did not run, so nothing holds the lease "
