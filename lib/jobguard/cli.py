@@ -435,7 +435,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(f"job {job}: the lease row is damaged ({damage.attribute}); rewriting it",
               file=sys.stderr)
         if not args.yes:
-            answer = input("repair it (holder cleared, fence moved past every fence issued)? "
+            answer = _ask("repair it (holder cleared, fence moved past every fence issued)? "
                            "[y/N] ") if sys.stdin.isatty() else ""
             if answer.strip().lower() not in ("y", "yes"):
                 raise CommandError("--yes", "not confirmed (answer y, or pass --yes)") from None
@@ -449,7 +449,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     print(f"job {job} is held by run {lease.run_id} (fence {lease.fence}, owner "
           f"{lease.owner}), last heartbeat {_ms(lease.heartbeat_at_ms) or '-'}", file=sys.stderr)
     if not args.yes:
-        answer = input("release it and bump the fence so that run can write nothing more? "
+        answer = _ask("release it and bump the fence so that run can write nothing more? "
                        "[y/N] ") if sys.stdin.isatty() else ""
         if answer.strip().lower() not in ("y", "yes"):
             raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
@@ -469,7 +469,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     store, _ = _stores(args)
     job = _known_job(args, store)
     if not args.yes:
-        answer = input(f"rewrite the lease row of {job} (a live holder loses its lease)? "
+        answer = _ask(f"rewrite the lease row of {job} (a live holder loses its lease)? "
                        "[y/N] ") if sys.stdin.isatty() else ""
         if answer.strip().lower() not in ("y", "yes"):
             raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
@@ -496,6 +496,13 @@ def cmd_runbook(args: argparse.Namespace) -> int:
     text = render(definitions[job])
     _out(args, {"job": job, "runbook": text}, text)
     return 0
+
+
+def _ask(question: str) -> str:
+    """A yes/no question on stderr (stdout is the command's answer: ``--output json``
+    stays parseable), the reply from stdin."""
+    print(question, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip()
 
 
 def _login() -> str | None:
