@@ -55,6 +55,28 @@ def reconciler_paths(*, queued: bool) -> frozenset[Path]:
     return frozenset({Path.RUN, Path.SWEEP, *([Path.FOLLOW_UP] if queued else [])})
 
 
+def _refuse_plain_job(job: JobDefinition) -> None:
+    """A sweep reconciles with a registered ``BatchJob``'s ``reconcile``; for a plain
+    ``@guarded`` handler every sweep would be refused at runtime, so it is refused here.
+    Judged when the handler's module imports at synth (registering its job); a module
+    that does not import here (its dependencies, its variables) is left to the function."""
+    import importlib
+
+    from jobguard import registry
+
+    try:
+        importlib.import_module(module_of(job.handler))
+    except Exception:  # noqa: BLE001 - not importable at synth: nothing to judge by
+        return
+    if job.name not in registry.names():
+        raise ConfigError(
+            "reconciler_schedule",
+            f"job {job.name!r} ({job.handler}) registers no BatchJob: a reconciler sweeps "
+            "with a BatchJob's reconcile, and every sweep of a plain @guarded handler would "
+            "be refused. Register the job (jobguard.registry.register), or drop "
+            "reconciler_schedule (a plain handler's runs reconcile with claim(reconcile=))")
+
+
 class Reconciler(Construct):
     """The job's reconciler function and its schedule.
 
@@ -91,6 +113,7 @@ class Reconciler(Construct):
                               f"job {job.name!r} does not ask for a reconciler")
         self.job = job
         job.check_deployment(function_timeout=job.timeout)  # its sweeps run as the job
+        _refuse_plain_job(job)
         if trigger_queue is not None and not job.config().needs_queue:
             raise ConfigError("trigger_queue", f"job {job.name!r} ({job.policy.value}) has "
                               "no trigger queue")
