@@ -33,7 +33,7 @@ class JobLogger:
 
     def _log(self, level: str, msg: str, extra: Any) -> None:
         getattr(self._logger, level)(msg, extra={**(extra or {}), "job": self.job},
-                                     stacklevel=3)
+                                     stacklevel=4)
 
     def debug(self, msg: str, *, extra: Any = None) -> None:
         self._log("debug", msg, extra)
