@@ -13,6 +13,7 @@ job reads), so they cannot drift; each function gets only what its part of the j
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
@@ -22,6 +23,7 @@ from constructs import Construct
 
 from handlers import crm_sync
 from jobguard.cdk._lint import acknowledge
+from jobguard.definitions import JobDefinition
 from jobguard.destinations import DYNAMODB_PUT, DYNAMODB_RECONCILE
 
 __all__ = ["FEED_ACTIONS", "NOTES_RECONCILE_ACTIONS", "NOTES_WRITE_ACTIONS", "CrmSyncData"]
@@ -59,16 +61,21 @@ class CrmSyncData(Construct):
                     "deployment points the job at its CRM instead")
         return table
 
+    def told(self, job: JobDefinition) -> JobDefinition:
+        """``job`` with these tables in its environment (every function that runs its
+        code gets them from the constructs)."""
+        return replace(job, environment={**job.environment,
+                                         crm_sync.CONTACTS_TABLE: self.feed.table_name,
+                                         crm_sync.NOTES_TABLE: self.notes.table_name})
+
     def wire(self, *, runs: Sequence[lambda_.Function],
              reconciles: Sequence[lambda_.Function]) -> None:
-        """``runs`` select and process (the job, recovery); ``reconciles`` only look up."""
+        """The grants: ``runs`` select and process (the job, recovery); ``reconciles``
+        only look up."""
         for function in runs:
-            function.add_environment(crm_sync.CONTACTS_TABLE, self.feed.table_name)
-            function.add_environment(crm_sync.NOTES_TABLE, self.notes.table_name)
             _allow(function, FEED_ACTIONS, self.feed)
             _allow(function, NOTES_WRITE_ACTIONS + NOTES_RECONCILE_ACTIONS, self.notes)
         for function in reconciles:
-            function.add_environment(crm_sync.NOTES_TABLE, self.notes.table_name)
             _allow(function, NOTES_RECONCILE_ACTIONS, self.notes)
 
 

@@ -111,6 +111,14 @@ class JobGuardStack(Stack):
             "encryption_key": self.key, "tracing": operations.tracing,
             "log_retention": operations.log_retention}
 
+        # The example job's own data: its tables are named in its definition's
+        # environment, which every function running its code gets (the job's, its
+        # reconciler's, the recovery's); the grants are wired below.
+        self.crm_sync_data: CrmSyncData | None = None
+        if CRM_SYNC.name in names:
+            self.crm_sync_data = CrmSyncData(self, "CrmSyncData")
+            jobs = [self.crm_sync_data.told(job) if job.name == CRM_SYNC.name else job
+                    for job in jobs]
         self.jobs = {
             job.name: GuardedJob(self, pascal(job.name), job=job, schedule_enabled=enabled,
                                  trigger_max_concurrency=operations.trigger_max_concurrency,
@@ -128,14 +136,11 @@ class JobGuardStack(Stack):
             self, "Recovery", jobs=jobs, invokers=settings.invoker_principals(), **common)
         self.table_alarms: dict[str, cloudwatch.Alarm] = table_throttle_alarms(
             self.table, self.table.table, action=action)
-        if CRM_SYNC.name in self.jobs:  # this deployment's example job and its own data
+        if self.crm_sync_data is not None:  # the example job's grants on its own data
             reconcilers = [r.function for r in self.reconcilers if r.job.name == CRM_SYNC.name]
-            self.crm_sync_data: CrmSyncData | None = CrmSyncData(self, "CrmSyncData")
             self.crm_sync_data.wire(
                 runs=[self.jobs[CRM_SYNC.name].function, self.recovery.function],
                 reconciles=reconcilers)
-        else:
-            self.crm_sync_data = None
         self.report_export_data: ReportExportData | None = None
         if REPORT_EXPORT.name in self.jobs:
             self.report_export_data = ReportExportData(self, "ReportExportData")
@@ -162,7 +167,6 @@ class JobGuardStack(Stack):
                     "predates that")
 
         CfnOutput(self, "TableName", value=self.table.table_name)
-        CfnOutput(self, "RecoveryFunctionName", value=self.recovery.function.function_name)
         CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name)
         CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
         if self.crm_sync_data is not None:

@@ -146,7 +146,11 @@ def _definitions(args: argparse.Namespace) -> dict[str, Any]:
     try:
         module = importlib.import_module(args.jobs_module)
     except ImportError as exc:
-        raise CommandError("--jobs-module", f"cannot import {args.jobs_module!r}: {exc}") from exc
+        hint = ("" if args.jobs_module_given else
+                "; name the module whose JOBS lists your job definitions with --jobs-module "
+                "MODULE (or JOBGUARD_JOBS_MODULE), from your project's folder")
+        raise CommandError("--jobs-module",
+                           f"cannot import {args.jobs_module!r}: {exc}{hint}") from exc
     except Exception as exc:  # noqa: BLE001 - the module's own failure, said plainly
         raise CommandError("--jobs-module", f"importing {args.jobs_module!r} failed: "
                            f"{type(exc).__name__}: {exc}") from None
@@ -219,14 +223,17 @@ def _known_job(args: argparse.Namespace, store: Any, field: str = "JOB") -> str:
     known = sorted(set(defined) | _jobs_in_table(store))
     nearest = difflib.get_close_matches(job, known, n=1, cutoff=0.6)
     hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
-    raise CommandError(field, f"no job {job!r}: not in {args.jobs_module} and never run in "
-                       f"table {store.table_name} (known: {', '.join(known) or 'none'}){hint}")
+    where = (f"not in {args.jobs_module}" if defined or args.jobs_module_given
+             else "no jobs module (--jobs-module)")
+    raise CommandError(field, f"no job {job!r}: {where} and never run in table "
+                       f"{store.table_name} (known: {', '.join(known) or 'none'}){hint}")
 
 
-def _ms(ms: int | None) -> str:
-    """An epoch-milliseconds time as ISO 8601 UTC with its ``Z`` ("-" when unset)."""
+def _ms(ms: int | None) -> str | None:
+    """An epoch-milliseconds time as ISO 8601 UTC with its ``Z`` (None when unset: null in
+    JSON, "-" in a table or text)."""
     if not ms:
-        return "-"
+        return None
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -364,7 +371,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.job is not None:
         args.job = _job_name(args, field="--job")
     store, _ = _stores(args)
-    jobs = [args.job] if args.job else list(_definitions(args))
+    # without --job: every job defined here (when a jobs module is) or run in the table
+    jobs = [args.job] if args.job else sorted(set(_defined_jobs(args)) | _jobs_in_table(store))
     for job in jobs:
         record = store.get_run(job, args.run_id)
         if record is not None:
@@ -394,8 +402,13 @@ def cmd_pause(args: argparse.Namespace) -> int:
         raise CommandError("--reason", "say why (it is shown on every paused trigger)")
     store, _ = _stores(args)
     job = _known_job(args, store)
-    store.pause(job, reason=args.reason.strip(), now_ms=int(time.time() * 1000))
-    _out(args, {"job": job, "paused": args.reason}, f"job {job} paused: {args.reason}")
+    from ._bounds import MAX_TEXT_BYTES, bounded_text
+
+    reason = bounded_text(args.reason.strip()) or ""
+    store.pause(job, reason=reason, now_ms=int(time.time() * 1000))
+    cut = (f" (the reason was cut to {MAX_TEXT_BYTES:,} bytes)"
+           if reason != args.reason.strip() else "")
+    _out(args, {"job": job, "paused": reason}, f"job {job} paused: {reason}{cut}")
     return 0
 
 
@@ -415,14 +428,14 @@ def cmd_release(args: argparse.Namespace) -> int:
     job = _known_job(args, store)
     from .errors import DamagedRowError
 
-    who = os.environ.get("USER") or "operator"
+    who = _login() or "operator"
     try:
         lease = store.read_lease(job)
     except DamagedRowError as damage:
         print(f"job {job}: the lease row is damaged ({damage.attribute}); rewriting it",
               file=sys.stderr)
         if not args.yes:
-            answer = input("repair it (holder cleared, fence moved past every fence issued)? "
+            answer = _ask("repair it (holder cleared, fence moved past every fence issued)? "
                            "[y/N] ") if sys.stdin.isatty() else ""
             if answer.strip().lower() not in ("y", "yes"):
                 raise CommandError("--yes", "not confirmed (answer y, or pass --yes)") from None
@@ -434,9 +447,9 @@ def cmd_release(args: argparse.Namespace) -> int:
         _out(args, {"job": job, "released": False, "reason": "free"}, f"job {job} is not held")
         return 0
     print(f"job {job} is held by run {lease.run_id} (fence {lease.fence}, owner "
-          f"{lease.owner}), last heartbeat {_ms(lease.heartbeat_at_ms)}", file=sys.stderr)
+          f"{lease.owner}), last heartbeat {_ms(lease.heartbeat_at_ms) or '-'}", file=sys.stderr)
     if not args.yes:
-        answer = input("release it and bump the fence so that run can write nothing more? "
+        answer = _ask("release it and bump the fence so that run can write nothing more? "
                        "[y/N] ") if sys.stdin.isatty() else ""
         if answer.strip().lower() not in ("y", "yes"):
             raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
@@ -456,12 +469,12 @@ def cmd_repair(args: argparse.Namespace) -> int:
     store, _ = _stores(args)
     job = _known_job(args, store)
     if not args.yes:
-        answer = input(f"rewrite the lease row of {job} (a live holder loses its lease)? "
+        answer = _ask(f"rewrite the lease row of {job} (a live holder loses its lease)? "
                        "[y/N] ") if sys.stdin.isatty() else ""
         if answer.strip().lower() not in ("y", "yes"):
             raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
     fence = store.repair(job, now_ms=int(time.time() * 1000),
-                         by=os.environ.get("USER") or "operator")
+                         by=_login() or "operator")
     lease = store.read_lease(job)
     _out(args, {"job": job, "repaired": True, "fence": fence, "queued": lease.queued_n},
          f"repaired; fence is now {fence}, {lease.queued_n} queued")
@@ -485,10 +498,27 @@ def cmd_runbook(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ask(question: str) -> str:
+    """A yes/no question on stderr (stdout is the command's answer: ``--output json``
+    stays parseable), the reply from stdin."""
+    print(question, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip()
+
+
+def _login() -> str | None:
+    """The operator's login name ($LOGNAME, $USER, ..., else the account's), or None."""
+    import getpass
+
+    try:
+        return getpass.getuser() or None
+    except (OSError, KeyError):
+        return None
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     request: dict[str, Any] = {"job": _job_name(args), "mode": args.mode,
                                "dry_run": not args.execute, "max_items": args.max_items,
-                               "requested_by": args.requested_by or os.environ.get("USER")}
+                               "requested_by": args.requested_by or _login()}
     by_time = args.from_time is not None or args.to_time is not None
     if by_time and (args.from_cursor is not None or args.to_cursor is not None):
         raise CommandError("--from", "give --from/--to or --from-time/--to-time, not both")
@@ -543,7 +573,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
               "requested_by": "--requested-by"}
     try:
         answer = resolve(config, list(args.work_ids), found=args.found, reason=args.reason,
-                         requested_by=args.requested_by or os.environ.get("USER") or "",
+                         requested_by=args.requested_by or _login() or "",
                          guard_options={"store": store}, wait=timedelta(seconds=args.wait))
     except InvalidRequestError as exc:
         raise CommandError(fields.get(exc.field, exc.field),
@@ -668,8 +698,9 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
         # The library's JSON logs and EMF metrics go to stderr: stdout is the answer.
         with hooks.on("after_process", progress), contextlib.redirect_stdout(sys.stderr):
             answer = recover(request)
-    except InvalidRequestError as exc:
-        raise CommandError(exc.field, str(exc).split(": ", 1)[1]) from None
+    except (InvalidRequestError, ConfigError) as exc:  # named as the option the user typed
+        raise CommandError(_OPTION_OF.get(exc.field, exc.field),
+                           str(exc).split(": ", 1)[1]) from None
     except LeaseBusyError as exc:
         raise CommandError("JOB", str(exc)) from None
     except KeyError as exc:
@@ -707,7 +738,9 @@ def _recovery_text(answer: dict[str, Any]) -> str:
                      f"({', '.join(plan.get('conflict_ids', []))})")
     if plan.get("sample"):
         lines.append("sample: " + ", ".join(plan["sample"]))
-    if answer.get("result") == "planned":
+    if answer.get("next_steps"):
+        lines.append(f"next: {answer['next_steps']}")
+    elif answer.get("result") == "planned":
         lines.append(f"token: {plan.get('token')}"
                      + ("  (required: pass --execute --confirm TOKEN)"
                         if answer.get("needs_confirmation") else "  (pass --execute to run)"))
@@ -715,6 +748,13 @@ def _recovery_text(answer: dict[str, Any]) -> str:
         summary = answer.get("summary", {})
         lines.append("done: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
     return "\n".join(lines)
+
+
+def _counts(value: Any) -> str:
+    """Counts as people write them (``ran 3, queued 2``), not as a Python dict."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_counts(v)}" for k, v in value.items()) or "none"
+    return str(value)
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -738,13 +778,13 @@ def cmd_local(args: argparse.Namespace) -> int:
                            items_per_job=args.items_per_job)
     human = "\n".join([
         f"{summary['triggers']} triggers, {summary['jobs']} jobs, {summary['threads']} threads, "
-        f"faults {summary['faults']!r} seed {summary['seed']}",
+        f"faults {summary['faults'] or 'none'}, seed {summary['seed']}",
         f"decisions/s {summary['decisions_per_s']}  ({summary['seconds']} s)",
-        f"decisions {summary['decisions']}",
-        f"runs {summary['runs']}",
-        f"items {summary['items']}, AWS calls {summary['calls']}, faults injected "
-        f"{summary['faults_injected']} {summary['faults_by_kind']}",
-        f"invariant checks {summary['checks']}",
+        f"decisions {_counts(summary['decisions'])}",
+        f"runs {_counts(summary['runs'])}",
+        f"items {_counts(summary['items'])}, AWS calls {_counts(summary['calls'])}, faults "
+        f"injected {summary['faults_injected']} ({_counts(summary['faults_by_kind'])})",
+        f"invariant checks {_counts(summary['checks'])}",
         f"violations {len(summary['violations'])}",
         *summary["violations"][:20],
     ])
@@ -856,7 +896,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the plan's token (required above the confirmation "
                               "threshold; always compared when given)")
     recover.add_argument("--requested-by",
-                         help="who asks (written on the recovery's run record; default $USER)")
+                         help="who asks (written on the recovery's run record; default "
+                              "your login name)")
     recover.add_argument("--function-name",
                          help="the deployed recovery function (default: the stack's "
                               "RecoveryFunctionName output)")
@@ -880,7 +921,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "redone by the next run (or a recovery)")
     resolve.add_argument("--reason", required=True, help="why (written on the run record)")
     resolve.add_argument("--requested-by",
-                         help="who (written on the run record; default $USER)")
+                         help="who (written on the run record; default your login name)")
     resolve.add_argument("--wait", type=int, default=60,
                          help="seconds to wait for a running run's lease (default 60)")
     resolve.set_defaults(run=cmd_resolve)

@@ -11,6 +11,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from ._bounds import batch_size_problem
+from ._durations import human
 from .errors import ConfigError
 from .names import JOB_NAME_PATTERN, validate_job_name
 
@@ -56,7 +57,7 @@ def _positive(field_name: str, value: object) -> timedelta:
     if not isinstance(value, timedelta):
         raise ConfigError(field_name, f"must be a datetime.timedelta, got {type(value).__name__}")
     if value <= timedelta(0):
-        raise ConfigError(field_name, f"must be positive, got {value}")
+        raise ConfigError(field_name, f"must be positive, got {human(value)}")
     return value
 
 
@@ -160,8 +161,8 @@ class JobConfig:
         if lease <= 2 * heartbeat:
             raise ConfigError(
                 "heartbeat_every",
-                f"lease ({lease}) must be longer than two heartbeats (2 x {heartbeat}): one "
-                "lost renewal must not lose the lease",
+                f"lease ({human(lease)}) must be longer than two heartbeats "
+                f"(2 x {human(heartbeat)}): one lost renewal must not lose the lease",
             )
         skew = self.skew_margin
         if not isinstance(skew, timedelta) or skew < timedelta(0):
@@ -169,16 +170,16 @@ class JobConfig:
         if skew >= lease - heartbeat:
             raise ConfigError(
                 "skew_margin",
-                f"must be shorter than lease - heartbeat ({lease - heartbeat}); otherwise "
-                "the worker's local deadline passes before its next renewal",
+                f"must be shorter than lease - heartbeat ({human(lease - heartbeat)}); "
+                "otherwise the worker's local deadline passes before its next renewal",
             )
         stale = _positive("stale_after", self.stale_after)
         window = _positive("dedup_window", self.dedup_window)
         if window < stale:
             raise ConfigError(
                 "dedup_window",
-                f"must be at least stale_after ({stale}): a duplicate delivery younger than "
-                "stale_after would otherwise run again",
+                f"must be at least stale_after ({human(stale)}): a duplicate delivery "
+                "younger than stale_after would otherwise run again",
             )
         if (
             not isinstance(self.max_queued, int)
@@ -188,7 +189,7 @@ class JobConfig:
             raise ConfigError("max_queued", f"must be an integer >= 1, got {self.max_queued!r}")
         ttl = _positive("record_ttl", self.record_ttl)
         if ttl < window:
-            raise ConfigError("record_ttl", f"must be at least dedup_window ({window})")
+            raise ConfigError("record_ttl", f"must be at least dedup_window ({human(window)})")
         problem = batch_size_problem(self.batch_size)
         if problem is not None:
             raise ConfigError("batch_size", problem)
@@ -200,22 +201,23 @@ class JobConfig:
             if claim > timeout:
                 raise ConfigError(
                     "claim_for",
-                    f"({claim}) must fit in the function timeout ({timeout}): a claim that "
-                    "outlives its worker is held by nobody, and its item waits that long "
-                    "before it is reconciled",
+                    f"({human(claim)}) must fit in the function timeout ({human(timeout)}): "
+                    "a claim that outlives its worker is held by nobody, and its item waits "
+                    "that long before it is reconciled",
                 )
         elif claim > MAX_FUNCTION_TIMEOUT:
             raise ConfigError(
                 "claim_for",
-                f"({claim}) must fit in a Lambda function's longest timeout "
-                f"({MAX_FUNCTION_TIMEOUT}): a claim that outlives its worker is held by nobody",
+                f"({human(claim)}) must fit in a Lambda function's longest timeout "
+                f"({human(MAX_FUNCTION_TIMEOUT)}): a claim that outlives its worker is held "
+                "by nobody",
             )
         item_ttl = _positive("item_ttl", self.item_ttl)
         if item_ttl < self.redelivery_window:
             raise ConfigError(
                 "item_ttl",
-                f"({item_ttl}) must be at least the redelivery window "
-                f"({self.redelivery_window}: {self._redelivery_reason()}): a trigger "
+                f"({human(item_ttl)}) must be at least the redelivery window "
+                f"({human(self.redelivery_window)}: {self._redelivery_reason()}): a trigger "
                 "delivered again after its completed items expired would redo them",
             )
         margin = self.time_margin
@@ -224,8 +226,9 @@ class JobConfig:
         if self.function_timeout is not None and margin >= self.function_timeout:
             raise ConfigError(
                 "time_margin",
-                f"({margin}) must be shorter than the function timeout "
-                f"({self.function_timeout}): a run would stop before taking its first item",
+                f"({human(margin)}) must be shorter than the function timeout "
+                f"({human(self.function_timeout)}): a run would stop before taking its first "
+                "item",
             )
         from .environment import check_table_name, check_trigger_queue_url
 

@@ -26,6 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from ._cron import longest_gap
+from ._durations import human
 from .config import JobConfig, OverlapPolicy, validate_job_name
 from .errors import ConfigError
 
@@ -369,9 +370,9 @@ class JobDefinition:
             if queue_visibility_timeout < minimum:
                 raise ConfigError(
                     "queue_visibility_timeout",
-                    f"({queue_visibility_timeout}) must be at least {VISIBILITY_FACTOR}x the "
-                    f"function timeout ({minimum}): SQS would deliver a trigger again while "
-                    "its run is still working on it")
+                    f"({human(queue_visibility_timeout)}) must be at least {VISIBILITY_FACTOR}x "
+                    f"the function timeout ({human(minimum)}): SQS would deliver a trigger "
+                    "again while its run is still working on it")
         if queue_retention is not None and config.item_ttl < queue_retention:
             raise ConfigError(
                 "item_ttl",

@@ -810,10 +810,14 @@ class DynamoJobStore:
     # -- operator commands -----------------------------------------------------------
 
     def pause(self, job: str, *, reason: str, now_ms: int) -> None:
-        """Pause a job: triggers are recorded as ``paused`` until :meth:`resume`."""
+        """Pause a job: triggers are recorded as ``paused`` until :meth:`resume`. The
+        reason is cut at 1,000 UTF-8 bytes, as every text jobguard writes: the lease row
+        is read and rewritten by every decision of the job."""
+        from ._bounds import bounded_text
+
         e = _Expr()
         update = (f"SET {e.n('paused_at_ms')} = {e.v(now_ms)}, "
-                  f"{e.n('paused_reason')} = {e.v(reason)}")
+                  f"{e.n('paused_reason')} = {e.v(bounded_text(reason))}")
         self._client.update_item(
             TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
             **e.params(update),

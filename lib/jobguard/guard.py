@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from . import _drills, _mutants
 from ._bounds import bounded_extra, bounded_text
+from ._durations import human
 from .clock import Clock, SystemClock, to_ms
 from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
 from .errors import (
@@ -219,9 +220,10 @@ class GuardedJob:
                     "future-tick-runs"):
                 raise InvalidTriggerError(
                     "scheduled_at",
-                    f"{format_instant(trigger.scheduled_at)} is more than {TICK_AHEAD_LIMIT} "
-                    "ahead of this worker's clock: a tick is delivered at or after its "
-                    "scheduled time, so this event was not written by a schedule")
+                    f"{format_instant(trigger.scheduled_at)} is more than "
+                    f"{human(TICK_AHEAD_LIMIT)} ahead of this worker's clock: a tick is "
+                    "delivered at or after its scheduled time, so this event was not written "
+                    "by a schedule")
             if now - trigger.scheduled_at > config.stale_after:
                 owed = self._owed(trigger, now_ms)
                 if not owed:

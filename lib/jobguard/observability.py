@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["JobTelemetry", "NAMESPACE"]
+__all__ = ["JobLogger", "JobTelemetry", "NAMESPACE"]
 
 NAMESPACE = "JobGuard"
 
@@ -22,6 +22,35 @@ def _logger() -> Any:
     return Logger(service="jobguard")
 
 
+class JobLogger:
+    """jobguard's Powertools Logger as one job writes to it: every line names its own
+    ``job`` (a key appended per thread would name the thread's last run's job, or none
+    in a fresh container: the recovery function and a test serve several jobs)."""
+
+    def __init__(self, logger: Any, job: str) -> None:
+        self._logger = logger
+        self.job = job
+
+    def _log(self, level: str, msg: str, extra: Any) -> None:
+        getattr(self._logger, level)(msg, extra={**(extra or {}), "job": self.job},
+                                     stacklevel=4)
+
+    def debug(self, msg: str, *, extra: Any = None) -> None:
+        self._log("debug", msg, extra)
+
+    def info(self, msg: str, *, extra: Any = None) -> None:
+        self._log("info", msg, extra)
+
+    def warning(self, msg: str, *, extra: Any = None) -> None:
+        self._log("warning", msg, extra)
+
+    def error(self, msg: str, *, extra: Any = None) -> None:
+        self._log("error", msg, extra)
+
+    def __getattr__(self, name: str) -> Any:  # the rest is the shared logger's
+        return getattr(self._logger, name)
+
+
 class JobTelemetry:
     """Logger and metrics of one job, with run keys appended while a run is active."""
 
@@ -29,7 +58,7 @@ class JobTelemetry:
         from aws_lambda_powertools.metrics import EphemeralMetrics
 
         self.job = job
-        self.logger = _logger()
+        self.logger = JobLogger(_logger(), job)
         self._metrics = EphemeralMetrics(namespace=NAMESPACE, service="jobguard")
         self._has_metrics = False
 
@@ -59,8 +88,9 @@ class JobTelemetry:
             self._has_metrics = False
 
     def bind(self, **keys: Any) -> None:
-        # Thread-local keys: the run's keys never leak into another thread's logs.
-        self.logger.thread_safe_append_keys(job=self.job, **keys)
+        # Thread-local keys: the run's keys never leak into another thread's logs (the
+        # job is on every line by JobLogger, never appended).
+        self.logger.thread_safe_append_keys(**keys)
 
     def unbind(self, *keys: str) -> None:
         self.logger.thread_safe_remove_keys(list(keys))

@@ -21,13 +21,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import registry
+from ._durations import human
 from .claims import destination_id_problem, payload_hash, remaining_ms
 from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
@@ -118,7 +119,7 @@ class RecoveryRequest(BaseModel):
             if self.time_from >= self.time_to:
                 raise ValueError("time_to: the range is empty or reversed")
             if self.time_to - self.time_from > MAX_TIME_WINDOW:
-                raise ValueError(f"time_to: the window is longer than {MAX_TIME_WINDOW}; "
+                raise ValueError(f"time_to: the window is longer than {human(MAX_TIME_WINDOW)}; "
                                  "recover in smaller windows")
         return self
 
@@ -329,7 +330,10 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
         try:
             job = registry.get(request.job)
         except ConfigError as exc:
-            raise InvalidRequestError("job", str(exc).split(": ", 1)[1]) from None
+            plain = registry.guarded_in_modules(request.job)
+            if plain is None:
+                raise InvalidRequestError("job", str(exc).split(": ", 1)[1]) from None
+            return _plan_plain(plain, request, threshold=limit)
     if job.config.name != request.job:
         raise InvalidRequestError("job", f"{request.job!r} is not this job ({job.config.name!r})")
     from .clock import to_ms
@@ -374,6 +378,51 @@ def recover(event: object, *, job: Any = None, guard_options: dict[str, Any] | N
     if isinstance(outcome, dict) and outcome.get("jobguard") == "lease_lost":
         answer["result"] = "lease_lost"
     return answer
+
+
+PLAIN_NEXT_STEPS = (
+    "{job} is a plain @guarded job: recovery plans its unresolved items but cannot replay "
+    "them (the code that does them is its handler's). Settle each uncertain item after "
+    "looking at the destination: jobguard resolve {job} WORK_ID --found DESTINATION_ID "
+    "(or --not-found) --reason '...'; its next run retries failed, retryable items (give "
+    "the handler reconcile= to have runs settle uncertain ones themselves)")
+
+
+def _plan_plain(job: Any, request: RecoveryRequest, *, threshold: int) -> dict[str, Any]:
+    """A plain ``@guarded`` job's recovery: its unresolved items from the ledger (those
+    last written in the time range), planned; never executed (:data:`PLAIN_NEXT_STEPS`)."""
+    from .clock import to_ms
+
+    if request.time_from is None or request.time_to is None:
+        raise InvalidRequestError("cursor_from", f"{request.job!r} is a plain @guarded job, "
+                                  "which has no cursors: recover it by time_from/time_to")
+    runtime = job.runtime()
+    now_ms = to_ms(job.clock.now())
+    low, high = to_ms(request.time_from), to_ms(request.time_to)
+    rows = [r for r in runtime.items.unresolved(job.config.name, limit=request.max_items + 1,
+                                                 now_ms=now_ms)
+            if low <= (r.updated_at_ms or r.created_at_ms or 0) <= high]
+    if len(rows) > request.max_items:
+        raise InvalidRequestError(
+            "max_items", f"the range holds more than {request.max_items} unresolved items: "
+            "narrow it or raise max_items")
+    plan = Plan(selected=len(rows))
+    for row in rows:
+        if row.state is ItemState.FAILED:
+            plan.failed += 1
+        else:
+            plan.uncertain += 1
+        plan.replay_ids.append(row.work_id)
+    plan.sample = sorted(plan.replay_ids)[:SAMPLE_SIZE]
+    fingerprint = {"request": request.identity(),
+                   "plan": sorted(f"{r.work_id}={r.state.value}" for r in rows)}
+    plan.token = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:24]
+    next_steps = PLAIN_NEXT_STEPS.format(job=request.job)
+    if not request.dry_run:
+        raise InvalidRequestError("dry_run", next_steps)
+    return {"job": request.job, "range": _range(request), "mode": request.mode.value,
+            "plan": plan.as_dict(), "result": "planned", "needs_confirmation": False,
+            "plain": True, "next_steps": next_steps}
 
 
 def _check_confirmation(plan: Plan, request: RecoveryRequest, limit: int) -> None:
@@ -439,10 +488,15 @@ def _wait(request: RecoveryRequest, margin: timedelta, context: Any) -> timedelt
 
 
 def _range(request: RecoveryRequest) -> dict[str, str | None]:
+    """The request's range as answered and recorded: times in UTC with their ``Z``."""
     if request.time_from is not None:
-        return {"time_from": request.time_from.isoformat(),
-                "time_to": request.time_to.isoformat() if request.time_to else None}
+        return {"time_from": _utc(request.time_from),
+                "time_to": _utc(request.time_to) if request.time_to else None}
     return {"cursor_from": request.cursor_from, "cursor_to": request.cursor_to}
+
+
+def _utc(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: Summary,

@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["get", "load_from_environment", "names", "register"]
+__all__ = ["get", "guarded_in_modules", "load_from_environment", "names", "register"]
 
 _JOBS: dict[str, Any] = {}
 
@@ -39,6 +39,32 @@ def get(name: str) -> Any:
         known = ", ".join(sorted(_JOBS)) or "none"
         raise ConfigError("job", f"{name!r} is not a registered BatchJob (registered: {known})"
                           ) from None
+
+
+def guarded_in_modules(name: str) -> Any:
+    """The plain ``@guarded`` job called ``name`` defined in one of the modules
+    ``JOBGUARD_RECOVERY_MODULES`` lists (under any decorators' ``__wrapped__``), or None.
+    Recovery can plan such a job's unresolved items, not replay them."""
+    import sys
+
+    from . import environment
+    from .guard import GuardedJob
+
+    try:
+        modules = environment.recovery_modules()
+    except ConfigError:
+        return None  # no modules named: no plain job to find either
+    for module_name in modules:
+        module = sys.modules.get(module_name)
+        for value in vars(module).values() if module is not None else ():
+            seen = 0
+            while not isinstance(value, GuardedJob) and seen < 10:
+                value, seen = getattr(value, "__wrapped__", None), seen + 1
+                if value is None:
+                    break
+            if isinstance(value, GuardedJob) and value.config.name == name:
+                return value
+    return None
 
 
 def names() -> list[str]:

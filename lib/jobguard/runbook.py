@@ -123,7 +123,8 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
             "those items are not retried by the next tick unless they are retryable.",
             f"`jobguard runs {name} --status incomplete` and `jobguard items {name}` name "
             "them; once the destination is healthy, recover their cursor range with "
-            "`--mode failed` or `--mode uncertain` (dry run first)."),
+            "`--mode failed` or `--mode uncertain` (dry run first); for a plain @guarded "
+            f"job, `jobguard resolve {name}` each uncertain item you checked."),
         AlarmText(
             "reconciled", "reconciliation findings",
             f"Reconciliation found the effect of an uncertain item of {name} already at "
@@ -267,12 +268,9 @@ def table_alarms() -> dict[str, AlarmText]:
 
 
 def _human(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    for unit, size in (("hour", 3600), ("minute", 60)):
-        if seconds % size == 0 and seconds >= size:
-            n = seconds // size
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    return f"{seconds} s"
+    from ._durations import human
+
+    return human(delta)
 
 
 _POLICY_MEANING = {
@@ -304,18 +302,18 @@ def render(job: JobDefinition) -> str:
         "",
         job.description or "(no description)",
         "",
-        f"- schedule: `{job.schedule}`; function timeout {job.timeout}; batch size "
+        f"- schedule: `{job.schedule}`; function timeout {_human(job.timeout)}; batch size "
         f"{job.batch_size}",
         f"- policy: **{job.policy.value}**",
-        f"- lease {job.lease}, renewed every {heartbeat}; a dead run's lease is taken over "
-        f"{job.config().skew_margin} after it expires",
+        f"- lease {_human(job.lease)}, renewed every {_human(heartbeat)}; a dead run's lease is "
+        f"taken over {_human(job.config().skew_margin)} after it expires",
         "",
         "## When a trigger meets an active run",
         "",
         _POLICY_MEANING[job.policy].format(job=job),
         "",
         "A `stale` trigger arrived more than "
-        f"{job.stale_after} after its scheduled time; `duplicate` is another delivery of a "
+        f"{_human(job.stale_after)} after its scheduled time; `duplicate` is another delivery of a "
         "trigger that already ran; `paused` means the job is paused "
         f"(`jobguard resume {job.name}`).",
         "",
@@ -334,12 +332,16 @@ def render(job: JobDefinition) -> str:
         f"jobguard items {job.name} --status uncertain     # items whose outcome is unknown",
         f"jobguard recover {job.name} --from CURSOR --to CURSOR            # plan (dry run)",
         f"jobguard recover {job.name} --from CURSOR --to CURSOR --execute --confirm TOKEN",
+        f"jobguard resolve {job.name} WORK_ID --found DEST_ID --reason '...'  # or --not-found",
         f"jobguard pause {job.name} --reason '...'  /  jobguard resume {job.name}",
         f"jobguard release {job.name} --force              # a stuck lease: bumps the fence",
         "```",
         "",
         "Recovery never replays completed items; it reconciles uncertain ones against the "
         "destination first, takes the job's lease (it never overlaps a scheduled run) and "
-        "never moves the job's checkpoint.",
+        "never moves the job's checkpoint. A plain `@guarded` job (not a `BatchJob`) has "
+        "no cursors: `recover` plans its unresolved items by `--from-time`/`--to-time` and "
+        "cannot replay them; `resolve` each uncertain item after checking the destination, "
+        "and its next run retries failed, retryable ones.",
     ]
     return "\n".join(lines) + "\n"

@@ -102,6 +102,12 @@ class LambdaContext:
     left before its timeout (counted on ``clock``'s monotonic time when given, so a
     :class:`ManualClock` moves it too).
 
+    ``real_limit`` bounds the invocation in real seconds as well: once that much real
+    time has passed, the time left is 0, as for a Lambda that timed out. A
+    :class:`ManualClock` never moves by itself, so without it a run that never runs out
+    of work (a ``select`` that never returns an empty page) would never end; the contexts
+    of a :class:`WiredJob` have one (:attr:`Sandbox.real_limit`, 10 s).
+
     Example:
         >>> context = LambdaContext(timeout=timedelta(seconds=30))
         >>> 0 < context.get_remaining_time_in_millis() <= 30_000
@@ -110,10 +116,15 @@ class LambdaContext:
 
     def __init__(self, *, function_name: str = "jobguard-test",
                  timeout: timedelta = timedelta(minutes=15), memory_limit_in_mb: int = 256,
-                 clock: ManualClock | None = None, aws_request_id: str | None = None) -> None:
+                 clock: ManualClock | None = None, aws_request_id: str | None = None,
+                 real_limit: timedelta | None = None) -> None:
         if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
             raise ValueError(f"LambdaContext(timeout=...) must be a positive timedelta, "
                              f"got {timeout!r}")
+        if real_limit is not None and (not isinstance(real_limit, timedelta)
+                                       or real_limit <= timedelta(0)):
+            raise ValueError(f"LambdaContext(real_limit=...) must be a positive timedelta "
+                             f"or None, got {real_limit!r}")
         import time
 
         self.function_name = function_name
@@ -126,9 +137,24 @@ class LambdaContext:
         self.log_stream_name = f"local/{self.aws_request_id}"
         self._monotonic = clock.monotonic if clock is not None else time.monotonic
         self._deadline = self._monotonic() + timeout.total_seconds()
+        self._real_limit_s = real_limit.total_seconds() if real_limit is not None else None
+        self._real_deadline = (time.monotonic() + self._real_limit_s
+                               if self._real_limit_s is not None else None)
 
     def get_remaining_time_in_millis(self) -> int:
+        import time
+
+        if self._real_deadline is not None and time.monotonic() >= self._real_deadline:
+            return 0  # the kit's bound: out of time, as a Lambda that timed out
         return max(0, int((self._deadline - self._monotonic()) * 1000))
+
+    def _restart_real_limit(self) -> None:
+        """Count the real-time bound from now (the time a test held the run paused is
+        the test's, not the run's)."""
+        import time
+
+        if self._real_limit_s is not None:
+            self._real_deadline = time.monotonic() + self._real_limit_s
 
 
 def tick_event(job: str, at: datetime) -> dict[str, Any]:
@@ -157,6 +183,9 @@ class WiredJob:
     sandbox: Sandbox
     guarded: GuardedJob
     queue_url: str | None = None
+    clock: ManualClock | None = None
+    """The job's clock (``wire(clock=...)``), default the sandbox's: its minute is the
+    default tick, its time the Lambda contexts' time."""
     _contexts: list[LambdaContext] = field(default_factory=list, repr=False)
 
     @property
@@ -169,22 +198,30 @@ class WiredJob:
         return self.guarded(event, context if context is not None else self.context())
 
     def context(self) -> LambdaContext:
-        """A new Lambda context (new request id) with this job's timeout."""
-        return LambdaContext(function_name=self.name, clock=self.sandbox.clock,
-                             timeout=self._timeout())
+        """A new Lambda context (new request id) with this job's timeout, on the job's
+        clock, bounded by :attr:`Sandbox.real_limit` of real time."""
+        return LambdaContext(function_name=self.name, clock=self._clock(),
+                             timeout=self._timeout(), real_limit=self.sandbox.real_limit)
+
+    def minute(self) -> datetime:
+        """The job's clock's current minute: when a tick fired now was scheduled."""
+        return self._clock().now().astimezone(UTC).replace(second=0, microsecond=0)
+
+    def _clock(self) -> ManualClock:
+        return self.clock if self.clock is not None else self.sandbox.clock
 
     def tick(self, at: datetime | None = None, *, context: Any = None) -> Any:
         """Deliver the Scheduler tick scheduled at ``at`` (default: the clock's current
         minute). The same ``at`` again is another delivery of the same tick: a
         duplicate."""
-        return self(tick_event(self.name, at or self.sandbox.minute()), context)
+        return self(tick_event(self.name, at or self.minute()), context)
 
     def duplicates(self, at: datetime | None = None, *, times: int = 3) -> list[Any]:
         """Deliver the tick at ``at`` ``times`` times at once (threads released together,
         as Scheduler's and Lambda's retries can arrive), and return every answer."""
         if not isinstance(times, int) or times < 2:
             raise ValueError(f"duplicates(times=...) must be an int >= 2, got {times!r}")
-        event = tick_event(self.name, at or self.sandbox.minute())
+        event = tick_event(self.name, at or self.minute())
         barrier = threading.Barrier(times)
         answers: list[Any] = [None] * times
 
@@ -216,18 +253,20 @@ class WiredJob:
         held = Held()
         acquired, resume = threading.Event(), threading.Event()
         owner: list[int] = []
+        context = self.context()
 
         def on_acquire(**ctx: Any) -> None:
             if ctx.get("job") == self.name and owner and threading.get_ident() == owner[0]:
                 held.run_id, held.fence = ctx.get("run_id"), ctx.get("fence")
                 acquired.set()
                 resume.wait(timeout.total_seconds() * 4)
+                context._restart_real_limit()
 
         def first() -> None:
             owner.append(threading.get_ident())
             try:
                 held.result = self(event if event is not None
-                                   else tick_event(self.name, at or self.sandbox.minute()))
+                                   else tick_event(self.name, at or self.minute()), context)
             except BaseException as exc:  # noqa: BLE001 - handed back to the test
                 held.error = exc
             finally:
@@ -237,9 +276,11 @@ class WiredJob:
             thread = threading.Thread(target=first, name=f"held-{self.name}")
             thread.start()
             try:
+                from ._durations import human
+
                 if not acquired.wait(timeout.total_seconds()):
                     raise AssertionError(f"the run of {self.name!r} did not acquire the lease "
-                                         f"within {timeout}")
+                                         f"within {human(timeout)}")
                 if held.run_id is None:
                     raise AssertionError(
                         f"the trigger of {self.name!r} did not run, so nothing holds the lease "
@@ -256,16 +297,21 @@ class WiredJob:
         until none is visible or ``limit`` were delivered; returns how many. With
         ``redeliver``, each message is delivered twice before it is deleted (SQS's
         at-least-once delivery: a visibility timeout that ran out, a delete that was
-        lost)."""
+        lost). A message the handler deferred (a follow-up that met a run's lease is kept
+        invisible for the lease's remaining time) is made visible again once the
+        :class:`ManualClock` has passed that time, as SQS would after that many seconds:
+        advance the clock past a dead holder's lease and deliver again."""
         if self.queue_url is None:
             raise ValueError(f"{self.name!r} has no trigger queue (policy "
                              f"{self.guarded.config.policy.value}): nothing is queued")
         from .local.esm import deliver_once
 
         delivered = 0
-        while delivered < limit and deliver_once(
-                self.sandbox.client("sqs"), self.queue_url, self, context=self.context(),
-                times=2 if redeliver else 1):
+        while delivered < limit:
+            self.sandbox._surface_deferred(self.queue_url, self._clock())
+            if not deliver_once(self.sandbox.client("sqs"), self.queue_url, self,
+                                context=self.context(), times=2 if redeliver else 1):
+                break
             delivered += 1
         return delivered
 
@@ -314,6 +360,10 @@ class Sandbox:
         ...     job.tick()["completed"]
     """
 
+    real_limit: timedelta = timedelta(seconds=10)
+    """How long one delivery may run in real time before its Lambda context says it is
+    out of time (see :class:`LambdaContext`); set it on the sandbox for a longer run."""
+
     def __init__(self, emulator: Any, table: str, clock: ManualClock) -> None:
         from .dynamodb import DynamoJobStore
 
@@ -322,6 +372,7 @@ class Sandbox:
         self.clock = clock
         self.store: DynamoJobStore = DynamoJobStore(table, client=self.client("dynamodb"))
         self._queues: dict[str, str] = {}
+        self._deferred: dict[str, list[tuple[datetime, str]]] = {}
 
     @classmethod
     @contextmanager
@@ -373,16 +424,30 @@ class Sandbox:
             )["QueueUrl"]
         return self._queues[job]
 
+    def _surface_deferred(self, url: str, clock: ManualClock) -> None:
+        """Make visible the messages of ``url`` deferred until a time ``clock`` passed."""
+        from .triggerqueue import TriggerQueue
+
+        deferred = self._deferred.get(url, [])
+        now = clock.now()
+        for entry in [d for d in deferred if d[0] <= now]:
+            deferred.remove(entry)
+            TriggerQueue(url, client=self.client("sqs")).wake(entry[1])
+
     def wire(self, handler: Any, *, clock: ManualClock | None = None) -> WiredJob:
         """``handler`` (a ``@guarded`` function, a ``GuardedJob``, or a ``BatchJob``)
         bound to this sandbox's table, the job's trigger queue and ``clock`` (default:
-        the sandbox's). Your module's own object is left as it is."""
+        the sandbox's: the wired job's default tick is that clock's minute). Your
+        module's own object is left as it is. A ``@guarded`` handler under other
+        decorators (Powertools' ``@logger.inject_lambda_context`` above it) is found
+        through their ``__wrapped__``; the wired job calls the guarded handler itself,
+        without the decorators above it."""
         from .batch import BatchJob
         from .guard import GuardedJob
-        from .triggerqueue import TriggerQueue
 
         if isinstance(handler, BatchJob):
             handler = handler.handler()
+        handler = _guarded_within(handler, GuardedJob)
         if isinstance(handler, type):
             raise TypeError(f"wire() takes a @guarded handler, a GuardedJob or a BatchJob, "
                             f"got the class {handler.__name__}: pass an instance")
@@ -391,10 +456,47 @@ class Sandbox:
                             f"got {type(handler).__name__}")
         config = handler.config
         url = self.trigger_queue(config.name) if config.needs_queue else None
-        queue = TriggerQueue(url, client=self.client("sqs")) if url else None
+        queue = (_KitQueue(url, client=self.client("sqs"), clock=clock or self.clock,
+                           deferred=self._deferred.setdefault(url, []))
+                 if url else None)
         wired = GuardedJob(config, handler.handler, store=self.store, queue=queue,
                            clock=clock or self.clock, serves_triggers=handler.serves_triggers)
-        return WiredJob(self, wired, url)
+        return WiredJob(self, wired, url, clock=clock)
+
+
+class _KitQueue:
+    """The job's trigger queue, noting each deferral's end on the job's ManualClock (SQS
+    counts a visibility timeout in real seconds, which a test's clock does not move)."""
+
+    def __init__(self, url: str, *, client: Any, clock: ManualClock,
+                 deferred: list[tuple[datetime, str]]) -> None:
+        from .triggerqueue import TriggerQueue
+
+        self._queue = TriggerQueue(url, client=client)
+        self.url = url
+        self._clock = clock
+        self._deferred = deferred
+
+    def defer(self, receipt: str, seconds: int) -> None:
+        self._queue.defer(receipt, seconds)
+        if seconds > 0:
+            self._deferred.append((self._clock.now() + timedelta(seconds=seconds), receipt))
+
+    def __getattr__(self, name: str) -> Any:  # send, wake, depth: the queue's own
+        return getattr(self._queue, name)
+
+
+def _guarded_within(handler: Any, kind: type) -> Any:
+    """``handler``, or the guarded job found under its decorators' ``__wrapped__``."""
+    seen: set[int] = set()
+    found = handler
+    while not isinstance(found, kind) and id(found) not in seen:
+        seen.add(id(found))
+        inner = getattr(found, "__wrapped__", None)
+        if inner is None:
+            return handler
+        found = inner
+    return found if isinstance(found, kind) else handler
 
 
 def _restore(name: str, value: str | None) -> None:

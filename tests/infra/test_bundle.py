@@ -150,7 +150,7 @@ def test_the_production_asset_carries_no_drill_cli_fault_or_test_code(synth) -> 
     shipped_tools = {f for f in files if f.startswith(("jobguard/drill/", "jobguard/local/",
                                                           "jobguard/cdk/"))
                      or f in ("jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py",
-                              "jobguard/pytest_plugin.py")}
+                              "jobguard/pytest_plugin.py", "jobguard/_offline.py")}
     assert shipped_tools == set()
     assert {"jobguard/guard.py", "jobguard/dynamodb.py", "jobguard/_drills.py",
             "handlers/crm_sync.py", "handlers/report_export.py",
@@ -162,7 +162,7 @@ def test_a_drill_deployments_asset_carries_the_switches_and_no_tools(drill) -> N
     files = _files(stack.bundle.code_dir)
     assert "jobguard/drill/switches.py" in files
     assert not {"jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py",
-                "jobguard/pytest_plugin.py"} & files
+                "jobguard/pytest_plugin.py", "jobguard/_offline.py"} & files
     assert not any(f.startswith(("jobguard/local/", "jobguard/cdk/")) for f in files)
 
 

@@ -29,7 +29,7 @@ def test_recovery_is_not_scheduled(synth: Synth) -> None:
 
 def test_a_reconciler_exists_only_for_the_job_that_asks_for_one(synth: Synth) -> None:
     [reconciler] = synth.stack.reconcilers
-    assert reconciler.job is CRM_SYNC and CRM_SYNC.reconciler_schedule
+    assert reconciler.job.name == CRM_SYNC.name and CRM_SYNC.reconciler_schedule
     assert all(job.reconciler_schedule is None for job in EXTRA_JOBS)
     function = synth.properties(reconciler.function)
     assert function["Handler"] == RECONCILER_HANDLER

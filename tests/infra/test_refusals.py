@@ -91,6 +91,17 @@ def test_a_reconciler_for_a_job_that_asks_for_none(parts: Parts) -> None:
         Reconciler(parts.stack, "Sweep", job=NIGHTLY, table=parts.table, bundle=parts.bundle)
 
 
+def test_a_reconciler_for_a_plain_guarded_job(parts: Parts) -> None:
+    # report-export is a plain @guarded handler: no registered BatchJob, no reconcile to
+    # sweep with (every sweep would be refused at runtime)
+    from handlers.jobs import REPORT_EXPORT
+
+    job = dataclasses.replace(REPORT_EXPORT, reconciler_schedule="rate(1 hour)")
+    with _refused("reconciler_schedule"):
+        Reconciler(parts.stack, "PlainSweep", job=job, table=parts.table,
+                   bundle=parts.bundle)
+
+
 @pytest.mark.parametrize("principal", [iam.AnyPrincipal(), iam.ArnPrincipal("*"),
                                        iam.StarPrincipal()])
 def test_a_publicly_invokable_recovery_function(parts: Parts, principal: iam.IPrincipal) -> None:

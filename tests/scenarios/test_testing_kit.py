@@ -170,3 +170,55 @@ def test_a_modules_handler_called_directly_uses_each_tests_sandbox(
                             lambda_context)
     (record,) = jobguard_sandbox.store.list_runs("kit-direct")
     assert record.run_id == answer["run_id"]
+
+
+def test_outside_a_sandbox_no_request_leaves_the_machine() -> None:
+    """The plugin sealed the session before this module was imported: fake credentials,
+    and a request that no sandbox answers is refused before it is sent."""
+    import os
+
+    import boto3
+
+    from jobguard._offline import RequestLeftTheMachine
+
+    # GIVEN a client made outside any sandbox, for a real AWS endpoint
+    client = boto3.client("dynamodb", region_name="eu-west-1")
+    # WHEN it is called
+    with pytest.raises(RequestLeftTheMachine, match=r"dynamodb\.eu-west-1\.amazonaws\.com"):
+        client.list_tables()
+    # THEN it was refused, and it could only have signed with the session's fake keys
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
+    assert "AWS_PROFILE" not in os.environ
+
+
+def test_release_asks_on_stderr_so_json_output_stays_parseable(
+        jobguard_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``release`` asks before it frees a lease; the question goes to stderr, so what
+    ``--output json`` prints on stdout is the answer alone."""
+    import io
+    import json
+
+    from jobguard.cli import main
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    @guarded("kit-release", policy=OverlapPolicy.SKIP, lease=timedelta(minutes=2))
+    def handler(event: Any, context: Any) -> dict[str, bool]:
+        return {"ok": True}
+
+    job = jobguard_sandbox.wire(handler)
+    with job.holding() as held:
+        # GIVEN a held lease, WHEN the operator answers "y" and asks for JSON
+        monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+        capsys.readouterr()
+        code = main(["release", "kit-release", "--force", "--reason", "hung", "--output",
+                     "json", "--table", jobguard_sandbox.table])
+        out, err = capsys.readouterr()
+    # THEN stdout is one JSON answer, and the question was on stderr
+    assert code == 0, err
+    assert json.loads(out)["released"] is True
+    assert "[y/N]" in err and "[y/N]" not in out
+    assert held.run_id is not None and job.lease().run_id is None

@@ -7,6 +7,7 @@ here."""
 from __future__ import annotations
 
 import re
+import shlex
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -70,16 +71,36 @@ def _notes(sandbox: Sandbox) -> list[str]:
     return sorted(i["work_id"]["S"] for i in items)
 
 
+def _lose_first_answer(notes: Any) -> dict[str, str]:
+    """``notes.put`` writes the first note, then its answer is lost (a timeout): that item
+    is uncertain, and only the snippet's ``reconcile`` can complete it."""
+    put, lost = notes.put, {}
+
+    def put_once_lost(key: str, item: dict[str, Any]) -> str:
+        note_id: str = put(key, item)
+        if not lost:
+            lost[key] = note_id
+            raise TimeoutError("the destination wrote the note; its answer was lost")
+        return note_id
+
+    notes.put = put_once_lost
+    return lost
+
+
 def test_claim_every_work_item(jobguard_sandbox: Sandbox) -> None:
     DynamoDBDestination.create_table(jobguard_sandbox.client("dynamodb"), "crm-notes")
     snippet_ns = _run(CLAIM, changed_contacts=lambda: _changes(4))
+    lost = _lose_first_answer(snippet_ns["notes"])
     job = jobguard_sandbox.wire(snippet_ns["lambda_handler"])
     first = job.tick()
-    assert (first["selected"], first["completed"]) == (4, 4)
+    assert (first["selected"], first["completed"], first["uncertain"]) == (4, 3, 1)
     later = jobguard_sandbox.minute() + timedelta(minutes=5)
-    assert job.tick(later)["already_done"] == 4  # completed items are skipped
+    second = job.tick(later)
+    # the uncertain item is reconciled (found at the destination), the rest skipped
+    assert (second["reconciled"], second["already_done"]) == (1, 3), second
     assert _notes(jobguard_sandbox) == [f"contact-{i:03d}:create-note" for i in range(4)]
-    assert job.item("contact-000:create-note").destination_id
+    (key, note_id), = lost.items()
+    assert job.item(key).destination_id == note_id  # the proof of the lost answer's note
 
 
 def test_write_the_job_as_four_functions(jobguard_sandbox: Sandbox) -> None:
@@ -92,12 +113,18 @@ def test_write_the_job_as_four_functions(jobguard_sandbox: Sandbox) -> None:
             return [c for c in feed if after is None or c["id"] > after][:limit]
 
     snippet_ns = _run(BATCH, crm=Crm())
+    lost = _lose_first_answer(snippet_ns["notes"])
     job = jobguard_sandbox.wire(snippet_ns["lambda_handler"])
-    assert job.tick()["completed"] == 5
+    first = job.tick()
+    assert (first["completed"], first["uncertain"]) == (4, 1), first
     feed.append({"id": "contact-005", "change": "new"})
     later = jobguard_sandbox.minute() + timedelta(minutes=5)
-    assert job.tick(later)["completed"] == 1  # from the checkpoint on: only the new one
+    second = job.tick(later)
+    # the uncertain item is reconciled (the checkpoint waited for it), then the new one
+    assert (second["reconciled"], second["completed"]) == (1, 1), second
     assert len(_notes(jobguard_sandbox)) == 6
+    (key, note_id), = lost.items()
+    assert job.item(key).destination_id == note_id
 
 
 def test_the_drill_section_adds_a_definition_the_stack_would_deploy() -> None:
@@ -124,10 +151,30 @@ EXERCISED = {
     "python -m pytest -q": "tests/ship/test_as_a_user.py",
     "make synth": "tests/infra/conftest.py (the app's synth) and tests/local (cdk deploy)",
     'make demo DEMO_ARGS="--job': "tests/local/test_job_drills.py",
-    "jobguard ": "tests/local/test_job_drills.py",
-    "$ jobguard recover": "tests/local/test_job_drills.py",
 }
+"""Commands other than ``jobguard``'s, by their start."""
 AWS_ACCOUNT = "needs an AWS account"
+
+
+def _jobguard_commands_run() -> dict[str, str]:
+    """Each README ``jobguard`` command a test runs as written (comment dropped), and the
+    test that runs it: the "Operating a job" block against the deployed stack, its
+    ``resolve`` line here, the recovery transcript by test_job_drills' recover test."""
+    from tests.local import test_job_drills as drills
+
+    runs = {c: "tests/local/test_job_drills.py" for c in drills.operator_commands()}
+    for command in drills.readme_commands():
+        if command.split()[1] in drills.RUN_ELSEWHERE:
+            runs[command] = drills.RUN_ELSEWHERE[command.split()[1]]
+    for command in _commands():
+        if command.startswith("$ jobguard recover "):
+            runs[command] = (f"tests/local/test_job_drills.py "
+                             f"({drills.RECOVER_TRANSCRIPT_RUN_AS})")
+    return runs
+
+
+def _bare(command: str) -> str:
+    return re.sub(r"\s+#.*$", "", command).strip()
 
 
 def _commands() -> list[str]:
@@ -148,14 +195,50 @@ def _commands() -> list[str]:
 def test_every_shell_command_is_run_by_a_test_or_needs_an_aws_account() -> None:
     commands = _commands()
     assert len(commands) >= 20
+    jobguard_runs = _jobguard_commands_run()
     for command in commands:
         if AWS_ACCOUNT in command:
             continue
-        (prefix,) = [p for p in EXERCISED if command.startswith(p)] or [None]
-        assert prefix is not None, f"no test runs this README command: {command}"
-        where = EXERCISED[prefix].split(" ")[0]
+        if command.startswith(("jobguard ", "$ jobguard ")):
+            # a jobguard command counts only if a test runs that very line
+            where = jobguard_runs.get(_bare(command))
+            assert where is not None, f"no test runs this README command: {command}"
+        else:
+            (prefix,) = [p for p in EXERCISED if command.startswith(p)] or [None]
+            assert prefix is not None, f"no test runs this README command: {command}"
+            where = EXERCISED[prefix]
+        where = where.split(" ")[0]
         if where.startswith("tests/"):
             assert (ROOT / where).is_file(), where
+
+
+RESOLVE = next(_bare(c) for c in _commands() if c.startswith("jobguard resolve "))
+
+
+def test_the_readmes_resolve_line_records_what_the_operator_found(
+        jobguard_sandbox: Sandbox) -> None:
+    from jobguard import ItemState, OverlapPolicy, WorkId, current_run, guarded
+    from jobguard.cli import main
+
+    # GIVEN the README's job "mailer", whose welcome mail's answer was lost: uncertain
+    @guarded("mailer", policy=OverlapPolicy.SKIP, lease=timedelta(minutes=2))
+    def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+        run = current_run()
+        for item in run.claim(["welcome-42"], work_id=lambda r: WorkId(r, "mail")):
+            with item:
+                raise TimeoutError("the mail service did not answer")
+        return dict(run.stats)
+
+    job = jobguard_sandbox.wire(lambda_handler)
+    job.tick()
+    before = job.item("welcome-42:mail")
+    assert before is not None and before.state is ItemState.UNCERTAIN
+    # WHEN the operator runs the README's line as written
+    assert main([*shlex.split(RESOLVE)[1:], "--table", jobguard_sandbox.table]) == 0
+    # THEN the item is completed with the message id they found, and nothing was redone
+    after = job.item("welcome-42:mail")
+    assert after is not None and after.state is ItemState.COMPLETED
+    assert after.destination_id == "MSG-ID"
 
 
 @pytest.mark.parametrize("path", sorted(EXERCISED.values()))

@@ -89,3 +89,13 @@ def test_without_an_extra_the_error_names_the_extra_to_install():
     assert "pip install 'jobguard[local]'" in done.stderr and "cli 2" in done.stdout
     assert "kit " in done.stdout and "pip install 'jobguard[testing]'" in done.stdout
     assert "cdk " in done.stdout and "pip install 'jobguard[cdk]'" in done.stdout
+
+
+def test_the_version_is_one_number_in_both_places():
+    """``jobguard --version`` falls back to ``jobguard.__version__``; the wheel carries
+    pyproject's version: they must be the same number."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml")
+                            .read_text())["project"]
+    assert jobguard.__version__ == project["version"]

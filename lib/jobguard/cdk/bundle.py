@@ -92,9 +92,10 @@ _EXCLUDED_PARTS = {"__pycache__"}
 _EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
 NEVER_SHIPPED = frozenset({("jobguard", "cli.py"), ("jobguard", "faults.py"),
                            ("jobguard", "testing.py"), ("jobguard", "pytest_plugin.py"),
-                           ("jobguard", "local"), ("jobguard", "cdk")})
+                           ("jobguard", "_offline.py"), ("jobguard", "local"),
+                           ("jobguard", "cdk")})
 """Operator, test and deployment tools no function imports: ``jobguard`` (the CLI), the
-fault harness, the testing kit and its pytest plugin, the local emulator, these
+fault harness, the testing kit and its pytest plugin (with its seal), the local emulator, these
 constructs."""
 DRILL_CODE = frozenset({("jobguard", "drill")})
 """The drill package: imported by a function only when ``JOBGUARD_DRILLS=1`` (a drill

@@ -2,11 +2,14 @@
 
 It sweeps the job's unresolved items against the destination. It takes the job's lease
 like any run, so it never overlaps the job's own runs (a sweep is skipped while the job
-runs). The function reads ``JOBGUARD_TABLE``, ``JOBGUARD_RECOVERY_MODULES`` (the module
-of the job's handler, which registers the job) and ``JOBGUARD_JOB``; for a job with a
-trigger queue also ``JOBGUARD_TRIGGER_QUEUE_URL``: a sweep that held the lease while a
-follow-up was pending sends it again and wakes a deferred trigger when it releases, so
-the follow-up runs right after the sweep instead of at the next trigger.
+runs). It runs the job's own ``reconcile``, so it gets the job's
+``JobDefinition.environment`` (its destination) too: grant it what ``reconcile`` reads
+(``notes.grant_read_data(reconciler.function)``). The function reads ``JOBGUARD_TABLE``,
+``JOBGUARD_RECOVERY_MODULES`` (the module of the job's handler, which registers the
+job) and ``JOBGUARD_JOB``; for a job with a trigger queue also
+``JOBGUARD_TRIGGER_QUEUE_URL``: a sweep that held the lease while a follow-up was
+pending sends it again and wakes a deferred trigger when it releases, so the follow-up
+runs right after the sweep instead of at the next trigger.
 
 Example:
     >>> Reconciler(self, "CrmSyncReconciler", job=CRM_SYNC, table=table, bundle=bundle)
@@ -31,7 +34,7 @@ from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 from jobguard.runbook import ASYNC_RETRIES, reconciler_alarms
 
-from ._function import python_function, seconds
+from ._function import check_extra_environment, python_function, seconds
 from ._queues import dead_letter_queue as new_dead_letter_queue
 from ._schedule import function_schedule
 from ._text import module_of
@@ -50,6 +53,28 @@ def reconciler_paths(*, queued: bool) -> frozenset[Path]:
     """A sweep is a run that reads the unresolved items; releasing the lease of a job
     with a trigger queue, it sends the pending follow-up again and wakes a deferred one."""
     return frozenset({Path.RUN, Path.SWEEP, *([Path.FOLLOW_UP] if queued else [])})
+
+
+def _refuse_plain_job(job: JobDefinition) -> None:
+    """A sweep reconciles with a registered ``BatchJob``'s ``reconcile``; for a plain
+    ``@guarded`` handler every sweep would be refused at runtime, so it is refused here.
+    Judged when the handler's module imports at synth (registering its job); a module
+    that does not import here (its dependencies, its variables) is left to the function."""
+    import importlib
+
+    from jobguard import registry
+
+    try:
+        importlib.import_module(module_of(job.handler))
+    except Exception:  # noqa: BLE001 - not importable at synth: nothing to judge by
+        return
+    if job.name not in registry.names():
+        raise ConfigError(
+            "reconciler_schedule",
+            f"job {job.name!r} ({job.handler}) registers no BatchJob: a reconciler sweeps "
+            "with a BatchJob's reconcile, and every sweep of a plain @guarded handler would "
+            "be refused. Register the job (jobguard.registry.register), or drop "
+            "reconciler_schedule (a plain handler's runs reconcile with claim(reconcile=))")
 
 
 class Reconciler(Construct):
@@ -88,10 +113,13 @@ class Reconciler(Construct):
                               f"job {job.name!r} does not ask for a reconciler")
         self.job = job
         job.check_deployment(function_timeout=job.timeout)  # its sweeps run as the job
+        _refuse_plain_job(job)
         if trigger_queue is not None and not job.config().needs_queue:
             raise ConfigError("trigger_queue", f"job {job.name!r} ({job.policy.value}) has "
                               "no trigger queue")
+        check_extra_environment(job.name, job.environment)
         variables = {
+            **job.environment,
             environment.TABLE: table.table_name,
             environment.RECOVERY_MODULES: module_of(job.handler),
             environment.JOB_NAME: job.name,

@@ -4,9 +4,17 @@ It knows the jobs whose handler modules are listed in ``JOBGUARD_RECOVERY_MODULE
 (each registers its BatchJob). Its timeout is the longest job timeout, so a claim it
 takes (at most its job's timeout) never outlives it.
 
+It runs each job's own code (``select``, ``process``, ``reconcile``), so it gets each
+job's ``JobDefinition.environment`` too (two jobs that set one variable differently are
+refused); grant it what the jobs' code touches, as you grant each job's function
+(``notes.grant_read_write_data(recovery.function)``).
+
 No resource policy is added except for ``invokers``; a principal that would make it
 public (``*``) is refused. Account administrators can still invoke it through their own
 IAM permissions, as for any function.
+
+It adds the stack output ``RecoveryFunctionName`` (``output_name``; None for none), which
+``jobguard recover --stack STACK`` reads to find the function.
 
 Example:
     >>> RecoveryFunction(self, "Recovery", jobs=JOBS, table=table, bundle=bundle,
@@ -18,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from aws_cdk import Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -31,13 +39,17 @@ from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 from jobguard.runbook import recovery_alarms
 
-from ._function import python_function
+from ._function import check_extra_environment, python_function
 from ._text import module_of
 from .alarms import errors_alarm, from_text, throttles_alarm
 from .bundle import LambdaBundle
 from .table import JobTable
 
-__all__ = ["OPTIONAL_ENVIRONMENT", "RECOVERY_HANDLER", "RECOVERY_PATHS", "RecoveryFunction"]
+__all__ = ["OPTIONAL_ENVIRONMENT", "OUTPUT_NAME", "RECOVERY_HANDLER", "RECOVERY_PATHS",
+           "RecoveryFunction", "jobs_environment"]
+
+OUTPUT_NAME = "RecoveryFunctionName"
+"""The stack output that names the function (what ``jobguard recover --stack`` reads)."""
 
 RECOVERY_HANDLER = "jobguard.functions.recovery.lambda_handler"
 
@@ -61,6 +73,8 @@ class RecoveryFunction(Construct):
         confirm_above: plans larger than this many items need the dry run's token
             (jobguard's default when not given).
         encryption_key, tracing: as for :class:`jobguard.cdk.GuardedJob`.
+        output_name: the stack output naming the function (``RecoveryFunctionName``,
+            which ``jobguard recover`` looks for); None adds no output.
 
     It is invoked by an operator (synchronously, for its answer), never by a schedule,
     so it has no on-failure destination: a failed recovery answers with its error.
@@ -81,6 +95,7 @@ class RecoveryFunction(Construct):
         confirm_above: int | None = None,
         encryption_key: kms.IKey | None = None,
         tracing: bool = False,
+        output_name: str | None = OUTPUT_NAME,
     ) -> None:
         super().__init__(scope, construct_id)
         if not jobs:
@@ -90,6 +105,7 @@ class RecoveryFunction(Construct):
         for job in jobs:  # a recovery's claims (the job's claim_for) must fit its timeout
             job.check_deployment(function_timeout=timeout)
         variables = {
+            **jobs_environment(jobs),
             environment.TABLE: table.table_name,
             environment.RECOVERY_MODULES: ",".join(modules),
         }
@@ -116,6 +132,9 @@ class RecoveryFunction(Construct):
         for principal in invokers:
             _refuse_public(Stack.of(self), principal)
             self.function.grant_invoke(principal)
+        if output_name is not None:
+            CfnOutput(Stack.of(self), output_name, value=self.function.function_name,
+                      description="the jobguard recovery function (jobguard recover --stack)")
         texts = recovery_alarms()
         self.alarms = {
             "errors": errors_alarm(self, "ErrorsAlarm", self.function, action=alarm_action,
@@ -124,6 +143,21 @@ class RecoveryFunction(Construct):
                                          action=alarm_action,
                                          runbook=from_text(texts["throttles"])),
         }
+
+
+def jobs_environment(jobs: Sequence[JobDefinition]) -> dict[str, str]:
+    """The jobs' own variables (``JobDefinition.environment``), for a function that runs
+    the code of all of them; one variable set differently by two jobs is refused."""
+    merged: dict[str, str] = {}
+    setters: dict[str, str] = {}
+    for job in jobs:
+        check_extra_environment(job.name, job.environment)
+        for key, value in job.environment.items():
+            if key in merged and merged[key] != value:
+                raise ConfigError("environment", f"jobs {setters[key]!r} and {job.name!r} set "
+                                  f"{key} differently; one function runs both jobs' code")
+            merged[key], setters[key] = value, setters.get(key, job.name)
+    return merged
 
 
 def _refuse_public(stack: Stack, principal: iam.IPrincipal) -> None:

@@ -145,7 +145,7 @@ def _crm_checks(ctx: DrillContext, result: DrillResult, seeded: Seeded, since_ms
                  f"{sum(notes.values())} notes, {dups} duplicates, {len(missing)} missing",
                  dups == 0 and not missing)
     states = Counter(r.state.value for r in ledger.values())
-    result.check("ledger", f"every item completed ({dict(states)})",
+    result.check("ledger", f"every item completed ({_counted(states)})",
                  len(ledger) == len(seeded.work_ids)
                  and all(r.state is ItemState.COMPLETED for r in ledger.values()))
     checkpoint = stack.checkpoint(CRM)
@@ -155,6 +155,12 @@ def _crm_checks(ctx: DrillContext, result: DrillResult, seeded: Seeded, since_ms
     result.keep_runs(records)
     result.tallies.append(tally(CRM, records, ledger.values(), duplicates=dups,
                                 reconciled_extra=reconciled_extra))
+
+
+def _counted(counter: Counter[Any]) -> str:
+    """Counts as a person reads them (``ran 1, skipped 2``), not as a Python dict."""
+    return ", ".join(f"{getattr(k, 'value', k)} {v}" for k, v in sorted(
+        counter.items(), key=lambda kv: str(getattr(kv[0], "value", kv[0])))) or "none"
 
 
 def _decisions(records: list[RunRecord]) -> Counter[str]:
@@ -238,13 +244,13 @@ def paused_after_lock(ctx: DrillContext, result: DrillResult) -> None:
     ctx.disarm(CRM, "paused-crm")
     ctx.disarm(REPORT, "paused-report")
     crm_runs = stack.runs(CRM, since)
-    result.check("runs", f"crm-sync: {dict(_decisions(crm_runs))}: the two ticks coalesced "
+    result.check("runs", f"crm-sync: {_counted(_decisions(crm_runs))}: the two ticks coalesced "
                  "into one follow-up", _decisions(crm_runs)["coalesced"] == 2
                  and sum(1 for r in crm_runs if r.trigger_kind == "follow_up") == 1)
     report_runs = stack.runs(REPORT, since)
     ran = [r for r in report_runs if r.decision is Decision.RAN
            and r.status is RunStatus.SUCCEEDED]
-    result.check("runs", f"report-export: {dict(_decisions(report_runs))}: every period "
+    result.check("runs", f"report-export: {_counted(_decisions(report_runs))}: every period "
                  "queued and then run once", len(ran) == 3
                  and _decisions(report_runs)["queued"] == 2
                  and any(r.run_id == report_held["held_by"] for r in ran))
@@ -378,10 +384,10 @@ def duplicate_deliveries(ctx: DrillContext, result: DrillResult) -> None:
     stack.wait_settled(REPORT, since)
     stack.wait_settled(CRM, since)
     report = _decisions(stack.runs(REPORT, since))
-    result.check("runs", f"report-export: {dict(report)}: one run, four duplicates",
+    result.check("runs", f"report-export: {_counted(report)}: one run, four duplicates",
                  report["ran"] == 1 and report["duplicate"] == 4)
     crm = _decisions(stack.runs(CRM, since))
-    result.check("runs", f"crm-sync: {dict(crm)}: one run, two duplicates",
+    result.check("runs", f"crm-sync: {_counted(crm)}: one run, two duplicates",
                  crm["ran"] == 1 and crm["duplicate"] == 2)
     _report_checks(ctx, result, [_period(period)], since)
     _crm_checks(ctx, result, seeded, since)
@@ -556,7 +562,7 @@ def job_drills(job: str) -> tuple[Drill, ...]:
         records = stack.runs(job, since)
         what, holds = _OVERLAP_EXPECT[policy]
         decisions = _decisions(records)
-        result.check("runs", f"{policy}: {dict(decisions)}: {what}", holds(decisions, records))
+        result.check("runs", f"{policy}: {_counted(decisions)}: {what}", holds(decisions, records))
         result.keep_runs(records)
         result.tallies.append(_job_tally(stack, job, records))
 
@@ -573,7 +579,7 @@ def job_drills(job: str) -> tuple[Drill, ...]:
         stack.wait_settled(job, since)
         records = stack.runs(job, since)
         decisions = _decisions(records)
-        result.check("runs", f"{dict(decisions)}: one run, two duplicates",
+        result.check("runs", f"{_counted(decisions)}: one run, two duplicates",
                      decisions["ran"] == 1 and decisions["duplicate"] == 2)
         result.keep_runs(records)
         result.tallies.append(_job_tally(stack, job, records))
