@@ -235,6 +235,7 @@ class GuardedJob:
         # acquisition, whose cancelled transaction would be billed by the job row's
         # size (the running run's open claim and the checkpoint).
         lease: LeaseState = rt.store.read_lease(config.name)
+        fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
         item: TriggerRecord | None = None
         if route is Route.QUEUE:
             # what its message promises: queued (its run id and gate come with a refusal)

@@ -16,8 +16,8 @@ Points fired by jobguard:
   precede a destination call.
 - ``after_process`` (job, run_id, work_id): the destination answered; the outcome is
   not recorded yet.
-- ``after_lease_read`` (job, trigger_id): a trigger lost the race and holds ALL_OLD,
-  before it records its decision.
+- ``after_lease_read`` (job, trigger_id): a trigger has a view of the lease (its first
+  read, or a refused acquisition's ALL_OLD), before it decides and records from it.
 - ``before_destination`` (job, run_id, work_id): a destination helper
   (:mod:`jobguard.destinations`) is about to write the work item's effect, so a drill
   can fail, pause or crash the call there. Handlers fire nothing themselves.
