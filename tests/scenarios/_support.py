@@ -20,9 +20,15 @@ class Gate:
     entered: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
 
+    # Longer than any test's own timeout: a test on a loaded machine may take long to
+    # open it, and a gate that opens by itself runs the held handler early, which the
+    # test then reads as a protocol failure (a skip that ran). A test that never opens
+    # it is stopped by its timeout; the held thread is a daemon.
+    HOLD_S = 900
+
     def hold(self) -> None:
         self.entered.set()
-        assert self.release.wait(20), "test never opened the gate"
+        assert self.release.wait(self.HOLD_S), "test never opened the gate"
 
 
 @dataclass

@@ -394,7 +394,7 @@ def test_failed_queued_trigger_retries_after_the_dedup_window(aws, clock):
 # -- 9 ----------------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)
 def test_lease_row_stays_bounded(aws, clock):
     """GIVEN a SKIP job with a long lease
     WHEN 3,000 distinct manual triggers arrive over 2 hours, 30 of them running (each
