@@ -1,0 +1,129 @@
+"""Words and times shared by the page and the terminal view (private)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .model import Lane
+
+STATUS_LABEL = {
+    "succeeded": "succeeded",
+    "incomplete": "incomplete",
+    "failed": "failed",
+    "lease_lost": "lease lost",
+    "abandoned": "abandoned",
+    "released_by_operator": "released by operator",
+    "running": "running",
+}
+STATUS_MEANING = {
+    "succeeded": "the run finished and released its lease",
+    "incomplete": "finished, but some items failed or stay uncertain",
+    "failed": "the handler raised; its trigger is retried",
+    "lease_lost": "its lease was taken (expired or replaced): it wrote nothing after",
+    "abandoned": "its worker vanished; the next run took over the expired lease",
+    "released_by_operator": "an operator force-released its lease",
+    "running": "holds the lease now",
+}
+DECISION_MEANING = {
+    "skipped": "SKIP: the lease was held",
+    "queued": "QUEUE: waits, runs after the active run",
+    "coalesced": "COALESCE: folded into one follow-up run",
+    "duplicate": "another delivery of a trigger already decided",
+    "stale": "delivered too long after its scheduled time",
+    "paused": "the job was paused",
+    "dropped": "QUEUE: too many pending, dropped",
+}
+MARKER_LABEL = {"takeover": "takeover", "force_release": "force release"}
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(value: object, limit: int = 300) -> str:
+    """A record's text made safe to show: control and bidirectional-override characters
+    replaced (a terminal escape, a reversed run id), cut at ``limit`` characters."""
+    text = _CONTROL.sub("\ufffd", str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def iso(ms: int) -> str:
+    """Epoch ms as ISO 8601 UTC with its ``Z`` (milliseconds when present)."""
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    if ms % 1000:
+        return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def clock(ms: int, *, seconds: bool = True, millis: bool = False) -> str:
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    if millis:
+        return at.strftime("%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    return at.strftime("%H:%M:%SZ" if seconds else "%H:%MZ")
+
+
+def day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
+
+
+def duration(ms: int) -> str:
+    """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 10 min``."""
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    if ms < 3_600_000:
+        return f"{ms // 60_000} min {ms % 60_000 // 1000:02d} s"
+    return f"{ms // 3_600_000} h {ms % 3_600_000 // 60_000:02d} min"
+
+
+def items_text(items: dict[str, int]) -> str:
+    """``12 done, 1 failed, 0 uncertain`` (and what else the record counted)."""
+    if not items:
+        return ""
+    parts = [f"{items.get('completed', 0)} done", f"{items.get('failed', 0)} failed",
+             f"{items.get('uncertain', 0)} uncertain"]
+    for key, word in (("reconciled", "reconciled"), ("already_done", "already done")):
+        if items.get(key):
+            parts.append(f"{items[key]} {word}")
+    text = ", ".join(parts)
+    return f"{text} (of {items['selected']} selected)" if "selected" in items else text
+
+
+TICK_STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000,
+                 600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 10_800_000, 21_600_000,
+                 43_200_000, 86_400_000, 172_800_000, 604_800_000)
+
+
+def ticks(from_ms: int, to_ms: int, *, most: int = 10) -> tuple[int, list[int]]:
+    """A round step giving at most ``most`` ticks over the range, and the ticks."""
+    span = max(1, to_ms - from_ms)
+    step = next((s for s in TICK_STEPS_MS if span / s <= most), TICK_STEPS_MS[-1])
+    first = -(-from_ms // step) * step
+    return step, list(range(first, to_ms + 1, step))
+
+
+def summary(lane: Lane, sep: str = " · ") -> str:
+    """One line: runs by status, triggers not run by decision, markers, items."""
+    from .model import DECISIONS, RUN_STATUSES
+
+    runs = lane.status_counts
+    decisions = lane.decision_counts
+    parts = [f"{len(lane.bars)} run{'s' if len(lane.bars) != 1 else ''}"]
+    if runs:
+        parts[0] += " (" + ", ".join(f"{runs[s]} {STATUS_LABEL.get(s, s)}"
+                                     for s in RUN_STATUSES if runs[s]) + ")"
+    parts.append(f"{len(lane.marks)} not run"
+                 + (" (" + ", ".join(f"{decisions[d]} {d}" for d in DECISIONS if decisions[d])
+                    + ")" if decisions else ""))
+    takeovers = sum(1 for m in lane.markers if m.kind == "takeover")
+    releases = len(lane.markers) - takeovers
+    if takeovers:
+        parts.append(f"{takeovers} takeover{'s' if takeovers != 1 else ''}")
+    if releases:
+        parts.append(f"{releases} force release{'s' if releases != 1 else ''}")
+    items = lane.items_total()
+    if items:
+        parts.append("items " + items_text(items))
+    return sep.join(parts)

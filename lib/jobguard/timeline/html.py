@@ -1,0 +1,595 @@
+"""The timeline as one self-contained HTML page: inline SVG and CSS, no script, no
+network (a Content-Security-Policy in the page forbids both), readable from a file.
+
+Per job a lane: each run a bar from start to end, coloured by status and labelled in
+words where it fits (fence and run id on hover, and a link to its row in the table);
+runs that overlap (a takeover) on rows of their own; every trigger that did not run a
+mark at its time, linked to the run it deferred to; takeovers and force releases as
+markers. Under the chart, per job, the same events as a table (text, not only colour).
+Everything a record says is escaped: a run id, an error or a ``requested_by`` is text,
+never markup; element ids are counters, never record values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from html import escape
+
+from . import _format as f
+from .model import DECISIONS, RUN_STATUSES, Bar, Lane, Mark, Marker, Timeline
+
+__all__ = ["DrillSection", "render_drills_page", "render_page", "render_svg"]
+
+WIDTH = 1200
+PAD = 14
+PLOT_W = WIDTH - 2 * PAD
+AXIS_H = 40
+HEAD_H = 28
+ROW_H = 22
+BAR_H = 16
+MARK_ROW_H = 22
+LANE_GAP = 14
+MAX_TABLE_ROWS = 300
+"""Rows of a job's table in the page (the chart shows every record; ``--output text``
+lists them all)."""
+MAX_LINKS = 1500
+"""Above this many marks in a lane, no connector lines (they would be a grey wash)."""
+
+CSS = """
+:root{--ok:#1b7f4b;--inc:#d98c00;--fail:#c7361a;--lost:#8e3fa8;--aband:#6b6b6b;
+--rel:#1f5fa8;--run:#2b8fd6;--ink:#1d2329;--muted:#5d6873;--line:#d5dbe1;--bg:#fff;
+--panel:#f5f7f9}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",
+sans-serif;color:var(--ink);background:var(--bg)}
+main{max-width:1260px;margin:0 auto;padding:18px 22px 40px}
+h1{font-size:21px;margin:0 0 2px}h2{font-size:17px;margin:26px 0 6px}
+h3{font-size:15px;margin:18px 0 4px}
+.sub{color:var(--muted);margin:0 0 12px}
+code,.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px}
+.legend{display:flex;flex-wrap:wrap;gap:6px 18px;margin:8px 0 12px;padding:8px 12px;
+background:var(--panel);border-radius:6px;font-size:13px}
+.legend span{display:inline-flex;align-items:center;gap:6px}
+.legend svg{flex:none}
+.legend b{font-weight:600;margin-right:2px}
+figure{margin:0;border:1px solid var(--line);border-radius:6px;padding:4px 0;overflow-x:auto}
+figure svg{display:block;width:100%;min-width:900px;height:auto}
+.summary{margin:4px 0}
+.note{color:#8a4b00}
+.tw{overflow-x:auto}
+table{border-collapse:collapse;width:100%;font-size:12.5px;margin:6px 0}
+th,td{text-align:left;padding:3px 8px;border-bottom:1px solid var(--line);
+vertical-align:top}
+th{background:var(--panel);font-weight:600;position:sticky;top:0}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+td{white-space:nowrap}td:last-child{white-space:normal;min-width:14em}
+tr:target{background:#fff3c4}
+.tag{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;color:#fff;
+font-weight:600;white-space:nowrap}
+.t-succeeded,.t-held{background:var(--ok)}.t-incomplete{background:var(--inc)}
+.t-failed,.t-FAILED{background:var(--fail)}.t-lease_lost{background:var(--lost)}
+.t-abandoned{background:var(--aband)}.t-released_by_operator{background:var(--rel)}
+.t-running{background:var(--run)}.t-decision{background:#e4e8ec;color:var(--ink)}
+.t-marker{background:#333}
+details{margin:4px 0}summary{cursor:pointer;color:var(--muted)}
+ul.checks{list-style:none;padding:0;margin:4px 0}
+ul.checks li{margin:2px 0}
+.ok{color:var(--ok);font-weight:700}.bad{color:var(--fail);font-weight:700}
+.side{display:inline-block;min-width:88px;color:var(--muted)}
+.drills td,.drills th{text-align:right}.drills td:first-child,.drills th:first-child{
+text-align:left}
+svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+svg .ax{font-size:11.5px;fill:var(--muted)}
+svg .day{font-size:11.5px;fill:var(--ink);font-weight:600}
+svg .grid{stroke:var(--line);stroke-width:1}
+svg .job{font-size:14px;font-weight:700;fill:var(--ink)}
+svg .sum{font-size:12px;fill:var(--muted)}
+svg .lbl{font-size:11px;fill:#fff;pointer-events:none;font-weight:600}
+svg .lbl.dark{fill:var(--ink)}
+svg .b{stroke:#0000;stroke-width:2}
+svg a:hover .b,svg .b:target{stroke:#111}
+svg .s-succeeded{fill:var(--ok)}svg .s-incomplete{fill:var(--inc)}
+svg .s-failed{fill:var(--fail)}svg .s-lease_lost{fill:url(#p-lost)}
+svg .s-abandoned{fill:url(#p-aband)}svg .s-released_by_operator{fill:var(--rel)}
+svg .s-running{fill:url(#p-run)}svg .s-other{fill:#999}
+svg .lane{fill:#fafbfc}
+svg .link{stroke:#9aa5b1;stroke-width:1;stroke-dasharray:2 2}
+svg .mk{stroke:#222;stroke-width:1.4;stroke-dasharray:4 3}
+svg .mkt{font-size:10.5px;font-weight:700}
+svg .rowlbl{font-size:10.5px;fill:var(--muted)}
+svg a:hover use{opacity:.7}
+"""
+
+_DEFS = """<defs>
+<pattern id="p-aband" width="7" height="7" patternUnits="userSpaceOnUse" \
+patternTransform="rotate(45)"><rect width="7" height="7" fill="#8d8d8d"/>\
+<rect width="3" height="7" fill="#5e5e5e"/></pattern>
+<pattern id="p-lost" width="8" height="8" patternUnits="userSpaceOnUse" \
+patternTransform="rotate(-45)"><rect width="8" height="8" fill="#8e3fa8"/>\
+<rect width="2" height="8" fill="#b57ccb"/></pattern>
+<pattern id="p-run" width="10" height="10" patternUnits="userSpaceOnUse" \
+patternTransform="rotate(45)"><rect width="10" height="10" fill="#2b8fd6"/>\
+<rect width="4" height="10" fill="#5fb0ea"/></pattern>
+<symbol id="m-skipped" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<circle r="5" fill="#fff" stroke="#444" stroke-width="1.6"/>\
+<path d="M-3.3 3.3 3.3-3.3" stroke="#444" stroke-width="1.6"/></symbol>
+<symbol id="m-queued" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<path d="M-4-5 5 0-4 5z" fill="#1f5fa8"/></symbol>
+<symbol id="m-coalesced" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<path d="M0-5.5 5.5 0 0 5.5-5.5 0z" fill="#0f8a8a"/></symbol>
+<symbol id="m-duplicate" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<circle r="4.5" fill="#7a8691"/><circle r="1.6" fill="#fff"/></symbol>
+<symbol id="m-stale" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<rect x="-4.5" y="-4.5" width="9" height="9" fill="#9a6a2f"/></symbol>
+<symbol id="m-paused" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<rect x="-4.5" y="-5" width="3.2" height="10" fill="#222"/>\
+<rect x="1.3" y="-5" width="3.2" height="10" fill="#222"/></symbol>
+<symbol id="m-dropped" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<path d="M-4.5-4.5 4.5 4.5M4.5-4.5-4.5 4.5" stroke="#c7361a" stroke-width="2.4"/></symbol>
+<symbol id="m-other" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<circle r="4" fill="#bbb"/></symbol>
+</defs>"""
+
+
+def _e(value: object, limit: int = 300) -> str:
+    return escape(f.clean(value, limit), quote=True)
+
+
+class _Ids:
+    """Element ids: counters, never record values (a run id could be anything)."""
+
+    def __init__(self) -> None:
+        self.bar: dict[tuple[int, str], int] = {}
+        self.row: dict[tuple[int, str], int] = {}
+        self.n = 0
+
+    def next(self) -> int:
+        self.n += 1
+        return self.n
+
+
+@dataclass
+class _Geometry:
+    from_ms: int
+    span_ms: int
+
+    def x(self, ms: int) -> float:
+        ms = min(max(ms, self.from_ms), self.from_ms + self.span_ms)
+        return round(PAD + (ms - self.from_ms) / self.span_ms * PLOT_W, 1)
+
+
+TAG_H = 14
+"""The strip above a lane's bars where takeover and force-release tags sit."""
+
+
+def _lane_height(lane: Lane) -> int:
+    return HEAD_H + (TAG_H if lane.markers else 0) + max(1, lane.rows) * ROW_H + MARK_ROW_H
+
+
+def _chart_summary(lane: Lane) -> str:
+    """The lane's heading in the chart, short enough for its width (the full one is
+    under the chart)."""
+    runs = lane.status_counts
+    bad = sum(n for s, n in runs.items() if s not in ("succeeded", "running"))
+    parts = [f"{len(lane.bars)} run{'s' if len(lane.bars) != 1 else ''}"
+             + (f" ({bad} not succeeded)" if bad else ""), f"{len(lane.marks)} not run"]
+    takeovers = sum(1 for m in lane.markers if m.kind == "takeover")
+    if takeovers:
+        parts.append(f"{takeovers} takeover{'s' if takeovers != 1 else ''}")
+    if len(lane.markers) - takeovers:
+        parts.append(f"{len(lane.markers) - takeovers} force release"
+                     + ("s" if len(lane.markers) - takeovers != 1 else ""))
+    items = lane.items_total()
+    if items:
+        parts.append(f"items {items.get('completed', 0)} done, {items.get('failed', 0)} "
+                     f"failed, {items.get('uncertain', 0)} uncertain")
+    return " · ".join(parts)
+
+
+def _bar_title(bar: Bar) -> str:
+    lines = [f"run {bar.run_id}" + (f" · fence {bar.fence}" if bar.fence is not None else ""),
+             f"{f.STATUS_LABEL.get(bar.status, bar.status)}: {f.iso(bar.start_ms)} → "
+             + ("still running" if bar.status == "running" else
+                "end unknown" if bar.open_end else f"{f.iso(bar.end_ms)}")
+             + f" ({f.duration(bar.duration_ms)})",
+             f"trigger {bar.trigger_id}" + (f" ({bar.trigger_kind})" if bar.trigger_kind
+                                            else "")]
+    if bar.items:
+        lines.append("items: " + f.items_text(bar.items))
+    if bar.displaced_run_id:
+        lines.append(f"took over the lease of run {bar.displaced_run_id}")
+    if bar.requested_by:
+        lines.append(f"requested by {bar.requested_by}")
+    if bar.error:
+        lines.append(f"error: {f.clean(bar.error, 200)}")
+    if bar.detail:
+        lines.append(f.clean(bar.detail, 200))
+    lines += bar.notes
+    return "\n".join(lines)
+
+
+def _mark_title(mark: Mark) -> str:
+    lines = [f"{mark.decision} at {f.iso(mark.at_ms)}: "
+             f"{f.DECISION_MEANING.get(mark.decision, mark.decision)}",
+             f"trigger {mark.trigger_id}", f"record {mark.run_id}"]
+    if mark.holder_run_id:
+        lines.append(f"deferred to run {mark.holder_run_id}"
+                     + (f" (fence {mark.holder_fence})" if mark.holder_fence is not None
+                        else ""))
+    if mark.became_run_id:
+        lines.append(f"ran as run {mark.became_run_id}")
+    if mark.requested_by:
+        lines.append(f"requested by {mark.requested_by}")
+    if mark.detail:
+        lines.append(f.clean(mark.detail, 200))
+    return "\n".join(lines)
+
+
+def _marker_title(marker: Marker) -> str:
+    if marker.kind == "takeover":
+        return (f"takeover at {f.iso(marker.at_ms)}: run {marker.by} took the lease of run "
+                f"{marker.run_id}" + (f" with fence {marker.fence}" if marker.fence else ""))
+    return (f"force release at {f.iso(marker.at_ms)}: run {marker.run_id}'s lease "
+            f"(fence {marker.fence}) released; {marker.by or 'by an operator'}")
+
+
+def _axis(g: _Geometry, height: int, out: list[str]) -> None:
+    step, ticks = f.ticks(g.from_ms, g.from_ms + g.span_ms)
+    seconds = step < 60_000 or any(t % 60_000 for t in ticks)
+    last_day = None
+    for tick in ticks:
+        x = g.x(tick)
+        out.append(f'<line class="grid" x1="{x}" y1="{AXIS_H - 6}" x2="{x}" y2="{height}"/>')
+        anchor = "start" if x < PAD + 30 else "end" if x > WIDTH - PAD - 30 else "middle"
+        out.append(f'<text class="ax" x="{x}" y="{AXIS_H - 10}" text-anchor="{anchor}">'
+                   f'{f.clock(tick, seconds=seconds)}</text>')
+        if f.day(tick) != last_day:
+            last_day = f.day(tick)
+            out.append(f'<text class="day" x="{x}" y="14" text-anchor="{anchor}">'
+                       f'{last_day}</text>')
+    if not ticks:
+        out.append(f'<text class="day" x="{PAD}" y="14">{f.day(g.from_ms)}</text>')
+
+
+def render_svg(timeline: Timeline, *, ids: _Ids | None = None, label: str = "",
+               defs: bool = True) -> str:
+    """The chart: an inline SVG whose geometry follows the records (``data-*``
+    attributes name what each shape stands for). ``defs=False`` when the page already
+    carries the patterns and mark shapes (once per page)."""
+    ids = ids or _Ids()
+    ids.bar, ids.row = {}, {}  # this chart's runs: links stay inside it and its tables
+    w = timeline.window
+    g = _Geometry(w.from_ms, w.span_ms)
+    height = AXIS_H + sum(_lane_height(lane) + LANE_GAP for lane in timeline.lanes) + 4
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+           f'width="{WIDTH}" height="{height}" role="img" aria-label="'
+           f'{_e(label or timeline.title)}: {len(timeline.lanes)} job(s), '
+           f'{f.iso(w.from_ms)} to {f.iso(w.to_ms)}" data-from-ms="{w.from_ms}" '
+           f'data-to-ms="{w.to_ms}" data-plot-x="{PAD}" data-plot-w="{PLOT_W}">',
+           _DEFS if defs else ""]
+    _axis(g, height - 4, out)
+    y = AXIS_H
+    for index, lane in enumerate(timeline.lanes):
+        out.extend(_lane_svg(lane, index, y, g, ids))
+        y += _lane_height(lane) + LANE_GAP
+    if not timeline.lanes:
+        out.append(f'<text class="sum" x="{PAD}" y="{AXIS_H + 16}">no jobs</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list[str]:
+    out = [f'<g class="lanegrp" data-job="{_e(lane.job, 200)}" data-lane="{index}">']
+    rows = max(1, lane.rows)
+    body_top = top + HEAD_H + (TAG_H if lane.markers else 0)
+    mark_y = body_top + rows * ROW_H + MARK_ROW_H // 2
+    out.append(f'<rect class="lane" x="{PAD}" y="{body_top}" width="{PLOT_W}" '
+               f'height="{rows * ROW_H + MARK_ROW_H}"/>')
+    out.append(f'<text class="job" x="{PAD}" y="{top + 18}">{_e(lane.job, 60)}'
+               f'<tspan class="sum" dx="12">{_e(_chart_summary(lane), 300)}</tspan></text>')
+    if not lane.bars and not lane.marks:
+        out.append(f'<text class="sum" x="{PAD + 8}" y="{body_top + 15}">no runs and no '
+                   "decisions in this range</text>")
+    bar_y: dict[str, float] = {}
+    for bar in lane.bars:
+        n = ids.next()
+        ids.bar[(index, bar.run_id)] = n
+        ids.row.setdefault((index, bar.run_id), ids.next())
+        x0, x1 = g.x(bar.start_ms), g.x(bar.end_ms)
+        width = max(2.0, round(x1 - x0, 1))
+        y = body_top + bar.row * ROW_H + (ROW_H - BAR_H) // 2
+        bar_y[bar.run_id] = y + BAR_H / 2
+        status = bar.status if bar.status in RUN_STATUSES else "other"
+        out.append(f'<a href="#t{ids.row[(index, bar.run_id)]}"><rect id="r{n}" class="b '
+                   f's-{status}" x="{x0}" y="{y}" width="{width}" height="{BAR_H}" rx="2" '
+                   f'data-kind="run" data-status="{_e(bar.status, 40)}" '
+                   f'data-start-ms="{bar.start_ms}" data-end-ms="{bar.end_ms}">'
+                   f'<title>{_e(_bar_title(bar), 1500)}</title></rect></a>')
+        text = _bar_label(bar, width)
+        if text:
+            dark = " dark" if bar.status == "incomplete" else ""
+            out.append(f'<text class="lbl{dark}" x="{x0 + 5}" y="{y + 12}">{_e(text)}</text>')
+    links = len(lane.marks) <= MAX_LINKS
+    for mark in lane.marks:
+        x = g.x(mark.at_ms)
+        target = ids.bar.get((index, mark.holder_run_id or "")) or ids.bar.get(
+            (index, mark.became_run_id or ""))
+        kind = mark.decision if mark.decision in DECISIONS else "other"
+        if links and mark.holder_run_id in bar_y:
+            out.append(f'<line class="link" x1="{x}" y1="{bar_y[mark.holder_run_id]}" '
+                       f'x2="{x}" y2="{mark_y - 6}"/>')
+        use = (f'<use href="#m-{kind}" x="{round(x - 6, 1)}" y="{mark_y - 6}" '
+               f'data-kind="decision" data-decision="{_e(mark.decision, 40)}" '
+               f'data-at-ms="{mark.at_ms}"><title>{_e(_mark_title(mark), 1200)}</title>'
+               "</use>")
+        out.append(f'<a href="#r{target}">{use}</a>' if target else use)
+    for marker in lane.markers:
+        out.append(_marker_svg(marker, index, body_top, rows, g, ids,
+                               tags=len(lane.markers) <= 40))
+    out.append("</g>")
+    return out
+
+
+def _bar_label(bar: Bar, width: float) -> str:
+    words = f.STATUS_LABEL.get(bar.status, bar.status)
+    options = [words, {"released_by_operator": "released", "lease_lost": "lost",
+                       "incomplete": "partial", "abandoned": "abandon."}.get(bar.status, "")]
+    if bar.fence is not None:
+        options.insert(0, f"{words} · fence {bar.fence}")
+        if bar.items:
+            options.insert(0, f"{words} · fence {bar.fence} · "
+                              f"{bar.items.get('completed', 0)} done"
+                           + (f", {bar.items['failed']} failed" if bar.items.get("failed")
+                              else "")
+                           + (f", {bar.items['uncertain']} uncertain"
+                              if bar.items.get("uncertain") else ""))
+    for option in options:
+        if option and len(option) * 6.4 + 10 <= width:
+            return option
+    return ""
+
+
+def _marker_svg(marker: Marker, index: int, body_top: int, rows: int, g: _Geometry,
+                ids: _Ids, *, tags: bool) -> str:
+    x = g.x(marker.at_ms)
+    bottom = body_top + rows * ROW_H
+    colour = "#8e3fa8" if marker.kind == "takeover" else "#1f5fa8"
+    word = f.MARKER_LABEL.get(marker.kind, marker.kind)
+    tag = ""
+    if tags:
+        right = x > WIDTH - PAD - 90
+        tx = x - 4 if right else x + 4
+        tag = (f'<text class="mkt" x="{tx}" y="{body_top - 3}" fill="{colour}" '
+               f'text-anchor="{"end" if right else "start"}">▼ {word}</text>')
+    target = ids.bar.get((index, marker.run_id))
+    inner = (f'<g data-kind="marker" data-marker="{_e(marker.kind, 40)}" '
+             f'data-at-ms="{marker.at_ms}"><title>{_e(_marker_title(marker), 600)}</title>'
+             f'<line class="mk" x1="{x}" y1="{body_top - 2}" x2="{x}" y2="{bottom}" '
+             f'stroke="{colour}"/>{tag}</g>')
+    return f'<a href="#r{target}">{inner}</a>' if target else inner
+
+
+# -- the page ------------------------------------------------------------------------
+
+
+def _legend() -> str:
+    def swatch(cls: str) -> str:
+        return (f'<svg width="26" height="14" aria-hidden="true">'
+                f'<rect class="{cls}" width="26" height="14" rx="2"/></svg>')
+
+    def mark(kind: str) -> str:
+        return (f'<svg width="14" height="14" viewBox="-7 -7 14 14" aria-hidden="true">'
+                f'<use href="#m-{kind}" x="-6" y="-6"/></svg>')
+
+    statuses = "".join(
+        f'<span title="{escape(f.STATUS_MEANING[s])}">{swatch("s-" + s)}'
+        f'{escape(f.STATUS_LABEL[s])}</span>' for s in RUN_STATUSES)
+    decisions = "".join(
+        f'<span title="{escape(f.DECISION_MEANING[d])}">{mark(d)}{escape(d)}</span>'
+        for d in DECISIONS)
+    markers = ('<span><svg width="14" height="14" aria-hidden="true"><line x1="7" y1="0" '
+               'x2="7" y2="14" stroke="#8e3fa8" stroke-width="2" stroke-dasharray="4 3"/>'
+               '</svg>takeover</span><span><svg width="14" height="14" aria-hidden="true">'
+               '<line x1="7" y1="0" x2="7" y2="14" stroke="#1f5fa8" stroke-width="2" '
+               'stroke-dasharray="4 3"/></svg>force release</span>')
+    defs = (f'<svg width="0" height="0" style="position:absolute" aria-hidden="true">'
+            f'{_DEFS}</svg>')
+    return (f'{defs}<div class="legend" role="note" aria-label="legend">'
+            f'<span><b>runs</b></span>{statuses}<span><b>not run</b></span>{decisions}'
+            f'<span><b>lease</b></span>{markers}</div>')
+
+
+def _run_ref(run_id: str, fence: int | None) -> str:
+    """A run as a person names it in a table: its fence, else its id's last letters."""
+    if fence is not None:
+        return f"the run of fence {fence}"
+    return f"run …{_e(run_id[-8:], 8)}"
+
+
+def _table(lane: Lane, index: int, ids: _Ids) -> str:
+    rows: list[tuple[int, str]] = []
+    fences = {bar.run_id: bar.fence for bar in lane.bars}
+    for bar in lane.bars:
+        row_id = ids.row.get((index, bar.run_id)) or ids.next()
+        link = ""
+        if bar.displaced_run_id:
+            target = ids.row.get((index, bar.displaced_run_id))
+            text = "took over " + _run_ref(bar.displaced_run_id,
+                                           fences.get(bar.displaced_run_id))
+            link = (f'<a href="#t{target}" title="{_e(bar.displaced_run_id, 80)}">{text}</a>'
+                    if target else text)
+        note = "; ".join(x for x in (bar.error, bar.detail, *bar.notes) if x)
+        end = "running" if bar.status == "running" else "-" if bar.open_end else \
+            f.clock(bar.end_ms, millis=True)
+        rows.append((bar.start_ms, (
+            f'<tr id="t{row_id}"><td class="mono">{f.clock(bar.start_ms, millis=True)}</td>'
+            f'<td class="mono">{end}</td>'
+            f'<td><span class="tag t-{_e(bar.status, 40)}">'
+            f'{_e(f.STATUS_LABEL.get(bar.status, bar.status), 40)}</span></td>'
+            f'<td class="num">{f.duration(bar.duration_ms)}</td>'
+            f'<td class="mono">{_e(bar.run_id, 80)}</td>'
+            f'<td class="num">{"" if bar.fence is None else bar.fence}</td>'
+            f'<td class="mono">{_e(bar.trigger_id, 120)}</td>'
+            f'<td>{_e(f.items_text(bar.items))}</td><td>{link}</td>'
+            f'<td>{_e(note, 400)}</td></tr>')))
+    for mark in lane.marks:
+        link = ""
+        if mark.holder_run_id:
+            target = ids.row.get((index, mark.holder_run_id))
+            text = "deferred to " + _run_ref(mark.holder_run_id, mark.holder_fence)
+            link = (f'<a href="#t{target}" title="{_e(mark.holder_run_id, 80)}">{text}</a>'
+                    if target else text)
+        if mark.became_run_id:
+            target = ids.row.get((index, mark.became_run_id))
+            text = "ran as " + _run_ref(mark.became_run_id, fences.get(mark.became_run_id))
+            link += ("; " if link else "") + (
+                f'<a href="#t{target}" title="{_e(mark.became_run_id, 80)}">{text}</a>'
+                if target else text)
+        rows.append((mark.at_ms, (
+            f'<tr><td class="mono">{f.clock(mark.at_ms, millis=True)}</td><td></td>'
+            f'<td><span class="tag t-decision">{_e(mark.decision, 40)}</span></td><td></td>'
+            f'<td class="mono">{_e(mark.run_id, 80)}</td><td></td>'
+            f'<td class="mono">{_e(mark.trigger_id, 120)}</td><td></td><td>{link}</td>'
+            f'<td>{_e(mark.detail or "", 400)}</td></tr>')))
+    for marker in lane.markers:
+        rows.append((marker.at_ms, (
+            f'<tr><td class="mono">{f.clock(marker.at_ms, millis=True)}</td><td></td>'
+            f'<td><span class="tag t-marker">{f.MARKER_LABEL.get(marker.kind, "")}</span>'
+            f'</td><td></td><td class="mono">{_e(marker.run_id, 80)}</td>'
+            f'<td class="num">{marker.fence or ""}</td><td></td><td></td>'
+            f'<td colspan="2">{_e(_marker_title(marker), 400)}</td></tr>')))
+    rows.sort(key=lambda r: r[0])
+    hidden = max(0, len(rows) - MAX_TABLE_ROWS)
+    shown = rows[hidden:]
+    head = ("<tr><th>start (UTC)</th><th>end</th><th>status / decision</th><th>duration</th>"
+            "<th>run id</th><th>fence</th><th>trigger</th><th>items</th><th>linked</th>"
+            "<th>error / detail</th></tr>")
+    more = (f'<p class="note">{hidden} earlier rows not listed here (the chart shows every '
+            "one; <code>jobguard timeline --output text</code> lists them all).</p>"
+            if hidden else "")
+    return (f"<details{' open' if len(rows) <= 60 else ''}><summary>{len(rows)} events of "
+            f"{_e(lane.job, 120)} as a table</summary>{more}<div class=\"tw\"><table>{head}"
+            + "".join(r for _, r in shown) + "</table></div></details>")
+
+
+def _notes(lane: Lane) -> str:
+    notes = []
+    if lane.truncated:
+        notes.append("more records than the page reads: the latest ones are not shown "
+                     "(narrow the range)")
+    if lane.outside:
+        notes.append(f"{lane.outside} record(s) read lie outside the range (a run started "
+                     "and ended before it, or a time the record got wrong): not drawn")
+    if lane.unreadable:
+        shown = "; ".join(f.clean(u, 160) for u in lane.unreadable[:5])
+        notes.append(f"{len(lane.unreadable)} row(s) under the run log are not readable run "
+                     f"records: {shown}")
+    return "".join(f'<p class="note">{_e(n, 1200)}</p>' for n in notes)
+
+
+def _head(title: str) -> str:
+    return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+            "style-src 'unsafe-inline'; img-src data:\">"
+            f"<title>{_e(title, 200)}</title><style>{CSS}</style></head><body><main>")
+
+
+def _range_line(timeline: Timeline) -> str:
+    w = timeline.window
+    return (f"{f.iso(w.from_ms)} to {f.iso(w.to_ms)} ({f.duration(w.span_ms)}), all times "
+            f"UTC · generated {f.iso(timeline.generated_at_ms)}")
+
+
+def _jobs_body(timeline: Timeline, ids: _Ids, *, heading: str = "h2") -> str:
+    parts = []
+    for index, lane in enumerate(timeline.lanes):
+        parts.append(f"<{heading}>{_e(lane.job, 120)}</{heading}>"
+                     f'<p class="summary">{_e(f.summary(lane), 600)}</p>{_notes(lane)}'
+                     f"{_table(lane, index, ids)}")
+    return "".join(parts)
+
+
+def render_page(timeline: Timeline) -> str:
+    """The whole page for ``jobguard timeline --html``."""
+    ids = _Ids()
+    svg = render_svg(timeline, ids=ids, defs=False)
+    jobs = ", ".join(lane.job for lane in timeline.lanes)
+    return (_head(f"{timeline.title}: {jobs}") + f"<h1>{_e(timeline.title, 200)}</h1>"
+            f'<p class="sub">{_e(jobs, 400)} · {_range_line(timeline)}. Hover a bar or a '
+            "mark for its run id and fence; click it for its row.</p>"
+            + _legend() + f"<figure>{svg}</figure>" + _jobs_body(timeline, ids)
+            + "</main></body></html>\n")
+
+
+@dataclass(frozen=True)
+class DrillSection:
+    """One drill on the drills page: what it injected, what it checked, its timeline."""
+
+    name: str
+    title: str
+    held: bool
+    seconds: float
+    injected: Sequence[str]
+    checks: Sequence[tuple[str, str, bool]]
+    """(side, what, ok) for each check."""
+    timeline: Timeline
+    error: str | None = None
+    tallies: Sequence[dict[str, object]] = ()
+
+
+_TALLY_COLUMNS = (("triggers", "triggers"), ("runs", "runs"), ("skipped", "skipped"),
+                  ("queued", "queued"), ("coalesced", "coalesced"),
+                  ("duplicate", "duplicate"), ("takeovers", "takeovers"),
+                  ("completed", "done"), ("failed", "failed"), ("uncertain", "uncertain"),
+                  ("reconciled", "reconciled"), ("duplicates_at_destination", "dest dup"))
+
+
+def render_drills_page(sections: Iterable[DrillSection], *, generated_at_ms: int,
+                       title: str = "jobguard drills") -> str:
+    """``jobguard drill --html``: every drill's checks and its timeline on one page."""
+    sections = list(sections)
+    held = sum(1 for s in sections if s.held)
+    ids = _Ids()
+    overview = ['<table class="drills"><tr><th>drill / job</th>'
+                + "".join(f"<th>{h}</th>" for _, h in _TALLY_COLUMNS) + "</tr>"]
+    for n, section in enumerate(sections):
+        verdict = "held" if section.held else "FAILED"
+        overview.append(f'<tr><td colspan="{len(_TALLY_COLUMNS) + 1}"><a href="#d{n}">'
+                        f"<b>{_e(section.name, 120)}</b></a> "
+                        f'<span class="tag t-{verdict}">{verdict}</span></td></tr>')
+        for tally in section.tallies:
+            overview.append(f'<tr><td>&nbsp;&nbsp;{_e(tally.get("job", ""), 120)}</td>'
+                            + "".join(f'<td class="num">{_e(tally.get(k, ""), 20)}</td>'
+                                      for k, _ in _TALLY_COLUMNS) + "</tr>")
+    overview.append("</table>")
+    body = []
+    for n, section in enumerate(sections):
+        verdict = "held" if section.held else "FAILED"
+        checks = "".join(
+            f'<li><span class="{"ok" if ok else "bad"}">{"ok" if ok else "BAD"}</span> '
+            f'<span class="side">{_e(side, 40)}</span>{_e(what, 600)}</li>'
+            for side, what, ok in section.checks)
+        injected = "".join(f"<li>{_e(line, 600)}</li>" for line in section.injected)
+        error = (f'<p class="bad">error: {_e(section.error, 1000)}</p>' if section.error
+                 else "")
+        svg = render_svg(section.timeline, ids=ids, label=f"drill {section.name}",
+                         defs=False)
+        body.append(
+            f'<section id="d{n}"><h2>{_e(section.name, 120)} '
+            f'<span class="tag t-{verdict}">{verdict}</span></h2>'
+            f'<p class="sub">{_e(section.title, 300)} · {section.seconds:.1f} s · '
+            f"{_range_line(section.timeline)}</p>{error}"
+            f"<h3>injected</h3><ul>{injected}</ul>"
+            f'<h3>checked</h3><ul class="checks">{checks}</ul>'
+            f"<figure>{svg}</figure>"
+            f"<details><summary>the run log of this drill</summary>"
+            f"{_jobs_body(section.timeline, ids, heading='h3')}</details></section>")
+    verdict = (f"{held} of {len(sections)} drills held" if sections else "no drills ran")
+    return (_head(title) + f"<h1>{_e(title, 200)}</h1>"
+            f'<p class="sub">{verdict} · generated {f.iso(generated_at_ms)} · all times UTC. '
+            "Each drill injects a failure into the deployed stack and checks the run log, "
+            "the item ledger and the destination; its timeline is what the run log "
+            "recorded.</p>" + _legend() + "".join(overview) + "".join(body)
+            + "</main></body></html>\n")

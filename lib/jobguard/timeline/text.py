@@ -1,0 +1,147 @@
+"""The timeline in a terminal (``jobguard timeline --output text``): plain ASCII.
+
+Per job a chart on a shared axis (a line per row of runs, a line of marks for the
+triggers that did not run, a line of lease markers), then every event in time order,
+one line each. Record text is cleaned of control characters: a run id or an error can
+never move the cursor or recolour the terminal.
+"""
+
+from __future__ import annotations
+
+from . import _format as f
+from .model import Lane, Timeline
+
+__all__ = ["BAR_CHARS", "MARK_CHARS", "render_text"]
+
+BAR_CHARS = {"succeeded": "=", "incomplete": "~", "failed": "x", "lease_lost": "!",
+             "abandoned": "?", "released_by_operator": "R", "running": ">"}
+MARK_CHARS = {"skipped": "s", "queued": "q", "coalesced": "c", "duplicate": "d",
+              "stale": "t", "paused": "p", "dropped": "D"}
+MARKER_CHARS = {"takeover": "T", "force_release": "F"}
+_SEVERITY = "=>~R?x!"
+"""When two runs share a cell, the one later in this list is drawn (a failure is never
+hidden behind a success)."""
+LABEL_W = 12
+
+
+def _col(ms: int, lane_from: int, span: int, width: int) -> int:
+    return min(width - 1, max(0, int((ms - lane_from) / span * width)))
+
+
+def _chart(lane: Lane, from_ms: int, span: int, width: int) -> list[str]:
+    rows = [[" "] * width for _ in range(max(1, lane.rows))]
+    for bar in lane.bars:
+        char = BAR_CHARS.get(bar.status, "#")
+        a = _col(bar.start_ms, from_ms, span, width)
+        b = _col(bar.end_ms, from_ms, span, width)
+        for c in range(a, b + 1):
+            cell = rows[bar.row][c]
+            if cell == " " or _SEVERITY.find(char) > _SEVERITY.find(cell):
+                rows[bar.row][c] = char
+    marks = [" "] * width
+    for mark in lane.marks:
+        c = _col(mark.at_ms, from_ms, span, width)
+        char = MARK_CHARS.get(mark.decision, "*")
+        marks[c] = char if marks[c] in (" ", char) else "*"
+    markers = [" "] * width
+    for marker in lane.markers:
+        c = _col(marker.at_ms, from_ms, span, width)
+        char = MARKER_CHARS.get(marker.kind, "*")
+        markers[c] = char if markers[c] in (" ", char) else "*"
+    lines = [f"{'runs' if i == 0 else '':<{LABEL_W}}|{''.join(r)}|" for i, r in enumerate(rows)]
+    lines.append(f"{'not run':<{LABEL_W}}|{''.join(marks)}|")
+    if lane.markers:
+        lines.append(f"{'lease':<{LABEL_W}}|{''.join(markers)}|")
+    return lines
+
+
+def _axis(from_ms: int, to_ms: int, width: int) -> list[str]:
+    step, ticks = f.ticks(from_ms, to_ms, most=max(2, width // 12))
+    seconds = step < 60_000 or any(t % 60_000 for t in ticks)
+    line = [" "] * (width + 2)
+    marks = [" "] * (width + 2)
+    taken = -1
+    for tick in ticks:
+        c = _col(tick, from_ms, to_ms - from_ms, width) + 1
+        label = f.clock(tick, seconds=seconds)
+        if c <= taken or c + len(label) > width + 2:
+            continue
+        marks[c] = "+"
+        line[c:c + len(label)] = label
+        taken = c + len(label)
+    return [" " * LABEL_W + "".join(line).rstrip(), " " * LABEL_W + "".join(marks).rstrip()]
+
+
+def _events(lane: Lane) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    for bar in lane.bars:
+        end = "still running" if bar.status == "running" else (
+            "end unknown" if bar.open_end else f.clock(bar.end_ms, millis=True))
+        fence = "-" if bar.fence is None else str(bar.fence)
+        extra = [f"trigger {f.clean(bar.trigger_id, 120)}"]
+        if bar.items:
+            extra.append("items " + f.items_text(bar.items))
+        if bar.displaced_run_id:
+            extra.append(f"took over {f.clean(bar.displaced_run_id, 60)}")
+        if bar.error:
+            extra.append(f"error: {f.clean(bar.error, 160)}")
+        if bar.detail:
+            extra.append(f.clean(bar.detail, 160))
+        extra += bar.notes
+        out.append((bar.start_ms, (
+            f"{f.clock(bar.start_ms, millis=True)}  run       "
+            f"{f.clean(f.STATUS_LABEL.get(bar.status, bar.status), 40):<20} "
+            f"{f.clean(bar.run_id, 40):<26}  fence {fence:<4} -> {end} "
+            f"({f.duration(bar.duration_ms)})  " + "; ".join(extra))))
+    for mark in lane.marks:
+        link = ""
+        if mark.holder_run_id:
+            link = f"deferred to {f.clean(mark.holder_run_id, 40)}" + (
+                f" (fence {mark.holder_fence})" if mark.holder_fence is not None else "")
+        if mark.became_run_id:
+            link += ("; " if link else "") + f"ran as {f.clean(mark.became_run_id, 40)}"
+        detail = f"; {f.clean(mark.detail, 160)}" if mark.detail else ""
+        out.append((mark.at_ms, (
+            f"{f.clock(mark.at_ms, millis=True)}  not run   {mark.decision:<20} "
+            f"{f.clean(mark.run_id, 40):<26}  trigger {f.clean(mark.trigger_id, 120)}"
+            + (f"  {link}" if link else "") + detail)))
+    for marker in lane.markers:
+        word = f.MARKER_LABEL.get(marker.kind, marker.kind)
+        who = (f"by run {f.clean(marker.by or '?', 40)}" if marker.kind == "takeover"
+               else f.clean(marker.by or "by an operator", 160))
+        out.append((marker.at_ms, (
+            f"{f.clock(marker.at_ms, millis=True)}  lease     {word:<20} "
+            f"{f.clean(marker.run_id, 40):<26}  fence {marker.fence or '-'}  {who}")))
+    out.sort(key=lambda e: e[0])
+    return out
+
+
+def render_text(timeline: Timeline, *, width: int = 100) -> str:
+    """The terminal timeline, ``width`` columns wide (at least 60)."""
+    width = max(60, width)
+    plot = width - LABEL_W - 2
+    w = timeline.window
+    lines = [f"{f.clean(timeline.title, 80)}: {f.iso(w.from_ms)} to {f.iso(w.to_ms)} "
+             f"({f.duration(w.span_ms)}), times UTC"]
+    if f.day(w.from_ms) != f.day(w.to_ms):
+        lines.append(f"from {f.day(w.from_ms)} to {f.day(w.to_ms)}")
+    axis = _axis(w.from_ms, w.to_ms, plot)
+    for lane in timeline.lanes:
+        lines += ["", f"{f.clean(lane.job, 80)}: {f.summary(lane, '; ')}", *axis,
+                  *_chart(lane, w.from_ms, w.span_ms, plot)]
+        if lane.truncated:
+            lines.append("note: more records than were read; narrow the range")
+        if lane.outside:
+            lines.append(f"note: {lane.outside} record(s) outside the range, not drawn")
+        for bad in lane.unreadable:
+            lines.append(f"note: unreadable run record {f.clean(bad, 200)}")
+    lines += ["", "runs:    " + "  ".join(f"{c} {f.STATUS_LABEL[s]}"
+                                       for s, c in BAR_CHARS.items()),
+              "not run: " + "  ".join(f"{c} {d}" for d, c in MARK_CHARS.items())
+              + "  (* several in one column)",
+              "lease:   T takeover  F force release"]
+    for lane in timeline.lanes:
+        events = _events(lane)
+        lines += ["", f"{f.clean(lane.job, 80)}: {len(events)} events"]
+        lines += [text for _, text in events] or ["  (none in this range)"]
+    return "\n".join(lines)
