@@ -878,6 +878,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run only this drill (repeatable)")
     drill.add_argument("--job", help="drill this job (any deployed guarded job: the "
                        "library installs its switches) instead of the examples")
+    drill.add_argument("--html", metavar="FILE", help="also write one page with every "
+                       "drill's checks and timeline to FILE")
     drill.set_defaults(run=cmd_drill)
     return parser
 

@@ -7,7 +7,9 @@
 3. runs ``jobguard drill`` against it and prints, per drill, what it injected and what
    it checked on each side, then the table. Exit code 0 only when every drill held.
 
-``--json FILE`` also writes the drills' summary; ``--only NAME`` runs one drill;
+It ends by writing ``.local/drills.html`` (every drill's checks and timeline, one
+self-contained page) and printing its path. ``--json FILE`` also writes the drills'
+summary; ``--only NAME`` runs one drill;
 ``--keep`` leaves the local AWS running (its endpoint is printed) for ``jobguard``
 commands.
 """
@@ -144,11 +146,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["seconds"] = round(time.monotonic() - started, 1)
         held = report["held"] and all(ok for _, ok in inspected)
         report["held"] = held
+        page: Path | None = local / "drills.html"
+        assert page is not None
+        try:
+            from ..drill.runner import write_drills_page
+
+            write_drills_page(stack, results, page)
+            report["html"] = str(page)
+        except Exception as exc:  # noqa: BLE001 - the drills' verdict stands without it
+            progress.say(f"the drills page could not be written: {type(exc).__name__}: {exc}")
+            page = None
         if args.json:
             args.json.write_text(json.dumps(report, indent=2) + "\n")
         print(f"\n{'every drill held' if held else 'A DRILL FAILED'}: "
               f"{len(results)} drills, 0 duplicates allowed at any destination "
               f"({report['seconds']:.0f} s in all)")
+        if page is not None:
+            print(f"drills page (every drill's checks and timeline): {page}\n"
+                  f"  open {page.resolve().as_uri()}")
         if args.keep:
             pid = aws.process.pid if aws.process else "?"
             print(f"local AWS left running at {aws.endpoint} (pid {pid}; stop it with "
@@ -156,7 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"  export AWS_ENDPOINT_URL={aws.endpoint} AWS_DEFAULT_REGION=us-east-1 "
                   f"AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
                   f"JOBGUARD_TABLE={outputs['TableName']}\n"
-                  "  jobguard status crm-sync; jobguard runs crm-sync; jobguard drill")
+                  "  jobguard status crm-sync; jobguard runs crm-sync; jobguard drill\n"
+                  "  jobguard timeline crm-sync report-export --since 1h "
+                  "[--html timeline.html]")
             aws.process = None  # not stopped below
             aws.workdir = None  # its workers still use it
         return 0 if held else 1

@@ -99,7 +99,7 @@ TICK_STEPS_MS = (1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 3
 def ticks(from_ms: int, to_ms: int, *, most: int = 10) -> tuple[int, list[int]]:
     """A round step giving at most ``most`` ticks over the range, and the ticks."""
     span = max(1, to_ms - from_ms)
-    step = next((s for s in TICK_STEPS_MS if span / s <= most), TICK_STEPS_MS[-1])
+    step = next((s for s in TICK_STEPS_MS if span / s <= most - 1), TICK_STEPS_MS[-1])
     first = -(-from_ms // step) * step
     return step, list(range(first, to_ms + 1, step))
 

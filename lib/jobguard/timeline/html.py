@@ -74,6 +74,9 @@ font-weight:600;white-space:nowrap}
 .t-marker{background:#333}
 details{margin:4px 0}summary{cursor:pointer;color:var(--muted)}
 ul.checks{list-style:none;padding:0;margin:4px 0}
+.two{display:grid;grid-template-columns:minmax(0,2fr) minmax(0,3fr);gap:0 28px}
+.two ul{margin:4px 0;padding-left:18px}.two ul.checks{padding-left:0}
+section{margin-top:10px}
 ul.checks li{margin:2px 0}
 .ok{color:var(--ok);font-weight:700}.bad{color:var(--fail);font-weight:700}
 .side{display:inline-block;min-width:88px;color:var(--muted)}
@@ -96,6 +99,7 @@ svg .s-running{fill:url(#p-run)}svg .s-other{fill:#999}
 svg .lane{fill:#fafbfc}
 svg .link{stroke:#9aa5b1;stroke-width:1;stroke-dasharray:2 2}
 svg .mk{stroke:#222;stroke-width:1.4;stroke-dasharray:4 3}
+svg .ghost{stroke:#8d8d8d;stroke-width:3;stroke-dasharray:1 4;stroke-linecap:round}
 svg .mkt{font-size:10.5px;font-weight:700}
 svg .rowlbl{font-size:10.5px;fill:var(--muted)}
 svg a:hover use{opacity:.7}
@@ -163,8 +167,37 @@ TAG_H = 14
 """The strip above a lane's bars where takeover and force-release tags sit."""
 
 
-def _lane_height(lane: Lane) -> int:
-    return HEAD_H + (TAG_H if lane.markers else 0) + max(1, lane.rows) * ROW_H + MARK_ROW_H
+MARK_LEVELS = 4
+"""Marks closer than a mark's width stack upwards, at most this many high (four
+duplicate deliveries at once are four marks, not one)."""
+MARK_STEP = 13
+
+
+def _mark_levels(lane: Lane, g: _Geometry) -> list[int]:
+    """Each mark's level in its row: the lowest whose last mark is clear of it."""
+    last_x: list[float] = []
+    levels = []
+    for mark in lane.marks:  # in time order
+        x = g.x(mark.at_ms)
+        for level, previous in enumerate(last_x):
+            if x - previous >= 12:
+                last_x[level] = x
+                levels.append(level)
+                break
+        else:
+            if len(last_x) < MARK_LEVELS:
+                last_x.append(x)
+                levels.append(len(last_x) - 1)
+            else:
+                levels.append(MARK_LEVELS - 1)
+                last_x[-1] = x
+    return levels
+
+
+def _lane_height(lane: Lane, g: _Geometry) -> int:
+    levels = max(_mark_levels(lane, g), default=0)
+    return (HEAD_H + (TAG_H if lane.markers else 0) + max(1, lane.rows) * ROW_H
+            + MARK_ROW_H + levels * MARK_STEP)
 
 
 def _chart_summary(lane: Lane) -> str:
@@ -261,7 +294,7 @@ def render_svg(timeline: Timeline, *, ids: _Ids | None = None, label: str = "",
     ids.bar, ids.row = {}, {}  # this chart's runs: links stay inside it and its tables
     w = timeline.window
     g = _Geometry(w.from_ms, w.span_ms)
-    height = AXIS_H + sum(_lane_height(lane) + LANE_GAP for lane in timeline.lanes) + 4
+    height = AXIS_H + sum(_lane_height(lane, g) + LANE_GAP for lane in timeline.lanes) + 4
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
            f'width="{WIDTH}" height="{height}" role="img" aria-label="'
            f'{_e(label or timeline.title)}: {len(timeline.lanes)} job(s), '
@@ -272,7 +305,7 @@ def render_svg(timeline: Timeline, *, ids: _Ids | None = None, label: str = "",
     y = AXIS_H
     for index, lane in enumerate(timeline.lanes):
         out.extend(_lane_svg(lane, index, y, g, ids))
-        y += _lane_height(lane) + LANE_GAP
+        y += _lane_height(lane, g) + LANE_GAP
     if not timeline.lanes:
         out.append(f'<text class="sum" x="{PAD}" y="{AXIS_H + 16}">no jobs</text>')
     out.append("</svg>")
@@ -283,9 +316,11 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
     out = [f'<g class="lanegrp" data-job="{_e(lane.job, 200)}" data-lane="{index}">']
     rows = max(1, lane.rows)
     body_top = top + HEAD_H + (TAG_H if lane.markers else 0)
-    mark_y = body_top + rows * ROW_H + MARK_ROW_H // 2
+    levels = _mark_levels(lane, g)
+    stack = max(levels, default=0) * MARK_STEP
+    mark_y = body_top + rows * ROW_H + stack + MARK_ROW_H // 2
     out.append(f'<rect class="lane" x="{PAD}" y="{body_top}" width="{PLOT_W}" '
-               f'height="{rows * ROW_H + MARK_ROW_H}"/>')
+               f'height="{rows * ROW_H + MARK_ROW_H + stack}"/>')
     out.append(f'<text class="job" x="{PAD}" y="{top + 18}">{_e(lane.job, 60)}'
                f'<tspan class="sum" dx="12">{_e(_chart_summary(lane), 300)}</tspan></text>')
     if not lane.bars and not lane.marks:
@@ -311,19 +346,30 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
             dark = " dark" if bar.status == "incomplete" else ""
             out.append(f'<text class="lbl{dark}" x="{x0 + 5}" y="{y + 12}">{_e(text)}</text>')
     links = len(lane.marks) <= MAX_LINKS
-    for mark in lane.marks:
+    for mark, level in zip(lane.marks, levels, strict=True):
         x = g.x(mark.at_ms)
+        y = mark_y - level * MARK_STEP
         target = ids.bar.get((index, mark.holder_run_id or "")) or ids.bar.get(
             (index, mark.became_run_id or ""))
         kind = mark.decision if mark.decision in DECISIONS else "other"
         if links and mark.holder_run_id in bar_y:
             out.append(f'<line class="link" x1="{x}" y1="{bar_y[mark.holder_run_id]}" '
-                       f'x2="{x}" y2="{mark_y - 6}"/>')
-        use = (f'<use href="#m-{kind}" x="{round(x - 6, 1)}" y="{mark_y - 6}" '
+                       f'x2="{x}" y2="{y - 6}"/>')
+        use = (f'<use href="#m-{kind}" x="{round(x - 6, 1)}" y="{y - 6}" '
                f'data-kind="decision" data-decision="{_e(mark.decision, 40)}" '
                f'data-at-ms="{mark.at_ms}"><title>{_e(_mark_title(mark), 1200)}</title>'
                "</use>")
         out.append(f'<a href="#r{target}">{use}</a>' if target else use)
+    ends = {bar.run_id: (g.x(bar.end_ms), bar_y[bar.run_id]) for bar in lane.bars}
+    for marker in lane.markers:
+        if marker.kind == "takeover" and marker.run_id in ends:
+            x_end, y_mid = ends[marker.run_id]
+            x_take = g.x(marker.at_ms)
+            if x_take - x_end > 3:
+                out.append(f'<line class="ghost" x1="{x_end}" y1="{y_mid}" x2="{x_take}" '
+                           f'y2="{y_mid}" data-kind="held-unworked"><title>run '
+                           f'{_e(marker.run_id, 80)}: its lease, still held after its last '
+                           "heartbeat, until it expired and was taken over</title></line>")
     for marker in lane.markers:
         out.append(_marker_svg(marker, index, body_top, rows, g, ids,
                                tags=len(lane.markers) <= 40))
@@ -390,7 +436,10 @@ def _legend() -> str:
         for d in DECISIONS)
     markers = ('<span><svg width="14" height="14" aria-hidden="true"><line x1="7" y1="0" '
                'x2="7" y2="14" stroke="#8e3fa8" stroke-width="2" stroke-dasharray="4 3"/>'
-               '</svg>takeover</span><span><svg width="14" height="14" aria-hidden="true">'
+               '</svg>takeover</span><span><svg width="26" height="14" aria-hidden="true">'
+               '<line x1="2" y1="7" x2="24" y2="7" stroke="#8d8d8d" stroke-width="3" '
+               'stroke-dasharray="1 4" stroke-linecap="round"/></svg>lease held, no heartbeat'
+               '</span><span><svg width="14" height="14" aria-hidden="true">'
                '<line x1="7" y1="0" x2="7" y2="14" stroke="#1f5fa8" stroke-width="2" '
                'stroke-dasharray="4 3"/></svg>force release</span>')
     defs = (f'<svg width="0" height="0" style="position:absolute" aria-hidden="true">'
@@ -581,15 +630,17 @@ def render_drills_page(sections: Iterable[DrillSection], *, generated_at_ms: int
             f'<span class="tag t-{verdict}">{verdict}</span></h2>'
             f'<p class="sub">{_e(section.title, 300)} · {section.seconds:.1f} s · '
             f"{_range_line(section.timeline)}</p>{error}"
-            f"<h3>injected</h3><ul>{injected}</ul>"
-            f'<h3>checked</h3><ul class="checks">{checks}</ul>'
             f"<figure>{svg}</figure>"
-            f"<details><summary>the run log of this drill</summary>"
+            f'<div class="two"><div><h3>injected</h3><ul>{injected}</ul></div>'
+            f'<div><h3>checked</h3><ul class="checks">{checks}</ul></div></div>'
+            f"<details><summary>the run log of this drill, as a table</summary>"
             f"{_jobs_body(section.timeline, ids, heading='h3')}</details></section>")
     verdict = (f"{held} of {len(sections)} drills held" if sections else "no drills ran")
     return (_head(title) + f"<h1>{_e(title, 200)}</h1>"
             f'<p class="sub">{verdict} · generated {f.iso(generated_at_ms)} · all times UTC. '
             "Each drill injects a failure into the deployed stack and checks the run log, "
             "the item ledger and the destination; its timeline is what the run log "
-            "recorded.</p>" + _legend() + "".join(overview) + "".join(body)
+            "recorded.</p>" + _legend() + "".join(body)
+            + "<h2>every drill, counted</h2><p class=\"sub\">the table <code>make demo</code> "
+            "prints: per drill, a line per job it touched</p>" + "".join(overview)
             + "</main></body></html>\n")

@@ -38,6 +38,14 @@ def _chart(lane: Lane, from_ms: int, span: int, width: int) -> list[str]:
             cell = rows[bar.row][c]
             if cell == " " or _SEVERITY.find(char) > _SEVERITY.find(cell):
                 rows[bar.row][c] = char
+    bars = {bar.run_id: bar for bar in lane.bars}
+    for marker in lane.markers:  # a dead worker's lease, held until taken over: dots
+        held = bars.get(marker.run_id)
+        if marker.kind == "takeover" and held is not None and held.end_ms < marker.at_ms:
+            for c in range(_col(held.end_ms, from_ms, span, width) + 1,
+                           _col(marker.at_ms, from_ms, span, width)):
+                if rows[held.row][c] == " ":
+                    rows[held.row][c] = "."
     marks = [" "] * width
     for mark in lane.marks:
         c = _col(mark.at_ms, from_ms, span, width)
@@ -139,7 +147,8 @@ def render_text(timeline: Timeline, *, width: int = 100) -> str:
                                        for s, c in BAR_CHARS.items()),
               "not run: " + "  ".join(f"{c} {d}" for d, c in MARK_CHARS.items())
               + "  (* several in one column)",
-              "lease:   T takeover  F force release"]
+              "lease:   T takeover  F force release  . a lease held with no heartbeat, "
+              "until taken over"]
     for lane in timeline.lanes:
         events = _events(lane)
         lines += ["", f"{f.clean(lane.job, 80)}: {len(events)} events"]

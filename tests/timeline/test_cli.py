@@ -1,0 +1,205 @@
+"""``jobguard timeline`` as an operator meets it: every bad range, job or file refused
+naming its option (exit 2, no traceback, nothing written); empty logs, hostile and
+damaged run records shown for what they are. In process, on the in-process emulator."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobguard.cli import main
+from jobguard.dynamodb import DynamoJobStore, create_table
+from jobguard.ids import new_run_id
+from jobguard.local.emulator import in_process
+from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.schema import job_pk, run_sk
+
+
+@pytest.fixture
+def env(monkeypatch):
+    with in_process() as emu:
+        ddb = emu.client("dynamodb")
+        name = f"jobguard-{uuid.uuid4().hex[:8]}"
+        create_table(ddb, name)
+        monkeypatch.setenv("JOBGUARD_TABLE", name)
+        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+        monkeypatch.delenv("JOBGUARD_JOBS_MODULE", raising=False)
+        yield ddb, DynamoJobStore(name, client=ddb)
+
+
+def _run(store: DynamoJobStore, at_ms: int, **fields: Any) -> RunRecord:
+    record = RunRecord(**{
+        "job": "crm-sync", "run_id": new_run_id(at_ms), "trigger_id": "crm-sync@t",
+        "trigger_kind": "tick", "policy": "COALESCE", "decision": Decision.RAN,
+        "status": RunStatus.SUCCEEDED, "started_at_ms": at_ms, "ended_at_ms": at_ms + 5_000,
+        "fence": 1, **fields})
+    store.put_run(record, ttl_epoch_s=at_ms // 1000 + 86_400)
+    return record
+
+
+def _refused(argv: list[str], capsys) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    (line,) = captured.err.splitlines()
+    return line
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--since", "24"], r"^error: --since: '24' is not a duration"),
+    (["--since", "yesterday"], r"^error: --since: 'yesterday' is not a duration"),
+    (["--since", "0h"], r"^error: --since: '0h' is an empty range"),
+    (["--since", "90d"], r"^error: --since: 90d is longer than 31 days"),
+    (["--since", "1h", "--from", "2026-01-01T00:00:00Z"], r"^error: --since: give --since "
+     r"or --from/--to, not both"),
+    (["--from", "2026-01-01T00:00:00Z"], r"^error: --to: --from needs --to"),
+    (["--to", "2026-01-01T00:00:00Z"], r"^error: --from: --to needs --from"),
+    (["--from", "2026-01-02T00:00:00Z", "--to", "2026-01-01T00:00:00Z"],
+     r"^error: --to: 2026-01-01T00:00:00Z is before --from .*reversed"),
+    (["--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"],
+     r"^error: --to: .* the range is empty"),
+    (["--from", "2026-01-01T00:00:00", "--to", "2026-01-02T00:00:00Z"],
+     r"^error: --from: '2026-01-01T00:00:00' has no timezone"),
+    (["--from", "01/01/2026", "--to", "2026-01-02T00:00:00Z"],
+     r"^error: --from: '01/01/2026' is not an ISO 8601 time"),
+    (["--from", "2026-01-01T00:00:00Z", "--to", "2026-03-01T00:00:00Z"],
+     r"^error: --to: the range is 59 days, 0:00:00, longer than 31 days"),
+    (["--width", "20"], r"^error: --width: give 60 to 1000 columns"),
+    (["--html", "/no/such/folder/t.html"], r"^error: --html: '/no/such/folder/t.html': no "
+     r"folder"),
+    (["--html", "/tmp"], r"^error: --html: '/tmp' is a folder"),
+])
+def test_a_bad_range_or_file_is_refused_naming_the_option(env, capsys, argv, said):
+    ddb, store = env
+    _run(store, int(time.time() * 1000) - 60_000)
+    line = _refused(["timeline", "crm-sync", *argv], capsys)
+    assert re.search(said, line), line
+
+
+def test_an_unknown_job_is_refused_naming_the_nearest(env, capsys):
+    _, store = env
+    _run(store, int(time.time() * 1000) - 60_000)
+    from jobguard.triggers import Trigger, TriggerKind
+
+    # the table knows a job by its lease row; crm-synk has none and is not defined
+    store.take(Trigger("crm-sync", "crm-sync@manual:1", TriggerKind.MANUAL),
+               run_id=new_run_id(1), owner="w", now_ms=1, lease_ms=1000)
+    line = _refused(["timeline", "crm-sync", "crm-synk"], capsys)
+    assert line.startswith("error: JOB: no job 'crm-synk'") and "did you mean 'crm-sync'" in line
+
+
+def test_an_empty_log_says_so(env, capsys, tmp_path: Path):
+    """GIVEN a defined job that never ran WHEN its timeline is drawn THEN the terminal
+    view and the page say there is nothing in the range (no error)."""
+    assert main(["timeline", "crm-sync", "--since", "1h", "--width", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "crm-sync: 0 runs; 0 not run" in out and "(none in this range)" in out
+    page = tmp_path / "empty.html"
+    assert main(["timeline", "crm-sync", "--html", str(page)]) == 0
+    assert "no runs and no decisions in this range" in page.read_text()
+
+
+def _markup(html: str) -> tuple[set[str], set[str]]:
+    """The element and attribute names a browser's parser finds in the page."""
+    from html.parser import HTMLParser
+
+    tags: set[str] = set()
+    attributes: set[str] = set()
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            tags.add(tag)
+            attributes.update(name for name, _ in attrs)
+
+    Parser().feed(html)
+    return tags, attributes
+
+
+HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>\x1b[2J\u202e'
+
+
+def test_hostile_records_are_text_never_markup_or_terminal_codes(env, capsys, tmp_path):
+    """GIVEN run records whose run id, trigger, error, detail and requested_by carry
+    markup, a terminal escape and a bidirectional override WHEN drawn THEN the page
+    holds them escaped (no element, no attribute from them) and the terminal view
+    without control characters."""
+    ddb, store = env
+    now = int(time.time() * 1000)
+    run_id = new_run_id(now - 60_000)
+    item = {"pk": {"S": job_pk("crm-sync")}, "sk": {"S": run_sk(run_id)},
+            "job": {"S": "crm-sync"}, "run_id": {"S": run_id + HOSTILE},
+            "trigger_id": {"S": HOSTILE}, "trigger_kind": {"S": HOSTILE},
+            "decision": {"S": "ran"}, "status": {"S": "failed"},
+            "started_at_ms": {"N": str(now - 60_000)}, "ended_at_ms": {"N": str(now - 50_000)},
+            "fence": {"N": "7"}, "error": {"S": HOSTILE * 50}, "detail": {"S": HOSTILE},
+            "requested_by": {"S": HOSTILE}, "selected": {"S": HOSTILE}}
+    ddb.put_item(TableName=store.table_name, Item=item)
+    page = tmp_path / "hostile.html"
+    assert main(["timeline", "crm-sync", "--since", "1h", "--html", str(page)]) == 0
+    html = page.read_text()
+    tags, attributes = _markup(html)
+    assert not {"script", "img"} & tags and "onerror" not in attributes, (tags, attributes)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "\x1b" not in html and "\u202e" not in html
+    assert len(html) < 200_000  # a 50-fold error is cut, not repeated in full
+    capsys.readouterr()
+    assert main(["timeline", "crm-sync", "--since", "1h", "--width", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out and "failed" in out
+
+
+def test_a_damaged_run_record_is_named_and_the_rest_still_shown(env, capsys):
+    ddb, store = env
+    now = int(time.time() * 1000)
+    good = _run(store, now - 120_000)
+    bad = new_run_id(now - 60_000)
+    ddb.put_item(TableName=store.table_name, Item={
+        "pk": {"S": job_pk("crm-sync")}, "sk": {"S": run_sk(bad)}, "job": {"S": "crm-sync"},
+        "run_id": {"S": bad}, "status": {"S": "exploded"}})
+    assert main(["--json", "timeline", "crm-sync", "--since", "1h"]) == 0
+    (lane,) = json.loads(capsys.readouterr().out)["jobs"]
+    assert [r["run_id"] for r in lane["runs"]] == [good.run_id]
+    (unreadable,) = lane["unreadable"]
+    assert unreadable.startswith(f"RUN#{bad}: ValueError") and "exploded" in unreadable
+
+
+def test_clock_skewed_records_are_drawn_where_they_claim_and_said(env, capsys):
+    """GIVEN a run whose worker's clock ran 10 minutes ahead (in the range's future) and
+    one that ended before it started WHEN drawn THEN both are there, the second with
+    its note."""
+    _, store = env
+    now = int(time.time() * 1000)
+    ahead = _run(store, now + 600_000)
+    reversed_ = _run(store, now - 30_000, ended_at_ms=now - 40_000)
+    assert main(["--json", "timeline", "crm-sync", "--from",
+                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now / 1000 - 3600)),
+                 "--to", time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                       time.gmtime(now / 1000 + 3600))]) == 0
+    runs = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["jobs"][0]["runs"]}
+    assert runs[ahead.run_id]["start_ms"] == now + 600_000
+    assert runs[reversed_.run_id]["end_ms"] == now - 30_000
+    assert "clock skew" in " ".join(runs[reversed_.run_id]["notes"])
+
+
+def test_several_jobs_share_one_axis_and_open_writes_a_page(env, capsys, tmp_path,
+                                                             monkeypatch):
+    _, store = env
+    now = int(time.time() * 1000)
+    _run(store, now - 60_000)
+    _run(store, now - 30_000, job="report-export", trigger_id="report-export@t")
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or False)
+    page = tmp_path / "two.html"
+    assert main(["timeline", "crm-sync", "report-export", "crm-sync", "--html", str(page),
+                 "--open"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"wrote {page}: crm-sync, report-export, 2 runs")
+    assert "no browser could be opened here" in out and opened == [page.resolve().as_uri()]
+    html = page.read_text()
+    assert html.count('class="lanegrp"') == 2 and html.count("<svg xmlns") == 1

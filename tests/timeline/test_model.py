@@ -1,0 +1,129 @@
+"""What the timeline shows, decided from run records (pure): tables of records in,
+bars, marks and markers out; hostile and damaged records shown for what they are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.timeline import Window, build_lane
+from jobguard.timeline._format import clean, duration, items_text, ticks
+
+T0 = 1_800_000_000_000
+WINDOW = Window(T0, T0 + 600_000)
+
+
+def ran(run_id: str, start_s: float, end_s: float | None, status: str = "succeeded",
+        fence: int = 1, trigger: str | None = None, **extra: Any) -> RunRecord:
+    return RunRecord(job="j", run_id=run_id, trigger_id=trigger or f"j@{run_id}",
+                     trigger_kind="tick", policy="SKIP", decision=Decision.RAN,
+                     status=RunStatus(status), started_at_ms=T0 + int(start_s * 1000),
+                     ended_at_ms=None if end_s is None else T0 + int(end_s * 1000),
+                     fence=fence, extra=extra)
+
+
+def decided(run_id: str, at_s: float, decision: str, holder: str | None = None,
+            trigger: str | None = None) -> RunRecord:
+    return RunRecord(job="j", run_id=run_id, trigger_id=trigger or f"j@{run_id}",
+                     trigger_kind="tick", policy="SKIP", decision=Decision(decision),
+                     status=RunStatus(decision), started_at_ms=T0 + int(at_s * 1000),
+                     ended_at_ms=T0 + int(at_s * 1000), holder_run_id=holder, holder_fence=1)
+
+
+def lane(*records: RunRecord, now_s: float = 600):
+    return build_lane("j", records, WINDOW, now_ms=T0 + int(now_s * 1000))
+
+
+@pytest.mark.parametrize(("records", "rows"), [
+    ([ran("A", 0, 10), ran("B", 20, 30)], {"A": 0, "B": 0}),  # one after the other
+    ([ran("A", 0, 30), ran("B", 20, 40)], {"A": 0, "B": 1}),  # a takeover: two rows
+    ([ran("A", 0, 30), ran("B", 20, 40), ran("C", 35, 50)], {"A": 0, "B": 1, "C": 0}),
+    ([ran("A", 0, 10), ran("B", 10.5, 20)], {"A": 0, "B": 1}),  # nearly touching
+])
+def test_overlapping_runs_get_rows_of_their_own(records, rows):
+    assert {b.run_id: b.row for b in lane(*records).bars} == rows
+
+
+def test_each_decision_is_a_mark_linked_to_its_holder_and_to_the_run_it_became():
+    history = [ran("A", 0, 60, fence=1), decided("S", 10, "skipped", holder="A"),
+               decided("Q", 20, "queued", holder="A", trigger="j@q"),
+               decided("C", 30, "coalesced", holder="A"),
+               decided("D", 40, "duplicate", holder="A", trigger="j@A"),
+               ran("Q2", 61, 70, fence=2, trigger="j@q"),
+               ran("F", 71, 80, fence=3, trigger="j@follow-up:A")]
+    marks = {m.run_id: m for m in lane(*history).marks}
+    assert [(m.decision, m.at_ms - T0, m.holder_run_id) for m in marks.values()] == [
+        ("skipped", 10_000, "A"), ("queued", 20_000, "A"), ("coalesced", 30_000, "A"),
+        ("duplicate", 40_000, "A")]
+    assert {k: m.became_run_id for k, m in marks.items()} == {
+        "S": None, "Q": "Q2", "C": "F", "D": "A"}
+
+
+def test_takeovers_and_force_releases_are_markers():
+    result = lane(ran("A", 0, 20, status="abandoned", fence=1),
+                  ran("B", 30, 40, fence=2, displaced_run_id="A"),
+                  ran("C", 50, 70, status="released_by_operator", fence=3))
+    assert [(m.kind, m.at_ms - T0, m.run_id, m.by) for m in result.markers] == [
+        ("takeover", 30_000, "A", "B"), ("force_release", 70_000, "C", None)]
+
+
+@pytest.mark.parametrize(("record", "start", "end", "open_end", "note"), [
+    (ran("A", 10, 5), 10_000, 10_000, False, "clock skew"),      # ended before it started
+    (ran("A", 10, None), 10_000, 10_000, True, "not recorded"),  # no end at all
+    (ran("A", -30, 20), -30_000, 20_000, False, "before the range"),
+    (ran("A", 590, 700), 590_000, 700_000, False, "after the range"),
+    (ran("A", 100, None, status="running"), 100_000, 300_000, True, ""),  # to now
+])
+def test_times_a_bar_cannot_draw_are_said(record, start, end, open_end, note):
+    (bar,) = lane(record, now_s=300).bars
+    assert (bar.start_ms - T0, bar.end_ms - T0, bar.open_end) == (start, end, open_end)
+    assert note in " ".join(bar.notes)
+
+
+def test_records_wholly_outside_the_range_are_counted_not_drawn():
+    result = lane(ran("A", -100, -50), decided("S", 700, "skipped"),
+                  ran("Z", -1_800_000_000, -1_799_999_990), ran("B", 5, 6))
+    assert [b.run_id for b in result.bars] == ["B"] and result.outside == 3
+
+
+def test_counts_that_are_not_numbers_are_left_out():
+    (bar,) = lane(ran("A", 0, 1, selected=10, completed="ten", failed=True,
+                      uncertain=-1, reconciled=2)).bars
+    assert bar.items == {"selected": 10, "reconciled": 2}
+
+
+def test_the_last_record_of_a_run_id_wins():
+    (bar,) = lane(ran("A", 0, 10, status="succeeded"),
+                  ran("A", 0, 12, status="lease_lost")).bars
+    assert bar.status == "lease_lost"
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("\x1b[31mred\x1b[0m", "\ufffd[31mred\ufffd[0m"),  # a terminal escape
+    ("evil\u202eexe.txt", "evil\ufffdexe.txt"),          # a bidirectional override
+    ("a\nb", "a\nb"), ("x" * 400, "x" * 299 + "\u2026"),
+])
+def test_record_text_is_cleaned_of_control_characters(text, shown):
+    assert clean(text) == shown
+
+
+@pytest.mark.parametrize(("ms", "text"), [(850, "850 ms"), (12_300, "12.3 s"),
+                                          (245_000, "4 min 05 s"), (7_800_000, "2 h 10 min")])
+def test_durations_read_as_a_person_says_them(ms, text):
+    assert duration(ms) == text
+
+
+def test_items_name_every_outcome():
+    assert items_text({"selected": 12, "completed": 9, "failed": 1, "uncertain": 2,
+                       "reconciled": 3}) == ("9 done, 1 failed, 2 uncertain, 3 reconciled "
+                                             "(of 12 selected)")
+
+
+@pytest.mark.parametrize(("span_ms", "step_ms"), [(20_000, 5_000), (600_000, 120_000),
+                                                  (86_400_000, 10_800_000),
+                                                  (31 * 86_400_000, 604_800_000)])
+def test_axis_ticks_are_round_and_few(span_ms, step_ms):
+    step, marks = ticks(T0, T0 + span_ms)
+    assert step == step_ms and 1 <= len(marks) <= 10 and all(m % step == 0 for m in marks)
