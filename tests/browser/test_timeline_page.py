@@ -213,7 +213,8 @@ def _pixels(png: bytes) -> tuple[int, int, list[bytes], int]:
     raw, stride, rows = zlib.decompress(chunks), width * channels, []
     previous = bytearray(stride)
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        at = y * (stride + 1)
+        kind, line = raw[at], bytearray(raw[at + 1:at + 1 + stride])
         for i in range(stride):
             a = line[i - channels] if i >= channels else 0
             b, c = previous[i], previous[i - channels] if i >= channels else 0
