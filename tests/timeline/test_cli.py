@@ -203,3 +203,42 @@ def test_several_jobs_share_one_axis_and_open_writes_a_page(env, capsys, tmp_pat
     assert "no browser could be opened here" in out and opened == [page.resolve().as_uri()]
     html = page.read_text()
     assert html.count('class="lanegrp"') == 2 and html.count("<svg xmlns") == 1
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def test_a_run_that_started_before_the_range_and_ran_into_it_is_drawn(env, capsys):
+    """GIVEN a 20-minute run that started 10 minutes before the range (run ids sort by
+    start: the read looks an hour back) and one that ended before the range WHEN drawn
+    THEN the first is a bar clipped at the range's start, the second is counted outside."""
+    _, store = env
+    start = (int(time.time() * 1000) // 60_000 - 30) * 60_000
+    into = _run(store, start - 600_000, ended_at_ms=start + 600_000)
+    before = _run(store, start - 1_200_000, ended_at_ms=start - 1_100_000)
+    assert main(["--json", "timeline", "crm-sync", "--from", _iso(start),
+                 "--to", _iso(start + 1_200_000)]) == 0
+    (lane,) = json.loads(capsys.readouterr().out)["jobs"]
+    assert [r["run_id"] for r in lane["runs"]] == [into.run_id]
+    assert lane["runs"][0]["notes"] == ["started before the range"]
+    assert lane["outside"] == 1 and before.run_id not in json.dumps(lane)
+
+
+def test_a_page_is_written_whole_or_not_at_all(env, capsys, tmp_path, monkeypatch):
+    """GIVEN a page already there WHEN writing the new one fails at its rename THEN the
+    old page is untouched and no temporary file is left beside it."""
+    _, store = env
+    _run(store, int(time.time() * 1000) - 60_000)
+    page = tmp_path / "t.html"
+    page.write_text("the old page")
+
+    def fail(*_: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr("os.replace", fail)
+    assert main(["timeline", "crm-sync", "--html", str(page)]) == 1
+    assert page.read_text() == "the old page" and [p.name for p in tmp_path.iterdir()] == [
+        "t.html"]
+    err = capsys.readouterr().err
+    assert err == f"error: timeline: could not write {page}: disk full\n", err

@@ -40,7 +40,7 @@ def lane(*records: RunRecord, now_s: float = 600):
     ([ran("A", 0, 10), ran("B", 20, 30)], {"A": 0, "B": 0}),  # one after the other
     ([ran("A", 0, 30), ran("B", 20, 40)], {"A": 0, "B": 1}),  # a takeover: two rows
     ([ran("A", 0, 30), ran("B", 20, 40), ran("C", 35, 50)], {"A": 0, "B": 1, "C": 0}),
-    ([ran("A", 0, 10), ran("B", 10.5, 20)], {"A": 0, "B": 1}),  # nearly touching
+    ([ran("A", 0, 10), ran("B", 10, 20)], {"A": 0, "B": 0}),  # touching: one row
 ])
 def test_overlapping_runs_get_rows_of_their_own(records, rows):
     assert {b.run_id: b.row for b in lane(*records).bars} == rows

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import JobGuardError
 from .collect import RunLogReader, collect
 from .html import render_page
 from .model import Timeline, Window
@@ -42,14 +43,24 @@ def check_html_path(path: str) -> Path:
 
 
 def write_page(page: str, target: Path) -> Path:
-    """Write the page whole or not at all (a temporary file renamed into place)."""
-    fd, temp = tempfile.mkstemp(prefix=".timeline-", suffix=".html", dir=target.parent)
+    """Write the page whole or not at all (a temporary file renamed into place).
+
+    Raises:
+        JobGuardError: the page could not be written (the folder vanished, the disk is
+            full): said with the path, and nothing is left half-written.
+    """
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".timeline-", suffix=".html", dir=target.parent)
+    except OSError as exc:
+        raise JobGuardError(f"timeline: could not write {target}: {exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(page)
         os.replace(temp, target)
-    except BaseException:
+    except BaseException as exc:
         Path(temp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise JobGuardError(f"timeline: could not write {target}: {exc}") from exc
         raise
     return target
 

@@ -90,7 +90,7 @@ svg .job{font-size:14px;font-weight:700;fill:var(--ink)}
 svg .sum{font-size:12px;fill:var(--muted)}
 svg .lbl{font-size:11px;fill:#fff;pointer-events:none;font-weight:600}
 svg .lbl.dark{fill:var(--ink)}
-svg .b{stroke:#0000;stroke-width:2}
+svg .b{stroke:#fff;stroke-width:.75}
 svg a:hover .b,svg .b:target{stroke:#111}
 svg .s-succeeded{fill:var(--ok)}svg .s-incomplete{fill:var(--inc)}
 svg .s-failed{fill:var(--fail)}svg .s-lease_lost{fill:url(#p-lost)}
@@ -173,12 +173,58 @@ duplicate deliveries at once are four marks, not one)."""
 MARK_STEP = 13
 
 
-def _mark_levels(lane: Lane, g: _Geometry) -> list[int]:
+DENSE_AT = 1500
+"""A lane with more records than this is dense: runs of one status closer than a pixel
+are drawn as one bar, and triggers of one decision within a mark's width as one mark,
+each saying how many it stands for (hover names them; a narrower range shows each)."""
+MERGE_PX = 1.0
+MARK_PX = 6.0
+
+
+def _dense(lane: Lane) -> bool:
+    return len(lane.bars) + len(lane.marks) > DENSE_AT
+
+
+def _bar_groups(lane: Lane, g: _Geometry) -> list[list[Bar]]:
+    """The bars to draw: one per run, or in a dense lane one per stretch of runs of one
+    status on one row with less than :data:`MERGE_PX` between them."""
+    if not _dense(lane):
+        return [[bar] for bar in lane.bars]
+    groups: list[list[Bar]] = []
+    for bar in sorted(lane.bars, key=lambda b: (b.row, b.start_ms)):
+        last = groups[-1][-1] if groups else None
+        if (last is not None and last.row == bar.row and last.status == bar.status
+                and not bar.displaced_run_id and not last.open_end
+                and g.x(bar.start_ms) - g.x(max(b.end_ms for b in groups[-1])) <= MERGE_PX):
+            groups[-1].append(bar)
+        else:
+            groups.append([bar])
+    return groups
+
+
+def _mark_groups(lane: Lane, g: _Geometry) -> list[list[Mark]]:
+    """The marks to draw: one per trigger, or in a dense lane one per decision within
+    :data:`MARK_PX` (in time order of their first trigger)."""
+    if not _dense(lane):
+        return [[mark] for mark in lane.marks]
+    groups: list[list[Mark]] = []
+    open_: dict[str, list[Mark]] = {}
+    for mark in lane.marks:  # in time order
+        group = open_.get(mark.decision)
+        if group is not None and g.x(mark.at_ms) - g.x(group[0].at_ms) <= MARK_PX:
+            group.append(mark)
+        else:
+            open_[mark.decision] = [mark]
+            groups.append(open_[mark.decision])
+    return groups
+
+
+def _mark_levels(groups: list[list[Mark]], g: _Geometry) -> list[int]:
     """Each mark's level in its row: the lowest whose last mark is clear of it."""
     last_x: list[float] = []
     levels = []
-    for mark in lane.marks:  # in time order
-        x = g.x(mark.at_ms)
+    for group in groups:
+        x = g.x(group[0].at_ms)
         for level, previous in enumerate(last_x):
             if x - previous >= 12:
                 last_x[level] = x
@@ -195,7 +241,7 @@ def _mark_levels(lane: Lane, g: _Geometry) -> list[int]:
 
 
 def _lane_height(lane: Lane, g: _Geometry) -> int:
-    levels = max(_mark_levels(lane, g), default=0)
+    levels = max(_mark_levels(_mark_groups(lane, g), g), default=0)
     return (HEAD_H + (TAG_H if lane.markers else 0) + max(1, lane.rows) * ROW_H
             + MARK_ROW_H + levels * MARK_STEP)
 
@@ -259,6 +305,27 @@ def _mark_title(mark: Mark) -> str:
     return "\n".join(lines)
 
 
+def _group_title(group: list[Bar]) -> str:
+    fences = [b.fence for b in group if b.fence is not None]
+    items: dict[str, int] = {}
+    for bar in group:
+        for key, value in bar.items.items():
+            items[key] = items.get(key, 0) + value
+    return "\n".join(x for x in (
+        f"{len(group)} runs {f.STATUS_LABEL.get(group[0].status, group[0].status)}, "
+        f"{f.iso(group[0].start_ms)} → {f.iso(max(b.end_ms for b in group))}",
+        f"fences {min(fences)} to {max(fences)}" if fences else "",
+        f"items: {f.items_text(items)}" if items else "",
+        "(closer than a pixel here: narrow the range with --from/--to to see each)") if x)
+
+
+def _marks_title(group: list[Mark]) -> str:
+    holders = {m.holder_run_id for m in group if m.holder_run_id}
+    return (f"{len(group)} {group[0].decision}, {f.iso(group[0].at_ms)} → "
+            f"{f.iso(group[-1].at_ms)}: {f.DECISION_MEANING.get(group[0].decision, '')}\n"
+            f"deferred to {len(holders)} run(s)\n(narrow the range to see each)")
+
+
 def _marker_title(marker: Marker) -> str:
     if marker.kind == "takeover":
         return (f"takeover at {f.iso(marker.at_ms)}: run {marker.by} took the lease of run "
@@ -316,7 +383,8 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
     out = [f'<g class="lanegrp" data-job="{_e(lane.job, 200)}" data-lane="{index}">']
     rows = max(1, lane.rows)
     body_top = top + HEAD_H + (TAG_H if lane.markers else 0)
-    levels = _mark_levels(lane, g)
+    mark_groups = _mark_groups(lane, g)
+    levels = _mark_levels(mark_groups, g)
     stack = max(levels, default=0) * MARK_STEP
     mark_y = body_top + rows * ROW_H + stack + MARK_ROW_H // 2
     out.append(f'<rect class="lane" x="{PAD}" y="{body_top}" width="{PLOT_W}" '
@@ -327,15 +395,30 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
         out.append(f'<text class="sum" x="{PAD + 8}" y="{body_top + 15}">no runs and no '
                    "decisions in this range</text>")
     bar_y: dict[str, float] = {}
-    for bar in lane.bars:
+    ends: dict[str, tuple[float, float]] = {}
+    # success first, everything else on top: a failure is never hidden under a success
+    groups = sorted(_bar_groups(lane, g), key=lambda grp: grp[0].status != "succeeded")
+    for group in groups:
+        bar = group[0]
         n = ids.next()
-        ids.bar[(index, bar.run_id)] = n
-        ids.row.setdefault((index, bar.run_id), ids.next())
-        x0, x1 = g.x(bar.start_ms), g.x(bar.end_ms)
-        width = max(2.0, round(x1 - x0, 1))
         y = body_top + bar.row * ROW_H + (ROW_H - BAR_H) // 2
-        bar_y[bar.run_id] = y + BAR_H / 2
+        for member in group:
+            ids.bar[(index, member.run_id)] = n
+            ids.row.setdefault((index, member.run_id), ids.next())
+            bar_y[member.run_id] = y + BAR_H / 2
+            ends[member.run_id] = (g.x(member.end_ms), y + BAR_H / 2)
         status = bar.status if bar.status in RUN_STATUSES else "other"
+        if len(group) > 1:
+            x0 = g.x(bar.start_ms)
+            x1 = g.x(max(b.end_ms for b in group))
+            out.append(f'<rect id="r{n}" class="b s-{status}" x="{x0}" y="{y}" '
+                       f'width="{max(2.0, round(x1 - x0, 1))}" height="{BAR_H}" '
+                       f'data-kind="runs" data-count="{len(group)}" '
+                       f'data-status="{_e(bar.status, 40)}"><title>'
+                       f"{_e(_group_title(group), 600)}</title></rect>")
+            continue
+        x0, x1 = g.x(bar.start_ms), g.x(bar.end_ms)
+        width = max(2.0 if bar.status == "succeeded" else 3.0, round(x1 - x0, 1))
         out.append(f'<a href="#t{ids.row[(index, bar.run_id)]}"><rect id="r{n}" class="b '
                    f's-{status}" x="{x0}" y="{y}" width="{width}" height="{BAR_H}" rx="2" '
                    f'data-kind="run" data-status="{_e(bar.status, 40)}" '
@@ -346,9 +429,17 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
             dark = " dark" if bar.status == "incomplete" else ""
             out.append(f'<text class="lbl{dark}" x="{x0 + 5}" y="{y + 12}">{_e(text)}</text>')
     links = len(lane.marks) <= MAX_LINKS
-    for mark, level in zip(lane.marks, levels, strict=True):
+    for cluster, level in zip(mark_groups, levels, strict=True):
+        mark = cluster[0]
         x = g.x(mark.at_ms)
         y = mark_y - level * MARK_STEP
+        if len(cluster) > 1:
+            kind = mark.decision if mark.decision in DECISIONS else "other"
+            out.append(f'<use href="#m-{kind}" x="{round(x - 6, 1)}" y="{y - 6}" '
+                       f'data-kind="decisions" data-count="{len(cluster)}" '
+                       f'data-decision="{_e(mark.decision, 40)}"><title>'
+                       f"{_e(_marks_title(cluster), 600)}</title></use>")
+            continue
         target = ids.bar.get((index, mark.holder_run_id or "")) or ids.bar.get(
             (index, mark.became_run_id or ""))
         kind = mark.decision if mark.decision in DECISIONS else "other"
@@ -360,7 +451,6 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
                f'data-at-ms="{mark.at_ms}"><title>{_e(_mark_title(mark), 1200)}</title>'
                "</use>")
         out.append(f'<a href="#r{target}">{use}</a>' if target else use)
-    ends = {bar.run_id: (g.x(bar.end_ms), bar_y[bar.run_id]) for bar in lane.bars}
     for marker in lane.markers:
         if marker.kind == "takeover" and marker.run_id in ends:
             x_end, y_mid = ends[marker.run_id]
@@ -370,9 +460,13 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
                            f'y2="{y_mid}" data-kind="held-unworked"><title>run '
                            f'{_e(marker.run_id, 80)}: its lease, still held after its last '
                            "heartbeat, until it expired and was taken over</title></line>")
+    tagged_to = -1000.0  # a marker's tag only where it does not run into the last one
     for marker in lane.markers:
-        out.append(_marker_svg(marker, index, body_top, rows, g, ids,
-                               tags=len(lane.markers) <= 40))
+        x = g.x(marker.at_ms)
+        tag = x - tagged_to > 110
+        if tag:
+            tagged_to = x
+        out.append(_marker_svg(marker, index, body_top, rows, g, ids, tags=tag))
     out.append("</g>")
     return out
 

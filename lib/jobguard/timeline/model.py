@@ -202,7 +202,7 @@ def _follow_up_of(job: str, holder_run_id: str) -> str:
 
 def _assign_rows(spans: Sequence[tuple[int, int]], min_gap_ms: int) -> list[int]:
     """Greedy interval partitioning (spans sorted by start): the first row whose last
-    span ended ``min_gap_ms`` before this one starts."""
+    span ended ``min_gap_ms`` or more before this one starts (0: at or before it)."""
     row_ends: list[int] = []
     rows: list[int] = []
     for start, end in spans:
@@ -223,9 +223,9 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
     """One job's lane from its run records (any order; one record per run id, the last
     one read winning, as the table keeps one row per run id).
 
-    ``now_ms`` ends the bars of runs still going. ``min_gap_ms`` (default: 1/400 of
-    the window) keeps two bars that nearly touch on separate rows, so that a takeover
-    is seen as two runs, not one.
+    ``now_ms`` ends the bars of runs still going. Runs that overlap in time (a takeover,
+    a replaced run) get rows of their own; ``min_gap_ms`` (default 0) also separates
+    runs that nearly touch.
     """
     by_run: dict[str, RunRecord] = {}
     for record in records:
@@ -261,7 +261,7 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
             notes.append("ended after the range")
         spans.append((record, start, end, open_end, tuple(notes)))
     spans.sort(key=lambda s: (s[1], s[2], s[0].run_id))
-    gap = window.span_ms // 400 if min_gap_ms is None else min_gap_ms
+    gap = 0 if min_gap_ms is None else min_gap_ms
     rows = _assign_rows([(max(s, window.from_ms), e) for _, s, e, _, _ in spans], gap)
 
     bars = []
