@@ -127,3 +127,18 @@ def test_items_name_every_outcome():
 def test_axis_ticks_are_round_and_few(span_ms, step_ms):
     step, marks = ticks(T0, T0 + span_ms)
     assert step == step_ms and 1 <= len(marks) <= 10 and all(m % step == 0 for m in marks)
+
+
+def test_ids_of_the_wrong_type_are_shown_as_text():
+    """GIVEN damaged records whose ids are a list and a number (DynamoDB holds any type)
+    WHEN drawn THEN nothing raises and the ids read as text."""
+    bad = RunRecord(job="j", run_id=["x"], trigger_id=7, trigger_kind=None,  # type: ignore[arg-type]
+                    policy="SKIP", decision=Decision.RAN, status=RunStatus.SUCCEEDED,
+                    started_at_ms=T0, ended_at_ms=T0 + 1000, fence="3")  # type: ignore[arg-type]
+    mark = RunRecord(job="j", run_id=5, trigger_id=["t"], trigger_kind="tick",  # type: ignore[arg-type]
+                     policy="SKIP", decision=Decision.DUPLICATE, status=RunStatus.DUPLICATE,
+                     started_at_ms=T0 + 10, holder_run_id={"a": 1})  # type: ignore[arg-type]
+    result = lane(bad, mark)
+    assert [(b.run_id, b.trigger_id, b.fence) for b in result.bars] == [("['x']", "7", None)]
+    assert [(m.run_id, m.trigger_id, m.holder_run_id) for m in result.marks] == [
+        ("5", "['t']", "{'a': 1}")]

@@ -44,7 +44,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2
 def clean(value: object, limit: int = 300) -> str:
     """A record's text made safe to show: control and bidirectional-override characters
     replaced (a terminal escape, a reversed run id), cut at ``limit`` characters."""
-    text = _CONTROL.sub("\ufffd", str(value))
+    raw = str(value)
+    text = _CONTROL.sub("\ufffd", raw[: limit + 1])  # cut first: a record may be 400 KB
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 

@@ -185,6 +185,11 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
+def _key(value: Any) -> str:
+    """An id as text: a damaged record may hold a number or a list where an id goes."""
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
 def _items(record: RunRecord) -> dict[str, int]:
     counts: dict[str, int] = {}
     for key in ITEM_COUNTS:
@@ -229,12 +234,12 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
     """
     by_run: dict[str, RunRecord] = {}
     for record in records:
-        by_run[record.run_id] = record
+        by_run[_key(record.run_id)] = record
     ran = [r for r in by_run.values() if r.decision is Decision.RAN]
     decided = [r for r in by_run.values() if r.decision is not Decision.RAN]
     by_trigger: dict[str, str] = {}
     for record in sorted(ran, key=lambda r: r.started_at_ms):
-        by_trigger.setdefault(record.trigger_id, record.run_id)
+        by_trigger.setdefault(_key(record.trigger_id), _key(record.run_id))
 
     outside = 0
     spans: list[tuple[RunRecord, int, int, bool, tuple[str, ...]]] = []
@@ -260,7 +265,7 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
         if end > window.to_ms and not open_end:
             notes.append("ended after the range")
         spans.append((record, start, end, open_end, tuple(notes)))
-    spans.sort(key=lambda s: (s[1], s[2], s[0].run_id))
+    spans.sort(key=lambda s: (s[1], s[2], _key(s[0].run_id)))
     gap = 0 if min_gap_ms is None else min_gap_ms
     rows = _assign_rows([(max(s, window.from_ms), e) for _, s, e, _, _ in spans], gap)
 
@@ -269,18 +274,18 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
     for (record, start, end, open_end, said), row in zip(spans, rows, strict=True):
         displaced = _text(record.extra.get("displaced_run_id"))
         bars.append(Bar(
-            run_id=record.run_id, status=record.status.value, start_ms=start, end_ms=end,
-            row=row, fence=_int(record.fence), trigger_id=record.trigger_id,
-            trigger_kind=record.trigger_kind, owner=_text(record.owner),
+            run_id=_key(record.run_id), status=record.status.value, start_ms=start,
+            end_ms=end, row=row, fence=_int(record.fence), trigger_id=_key(record.trigger_id),
+            trigger_kind=_key(record.trigger_kind), owner=_text(record.owner),
             requested_by=_text(record.requested_by), error=_text(record.error),
             detail=_text(record.detail), items=_items(record), displaced_run_id=displaced,
             open_end=open_end, notes=said))
         if displaced and window.from_ms <= start <= window.to_ms:
-            markers.append(Marker("takeover", start, displaced, by=record.run_id,
+            markers.append(Marker("takeover", start, displaced, by=_key(record.run_id),
                                   fence=_int(record.fence)))
         if record.status is RunStatus.RELEASED_BY_OPERATOR and not open_end \
                 and window.from_ms <= end <= window.to_ms:
-            markers.append(Marker("force_release", end, record.run_id,
+            markers.append(Marker("force_release", end, _key(record.run_id),
                                   by=_text(record.detail), fence=_int(record.fence)))
 
     marks = []
@@ -290,17 +295,18 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
             outside += 1
             continue
         became: str | None = None
+        holder = _text(record.holder_run_id)
         if record.decision is Decision.QUEUED or record.decision is Decision.DUPLICATE:
-            became = by_trigger.get(record.trigger_id)
-        elif record.decision is Decision.COALESCED and record.holder_run_id:
-            became = by_trigger.get(_follow_up_of(job, record.holder_run_id))
+            became = by_trigger.get(_key(record.trigger_id))
+        elif record.decision is Decision.COALESCED and holder:
+            became = by_trigger.get(_follow_up_of(job, holder))
         marks.append(Mark(
-            run_id=record.run_id, decision=record.decision.value, at_ms=at,
-            trigger_id=record.trigger_id, trigger_kind=record.trigger_kind,
-            holder_run_id=_text(record.holder_run_id), holder_fence=_int(record.holder_fence),
-            became_run_id=became if became != record.run_id else None,
+            run_id=_key(record.run_id), decision=record.decision.value, at_ms=at,
+            trigger_id=_key(record.trigger_id), trigger_kind=_key(record.trigger_kind),
+            holder_run_id=holder, holder_fence=_int(record.holder_fence),
+            became_run_id=became if became != _key(record.run_id) else None,
             requested_by=_text(record.requested_by), detail=_text(record.detail)))
-    marks.sort(key=lambda m: (m.at_ms, m.run_id))
+    marks.sort(key=lambda m: (m.at_ms, m.run_id))  # ids are text here (see _key)
     markers.sort(key=lambda m: (m.at_ms, m.kind))
     return Lane(job=job, bars=tuple(bars), marks=tuple(marks), markers=tuple(markers),
                 rows=max(rows, default=-1) + 1, outside=outside,
