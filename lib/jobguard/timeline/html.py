@@ -99,6 +99,7 @@ svg .s-running{fill:url(#p-run)}svg .s-other{fill:#999}
 svg .lane{fill:#fafbfc}
 svg .link{stroke:#9aa5b1;stroke-width:1;stroke-dasharray:2 2}
 svg .mk{stroke:#222;stroke-width:1.4;stroke-dasharray:4 3}
+svg .became{fill:none;stroke:#5b8fc7;stroke-width:1;stroke-dasharray:3 2}
 svg .ghost{stroke:#8d8d8d;stroke-width:3;stroke-dasharray:1 4;stroke-linecap:round}
 svg .mkt{font-size:10.5px;font-weight:700}
 svg .rowlbl{font-size:10.5px;fill:var(--muted)}
@@ -396,6 +397,7 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
                    "decisions in this range</text>")
     bar_y: dict[str, float] = {}
     ends: dict[str, tuple[float, float]] = {}
+    starts: dict[str, tuple[float, float]] = {}
     # success first, everything else on top: a failure is never hidden under a success
     groups = sorted(_bar_groups(lane, g), key=lambda grp: grp[0].status != "succeeded")
     for group in groups:
@@ -407,6 +409,7 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
             ids.row.setdefault((index, member.run_id), ids.next())
             bar_y[member.run_id] = y + BAR_H / 2
             ends[member.run_id] = (g.x(member.end_ms), y + BAR_H / 2)
+            starts[member.run_id] = (g.x(member.start_ms), y)
         status = bar.status if bar.status in RUN_STATUSES else "other"
         if len(group) > 1:
             x0 = g.x(bar.start_ms)
@@ -446,6 +449,11 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
         if links and mark.holder_run_id in bar_y:
             out.append(f'<line class="link" x1="{x}" y1="{bar_y[mark.holder_run_id]}" '
                        f'x2="{x}" y2="{y - 6}"/>')
+        if links and mark.decision in ("queued", "coalesced") and mark.became_run_id in starts:
+            # the run it became, later: along the mark's row, then up to that run's start
+            bx, by = starts[mark.became_run_id]
+            if bx > x + 8:
+                out.append(f'<path class="became" d="M{x + 6} {y}H{bx}V{by + BAR_H / 2}"/>')
         use = (f'<use href="#m-{kind}" x="{round(x - 6, 1)}" y="{y - 6}" '
                f'data-kind="decision" data-decision="{_e(mark.decision, 40)}" '
                f'data-at-ms="{mark.at_ms}"><title>{_e(_mark_title(mark), 1200)}</title>'
@@ -528,6 +536,8 @@ def _legend() -> str:
     decisions = "".join(
         f'<span title="{escape(f.DECISION_MEANING[d])}">{mark(d)}{escape(d)}</span>'
         for d in DECISIONS)
+    links = ('<span><svg width="26" height="14" aria-hidden="true"><path d="M2 11H22V2" '
+             'fill="none" stroke="#5b8fc7" stroke-dasharray="3 2"/></svg>ran later as</span>')
     markers = ('<span><svg width="14" height="14" aria-hidden="true"><line x1="7" y1="0" '
                'x2="7" y2="14" stroke="#8e3fa8" stroke-width="2" stroke-dasharray="4 3"/>'
                '</svg>takeover</span><span><svg width="26" height="14" aria-hidden="true">'
@@ -539,7 +549,7 @@ def _legend() -> str:
     defs = (f'<svg width="0" height="0" style="position:absolute" aria-hidden="true">'
             f'{_DEFS}</svg>')
     return (f'{defs}<div class="legend" role="note" aria-label="legend">'
-            f'<span><b>runs</b></span>{statuses}<span><b>not run</b></span>{decisions}'
+            f'<span><b>runs</b></span>{statuses}<span><b>not run</b></span>{decisions}{links}'
             f'<span><b>lease</b></span>{markers}</div>')
 
 
@@ -639,10 +649,10 @@ def _head(title: str) -> str:
             f"<title>{_e(title, 200)}</title><style>{CSS}</style></head><body><main>")
 
 
-def _range_line(timeline: Timeline) -> str:
+def _range_line(timeline: Timeline, *, generated: bool = True) -> str:
     w = timeline.window
     return (f"{f.iso(w.from_ms)} to {f.iso(w.to_ms)} ({f.duration(w.span_ms)}), all times "
-            f"UTC · generated {f.iso(timeline.generated_at_ms)}")
+            "UTC" + (f" · generated {f.iso(timeline.generated_at_ms)}" if generated else ""))
 
 
 def _jobs_body(timeline: Timeline, ids: _Ids, *, heading: str = "h2") -> str:
@@ -723,7 +733,7 @@ def render_drills_page(sections: Iterable[DrillSection], *, generated_at_ms: int
             f'<section id="d{n}"><h2>{_e(section.name, 120)} '
             f'<span class="tag t-{verdict}">{verdict}</span></h2>'
             f'<p class="sub">{_e(section.title, 300)} · {section.seconds:.1f} s · '
-            f"{_range_line(section.timeline)}</p>{error}"
+            f"{_range_line(section.timeline, generated=False)}</p>{error}"
             f"<figure>{svg}</figure>"
             f'<div class="two"><div><h3>injected</h3><ul>{injected}</ul></div>'
             f'<div><h3>checked</h3><ul class="checks">{checks}</ul></div></div>'
