@@ -142,3 +142,15 @@ def test_ids_of_the_wrong_type_are_shown_as_text():
     assert [(b.run_id, b.trigger_id, b.fence) for b in result.bars] == [("['x']", "7", None)]
     assert [(m.run_id, m.trigger_id, m.holder_run_id) for m in result.marks] == [
         ("5", "['t']", "{'a': 1}")]
+
+
+def test_a_time_past_any_date_is_said_not_raised():
+    """GIVEN a run whose recorded end is far past year 9999 WHEN drawn as a page and as
+    text THEN both render, saying the time has no date."""
+    from jobguard.timeline import build_timeline, render_page, render_text
+
+    record = ran("A", 10, None)
+    record = RunRecord(**{**record.__dict__, "ended_at_ms": 10**17})
+    timeline = build_timeline([("j", [record])], WINDOW, now_ms=T0)
+    assert "(epoch ms 100000000000000000: no date)" in render_page(timeline)
+    assert "(epoch ms 100000000000000000)" in render_text(timeline)

@@ -49,23 +49,35 @@ def clean(value: object, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
+def _at(ms: int) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, ValueError, OSError):
+        return None  # a record's time past year 9999 (or before year 1): no date
+
+
 def iso(ms: int) -> str:
     """Epoch ms as ISO 8601 UTC with its ``Z`` (milliseconds when present)."""
-    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    at = _at(ms)
+    if at is None:
+        return f"(epoch ms {ms}: no date)"
     if ms % 1000:
         return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def clock(ms: int, *, seconds: bool = True, millis: bool = False) -> str:
-    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    at = _at(ms)
+    if at is None:
+        return f"(epoch ms {ms})"
     if millis:
         return at.strftime("%H:%M:%S.") + f"{ms % 1000:03d}Z"
     return at.strftime("%H:%M:%SZ" if seconds else "%H:%MZ")
 
 
 def day(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
+    at = _at(ms)
+    return at.strftime("%Y-%m-%d") if at is not None else "?"
 
 
 def duration(ms: int) -> str:
