@@ -44,11 +44,14 @@ demo: $(STAMP) $(MS_STAMP) $(CDK)
 	$(PY) -m jobguard.local.demo $(DEMO_ARGS)
 
 ## screenshot: docs/drills.png, the first screen of the drills page `make demo` wrote
-## (.local/drills.html), taken by headless Chromium (Debian's chromium package)
+## (.local/drills.html), and docs/drills-lease-expiry.png (its lease-expiry drill), taken
+## by headless Chromium (Debian's chromium package)
 screenshot: $(STAMP)
 	@test -f .local/drills.html || { echo "run make demo first (it writes .local/drills.html)"; exit 1; }
 	$(PY) -m tests.browser.chromium .local/drills.html docs/drills.png --viewport-only \
 		--width 1280 --height 1160
+	$(PY) -m tests.browser.chromium .local/drills.html docs/drills-lease-expiry.png \
+		--width 1280 --element '#d2'
 
 ## demo-embedded: each run policy meets a second trigger, on the in-process emulator (~10 s)
 demo-embedded: $(STAMP)

@@ -163,10 +163,19 @@ class Browser:
             raise BrowserError(f"evaluate: {answer['exceptionDetails']}")
         return answer["result"].get("value")
 
-    def screenshot(self, *, full_page: bool = True) -> bytes:
-        """A PNG of the viewport, or of the whole page."""
+    def screenshot(self, *, full_page: bool = True, element: str | None = None) -> bytes:
+        """A PNG of the viewport, of the whole page, or of one element (a CSS selector)."""
         params: dict[str, Any] = {"format": "png"}
-        if full_page:
+        if element is not None:
+            box = self.evaluate(
+                f"(() => {{ const e = document.querySelector({json.dumps(element)}); if (!e) "
+                "return null; const r = e.getBoundingClientRect(); return {x: r.x + "
+                "window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height}; "
+                "})()")
+            if box is None:
+                raise BrowserError(f"no element {element!r} in the page")
+            params.update(captureBeyondViewport=True, clip={**box, "scale": 1})
+        elif full_page:
             metrics = self.send("Page.getLayoutMetrics")
             size = metrics.get("cssContentSize") or metrics["contentSize"]
             params.update(captureBeyondViewport=True, clip={
@@ -209,12 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int, default=800)
     parser.add_argument("--viewport-only", action="store_true",
                         help="the first screen only (default: the whole page)")
+    parser.add_argument("--element", metavar="CSS",
+                        help="only this element (e.g. '#d2', a drill's section)")
     args = parser.parse_args(argv)
     if not args.page.is_file():
         raise SystemExit(f"error: {args.page}: no such page")
     with Browser() as browser:
         browser.open(args.page, width=args.width, height=args.height)
-        args.png.write_bytes(browser.screenshot(full_page=not args.viewport_only))
+        args.png.write_bytes(browser.screenshot(full_page=not args.viewport_only,
+                                                element=args.element))
     print(f"wrote {args.png}")
     return 0
 
