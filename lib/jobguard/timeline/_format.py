@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .model import Lane
+    from .model import Bar, Lane, Mark
 
 STATUS_LABEL = {
     "succeeded": "succeeded",
@@ -140,3 +140,35 @@ def summary(lane: Lane, sep: str = " · ") -> str:
     if items:
         parts.append("items " + items_text(items))
     return sep.join(parts)
+
+
+def run_facts(bar: Bar, *, limit: int = 200) -> list[str]:
+    """What a run's record says beyond its times (hover text, the terminal's lines)."""
+    facts = []
+    if bar.items:
+        facts.append("items: " + items_text(bar.items))
+    if bar.displaced_run_id:
+        facts.append(f"took over the lease of run {clean(bar.displaced_run_id, 60)}")
+    if bar.requested_by:
+        facts.append(f"requested by {clean(bar.requested_by, 100)}")
+    if bar.error:
+        facts.append(f"error: {clean(bar.error, limit)}")
+    if bar.detail:
+        facts.append(clean(bar.detail, limit))
+    return facts + list(bar.notes)
+
+
+def mark_facts(mark: Mark, *, limit: int = 200) -> list[str]:
+    """Where a trigger that did not run went: its holder, the run it became, who asked."""
+    facts = []
+    if mark.holder_run_id:
+        facts.append(f"deferred to run {clean(mark.holder_run_id, 60)}"
+                     + (f" (fence {mark.holder_fence})" if mark.holder_fence is not None
+                        else ""))
+    if mark.became_run_id:
+        facts.append(f"ran as run {clean(mark.became_run_id, 60)}")
+    if mark.requested_by:
+        facts.append(f"requested by {clean(mark.requested_by, 100)}")
+    if mark.detail:
+        facts.append(clean(mark.detail, limit))
+    return facts

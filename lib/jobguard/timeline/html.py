@@ -275,35 +275,14 @@ def _bar_title(bar: Bar) -> str:
              + f" ({f.duration(bar.duration_ms)})",
              f"trigger {bar.trigger_id}" + (f" ({bar.trigger_kind})" if bar.trigger_kind
                                             else "")]
-    if bar.items:
-        lines.append("items: " + f.items_text(bar.items))
-    if bar.displaced_run_id:
-        lines.append(f"took over the lease of run {bar.displaced_run_id}")
-    if bar.requested_by:
-        lines.append(f"requested by {bar.requested_by}")
-    if bar.error:
-        lines.append(f"error: {f.clean(bar.error, 200)}")
-    if bar.detail:
-        lines.append(f.clean(bar.detail, 200))
-    lines += bar.notes
-    return "\n".join(lines)
+    return "\n".join(lines + f.run_facts(bar))
 
 
 def _mark_title(mark: Mark) -> str:
     lines = [f"{mark.decision} at {f.iso(mark.at_ms)}: "
              f"{f.DECISION_MEANING.get(mark.decision, mark.decision)}",
              f"trigger {mark.trigger_id}", f"record {mark.run_id}"]
-    if mark.holder_run_id:
-        lines.append(f"deferred to run {mark.holder_run_id}"
-                     + (f" (fence {mark.holder_fence})" if mark.holder_fence is not None
-                        else ""))
-    if mark.became_run_id:
-        lines.append(f"ran as run {mark.became_run_id}")
-    if mark.requested_by:
-        lines.append(f"requested by {mark.requested_by}")
-    if mark.detail:
-        lines.append(f.clean(mark.detail, 200))
-    return "\n".join(lines)
+    return "\n".join(lines + f.mark_facts(mark))
 
 
 def _group_title(group: list[Bar]) -> str:

@@ -86,33 +86,18 @@ def _events(lane: Lane) -> list[tuple[int, str]]:
         end = "still running" if bar.status == "running" else (
             "end unknown" if bar.open_end else f.clock(bar.end_ms, millis=True))
         fence = "-" if bar.fence is None else str(bar.fence)
-        extra = [f"trigger {f.clean(bar.trigger_id, 120)}"]
-        if bar.items:
-            extra.append("items " + f.items_text(bar.items))
-        if bar.displaced_run_id:
-            extra.append(f"took over {f.clean(bar.displaced_run_id, 60)}")
-        if bar.error:
-            extra.append(f"error: {f.clean(bar.error, 160)}")
-        if bar.detail:
-            extra.append(f.clean(bar.detail, 160))
-        extra += bar.notes
+        extra = [f"trigger {f.clean(bar.trigger_id, 120)}", *f.run_facts(bar, limit=160)]
         out.append((bar.start_ms, (
             f"{f.clock(bar.start_ms, millis=True)}  run       "
             f"{f.clean(f.STATUS_LABEL.get(bar.status, bar.status), 40):<20} "
             f"{f.clean(bar.run_id, 40):<26}  fence {fence:<4} -> {end} "
             f"({f.duration(bar.duration_ms)})  " + "; ".join(extra))))
     for mark in lane.marks:
-        link = ""
-        if mark.holder_run_id:
-            link = f"deferred to {f.clean(mark.holder_run_id, 40)}" + (
-                f" (fence {mark.holder_fence})" if mark.holder_fence is not None else "")
-        if mark.became_run_id:
-            link += ("; " if link else "") + f"ran as {f.clean(mark.became_run_id, 40)}"
-        detail = f"; {f.clean(mark.detail, 160)}" if mark.detail else ""
+        facts = "; ".join(f.mark_facts(mark, limit=160))
         out.append((mark.at_ms, (
             f"{f.clock(mark.at_ms, millis=True)}  not run   {mark.decision:<20} "
             f"{f.clean(mark.run_id, 40):<26}  trigger {f.clean(mark.trigger_id, 120)}"
-            + (f"  {link}" if link else "") + detail)))
+            + (f"  {facts}" if facts else ""))))
     for marker in lane.markers:
         word = f.MARKER_LABEL.get(marker.kind, marker.kind)
         who = (f"by run {f.clean(marker.by or '?', 40)}" if marker.kind == "takeover"
