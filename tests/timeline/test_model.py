@@ -154,3 +154,28 @@ def test_a_time_past_any_date_is_said_not_raised():
     timeline = build_timeline([("j", [record])], WINDOW, now_ms=T0)
     assert "(epoch ms 100000000000000000: no date)" in render_page(timeline)
     assert "(epoch ms 100000000000000000)" in render_text(timeline)
+
+
+def test_a_dense_lane_merges_runs_closer_than_a_pixel_but_never_a_failure():
+    """GIVEN 2,000 back-to-back runs over 10 minutes (more than a pixel holds), one of
+    them failed, and 600 skipped triggers WHEN drawn THEN the runs are a few bars whose
+    counts add up to 2,000, the failure a bar of its own; the skips are marks whose
+    counts add up to 600; the table lists the latest 300 events and says so."""
+    import re
+
+    from jobguard.timeline import build_timeline, render_page
+    from jobguard.timeline.html import MAX_TABLE_ROWS
+
+    runs = [ran(f"R{i:04d}", i * 0.3, i * 0.3 + 0.25, fence=i + 1,
+                status="failed" if i == 1000 else "succeeded") for i in range(2000)]
+    skips = [decided(f"S{i:04d}", i + 0.1, "skipped", holder="R0000") for i in range(600)]
+    page = render_page(build_timeline([("j", runs + skips)], WINDOW, now_ms=T0))
+    chart = page.split("<figure>", 1)[1].split("</figure>", 1)[0]
+    counts = [int(n) for n in re.findall(r'data-kind="runs" data-count="(\d+)"', chart)]
+    singles = chart.count('data-kind="run"')
+    assert sum(counts) + singles == 2000 and len(counts) + singles < 50
+    assert re.search(r'data-kind="run" data-status="failed"', chart)
+    marks = [int(n) for n in re.findall(r'data-kind="decisions" data-count="(\d+)"', chart)]
+    assert sum(marks) + chart.count('data-kind="decision"') == 600
+    assert page.count("<tr id=") + page.count("<tr><td") <= MAX_TABLE_ROWS + 1
+    assert f"{2600 - MAX_TABLE_ROWS} earlier rows not listed here" in page

@@ -650,7 +650,8 @@ def render_page(timeline: Timeline) -> str:
     jobs = ", ".join(lane.job for lane in timeline.lanes)
     return (_head(f"{timeline.title}: {jobs}") + f"<h1>{_e(timeline.title, 200)}</h1>"
             f'<p class="sub">{_e(jobs, 400)} · {_range_line(timeline)}. Hover a bar or a '
-            "mark for its run id and fence; click it for its row.</p>"
+            "mark for its run id and fence; click a bar for its row in the table, a mark for "
+            "the run it deferred to.</p>"
             + _legend() + f"<figure>{svg}</figure>" + _jobs_body(timeline, ids)
             + "</main></body></html>\n")
 
