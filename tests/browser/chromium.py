@@ -64,6 +64,7 @@ class Browser:
                 "--no-first-run", "--no-default-browser-check", "--disable-extensions",
                 "--disable-background-networking", "--disable-sync", "--mute-audio",
                 "--hide-scrollbars", "--font-render-hinting=none",
+                "--disable-dev-shm-usage",  # a container's small /dev/shm crashes renderers
                 f"--user-data-dir={self._profile}", "about:blank"]
         if os.geteuid() == 0:
             args.insert(1, "--no-sandbox")  # root (CI, containers): no user namespace
@@ -223,10 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.page.is_file():
         raise SystemExit(f"error: {args.page}: no such page")
-    with Browser() as browser:
-        browser.open(args.page, width=args.width, height=args.height)
-        args.png.write_bytes(browser.screenshot(full_page=not args.viewport_only,
-                                                element=args.element))
+    try:
+        with Browser() as browser:
+            browser.open(args.page, width=args.width, height=args.height)
+            args.png.write_bytes(browser.screenshot(full_page=not args.viewport_only,
+                                                    element=args.element))
+    except BrowserError as exc:
+        raise SystemExit(f"error: {exc}") from None
     print(f"wrote {args.png}")
     return 0
 
