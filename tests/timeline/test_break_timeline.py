@@ -83,6 +83,47 @@ def test_a_crashed_holder_whose_lease_expired_is_not_drawn_as_still_running(env,
     assert "expired" in title, title  # today: "running: ... → still running"
 
 
+def test_a_takeover_is_a_marker_while_the_taker_still_runs(aws, clock, monkeypatch,
+                                                           capsys):
+    """GIVEN a worker that took crm-sync's lease and vanished, and the next tick that
+    took the expired lease over and is still running (the moment an operator looks)
+    WHEN the timeline is drawn THEN the takeover is a marker at the taker's start naming
+    the vanished run (the lease row says so: ``prev_run_id``; the abandoned record is
+    written). Today the marker (and the dotted lease line) appear only once the taker
+    has ended and its record names the run it displaced."""
+    from datetime import timedelta
+
+    from jobguard.timeline._format import iso
+
+    from ..scenarios._support import Gate, Recorder, holding, in_thread, make_job, tick
+
+    monkeypatch.setenv("JOBGUARD_TABLE", aws.table)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    t0_ms = int(clock.now().timestamp() * 1000)
+    vanished = new_run_id(t0_ms)
+    aws.store.take(Trigger("crm-sync", "crm-sync@manual:vanished", TriggerKind.MANUAL),
+                   run_id=vanished, owner="worker-b", now_ms=t0_ms, lease_ms=30_000)
+    clock.advance(timedelta(seconds=40))
+    gate, rec = Gate(), Recorder()
+    taking = tick("crm-sync", clock.now())
+    job = make_job(aws, clock, rec.handler(holding(gate, taking)),
+                   lease=timedelta(seconds=30))
+    thread, _ = in_thread(lambda: job(taking, None))
+    assert gate.entered.wait(10)
+    try:
+        capsys.readouterr()
+        assert main(["--json", "timeline", "crm-sync", "--from", iso(t0_ms - 5_000),
+                     "--to", iso(t0_ms + 120_000)]) == 0
+        lane = json.loads(capsys.readouterr().out)["jobs"][0]
+    finally:
+        gate.release.set()
+        thread.join(10)
+    taker = next(r for r in lane["runs"] if r["run_id"] != vanished)
+    assert {r["run_id"]: r["status"] for r in lane["runs"]}[vanished] == "abandoned"
+    assert [(m["kind"], m["run_id"], m["at_ms"]) for m in lane["markers"]] == [
+        ("takeover", vanished, taker["start_ms"])], lane["markers"]
+
+
 def test_the_terminal_view_and_the_table_say_which_day_an_event_happened():
     """GIVEN a week of a daily job, its run on 2027-01-18 failed WHEN drawn for the
     week (``--since 7d``) THEN the terminal view's line for the failure and its row in
