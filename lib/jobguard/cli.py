@@ -848,7 +848,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="or a range: from this ISO 8601 time with its timezone")
     timeline.add_argument("--to", dest="to_time", help="... to this one (at most 31 days)")
     timeline.add_argument("--html", metavar="FILE",
-                          help="write the page to FILE (inline SVG and CSS: no network)")
+                          help="write the page to FILE (inline SVG and CSS: no network): a "
+                               "regular file, new or replaced whole (keeping its permissions);"
+                               " a symlink, FIFO or device is refused, never written through")
     timeline.add_argument("--open", action="store_true",
                           help="open the page in a browser (written to --html, else to a "
                                "temporary file)")
@@ -879,7 +881,8 @@ def build_parser() -> argparse.ArgumentParser:
     drill.add_argument("--job", help="drill this job (any deployed guarded job: the "
                        "library installs its switches) instead of the examples")
     drill.add_argument("--html", metavar="FILE", help="also write one page with every "
-                       "drill's checks and timeline to FILE")
+                       "drill's checks and timeline to FILE (a regular file, checked before "
+                       "the drills run; a symlink, FIFO or device is refused)")
     drill.set_defaults(run=cmd_drill)
     return parser
 

@@ -242,3 +242,70 @@ def test_a_page_is_written_whole_or_not_at_all(env, capsys, tmp_path, monkeypatc
         "t.html"]
     err = capsys.readouterr().err
     assert err == f"error: timeline: could not write {page}: disk full\n", err
+
+
+def test_html_never_replaces_or_writes_through_a_link_or_a_device(env, capsys, tmp_path):
+    """GIVEN ``--html`` naming a symbolic link to another file, and a character device
+    (a copy of /dev/null made in a temporary folder, where this user may make one) WHEN
+    asked THEN each is refused naming --html (exit 2), and the link, its target and the
+    device are as they were."""
+    _run(env[1], int(time.time() * 1000) - 60_000)
+    target = tmp_path / "keep.txt"
+    target.write_text("someone else's file")
+    link = tmp_path / "page.html"
+    link.symlink_to(target)
+    line = _refused(["timeline", "crm-sync", "--html", str(link)], capsys)
+    assert line.startswith(f"error: --html: {str(link)!r} is a symbolic link"), line
+    assert link.is_symlink() and target.read_text() == "someone else's file"
+    import os
+    import stat
+
+    device = tmp_path / "null"
+    try:
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, OSError):
+        return  # no right to make a device node here: the link case stands alone
+    line = _refused(["timeline", "crm-sync", "--html", str(device)], capsys)
+    assert line.startswith(f"error: --html: {str(device)!r} is a character device"), line
+    assert stat.S_ISCHR(os.lstat(device).st_mode)
+
+
+def test_a_new_page_takes_the_umask_and_a_rewritten_one_keeps_its_mode(env, capsys,
+                                                                       tmp_path):
+    """GIVEN umask 027 WHEN a new page is written THEN it is 0640, as any new file; WHEN
+    a page kept private (0600) is written again THEN it stays 0600 (never widened)."""
+    import os
+    import stat
+
+    _run(env[1], int(time.time() * 1000) - 60_000)
+    private = tmp_path / "private.html"
+    private.write_text("old")
+    private.chmod(0o600)
+    old = os.umask(0o027)
+    try:
+        assert main(["timeline", "crm-sync", "--html", str(tmp_path / "new.html")]) == 0
+        assert main(["timeline", "crm-sync", "--html", str(private)]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.html").stat().st_mode) == 0o640
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert private.read_text().startswith("<!doctype html>")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.html", "private.html"]
+
+
+def test_a_name_that_became_a_pipe_after_its_check_is_left_alone(tmp_path):
+    """GIVEN a page's name checked as free, then made a FIFO before the page is written
+    (another process, in between) WHEN written THEN an error naming it, the FIFO
+    untouched, no temporary file left."""
+    import os
+    import stat
+
+    from jobguard.errors import JobGuardError
+    from jobguard.timeline.command import check_html_path, write_page
+
+    target = check_html_path(str(tmp_path / "late.html"))
+    os.mkfifo(target)
+    with pytest.raises(JobGuardError, match="a FIFO .* now, not a regular file"):
+        write_page("<!doctype html>", target)
+    assert stat.S_ISFIFO(os.lstat(target).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["late.html"]
