@@ -20,7 +20,8 @@ from .drills import CRM, DRILLS, REPORT, DrillContext, job_drills
 from .report import DrillResult, render_table
 from .stack import DeployedStack
 
-__all__ = ["connect", "drills_page", "main_drill", "run_drills", "write_drills_page"]
+__all__ = ["connect", "drills_page", "main_drill", "report_drills", "run_drills",
+           "write_drills_page"]
 
 
 def connect(*, stack: str, endpoint: str | None = None, profile: str | None = None,
@@ -137,6 +138,40 @@ def summary(results: Sequence[DrillResult]) -> dict[str, Any]:
             "drills": [r.as_dict() for r in results]}
 
 
+def report_drills(results: Sequence[DrillResult], *, html: Path | None,
+                  page: Callable[[], str], quiet: bool) -> int:
+    """Write the drills page (``html``), then print the results: the table, or the JSON
+    summary with ``quiet``. A page that cannot be built or written (its folder removed
+    while the drills ran, the disk full, the run log unreadable) is said after the
+    results, never instead of them, and the exit code is 1."""
+    from ..timeline.command import write_page
+
+    report = summary(results)
+    failed = None
+    if html is not None:
+        try:
+            write_page(page(), html)
+            report["html"] = str(html)
+        except Exception as exc:  # noqa: BLE001 - the drills' results are printed anyway
+            from ..errors import JobGuardError
+
+            failed = str(exc) if isinstance(exc, JobGuardError) else \
+                f"drills page: not written to {html}: {type(exc).__name__}: {exc}"
+            report["html_error"] = failed
+    if quiet:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+    else:
+        print("\n" + render_table(results))
+        if "html" in report:
+            print(f"\ndrills page: {html}")
+    if failed is not None:
+        sys.stdout.flush()
+        print(f"error: {failed}", file=sys.stderr)
+        return 1
+    return 0 if report["held"] else 1
+
+
 def main_drill(args: Any) -> int:
     """The CLI entry (``jobguard drill``)."""
     html = None
@@ -152,15 +187,5 @@ def main_drill(args: Any) -> int:
     quiet = bool(args.json)
     results = run_drills(stack, only=args.only or (), job=args.job,
                          say=(lambda line: None) if quiet else print)
-    report = summary(results)
-    if html is not None:
-        write_drills_page(stack, results, html)
-        report["html"] = str(html)
-    if quiet:
-        json.dump(report, sys.stdout, indent=2)
-        print()
-    else:
-        print("\n" + render_table(results))
-        if html is not None:
-            print(f"\ndrills page: {html}")
-    return 0 if report["held"] else 1
+    return report_drills(results, html=html, page=lambda: drills_page(stack, results),
+                         quiet=quiet)
