@@ -309,3 +309,26 @@ def test_a_name_that_became_a_pipe_after_its_check_is_left_alone(tmp_path):
         write_page("<!doctype html>", target)
     assert stat.S_ISFIFO(os.lstat(target).st_mode)
     assert [p.name for p in tmp_path.iterdir()] == ["late.html"]
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("2026-01-01", "'2026-01-01' is a date without a time"),
+    ("2026-01-01Z", "'2026-01-01Z' is a date without a time"),
+    ("2026-01-01+02:00", "'2026-01-01+02:00' is a date without a time"),
+    ("2026-01-01T00:30", "'2026-01-01T00:30' has no timezone"),
+])
+def test_the_example_a_refusal_gives_is_accepted_when_typed_back(env, capsys, given, said):
+    line = _refused(["timeline", "crm-sync", "--from", given, "--to",
+                     "2026-01-02T00:00:00Z"], capsys)
+    assert said in line, line
+    (example,) = re.findall(r"\(e\.g\. ([^)]+)\)", line)
+    assert main(["timeline", "crm-sync", "--from", example, "--to",
+                 "2026-01-02T00:00:00Z"]) == 0, capsys.readouterr().err
+
+
+def test_a_range_of_one_millisecond_is_drawn(env, capsys):
+    """The shortest range the axis has: 1 ms (a shorter one is refused, naming --to)."""
+    assert main(["--json", "timeline", "crm-sync", "--from", "2026-01-01T00:00:00.000Z",
+                 "--to", "2026-01-01T00:00:00.001Z"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["to_ms"] - report["from_ms"] == 1

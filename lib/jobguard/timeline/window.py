@@ -9,7 +9,7 @@ its timezone: a :class:`WindowError` naming the option.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from .model import Window
 
@@ -51,8 +51,26 @@ def parse_duration(text: str, *, field: str = "--since") -> timedelta:
     return timedelta(seconds=seconds)
 
 
+_DATE_ONLY = re.compile(r"^\d{4}-?\d{2}-?\d{2}(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _zoned(text: str) -> datetime | None:
+    raw = text.strip()
+    try:
+        at = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None and at.utcoffset() is not None else None
+
+
 def parse_instant(text: str, *, field: str) -> datetime:
-    """An ISO 8601 time with its timezone (``Z`` or ``+02:00``)."""
+    """An ISO 8601 time with its timezone (``Z`` or ``+02:00``).
+
+    Example:
+        >>> parse_instant("2026-11-29T02:00:00Z", field="--from").isoformat()
+        '2026-11-29T02:00:00+00:00'
+    """
     raw = text.strip()
     try:
         at = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
@@ -60,11 +78,20 @@ def parse_instant(text: str, *, field: str) -> datetime:
         raise WindowError(field, f"{text!r} is not an ISO 8601 time (e.g. "
                           "2026-11-29T02:00:00Z)") from None
     if at.tzinfo is None or at.utcoffset() is None:
+        if _DATE_ONLY.fullmatch(raw):  # a date alone: Python drops any zone given with it
+            raise WindowError(field, f"{text!r} is a date without a time: give the time "
+                              f"and Z for UTC (e.g. {at.date().isoformat()}T00:00:00Z)")
+        example = f"{raw}Z" if _zoned(f"{raw}Z") else "2026-11-29T02:00:00Z"
         raise WindowError(field, f"{text!r} has no timezone: add Z for UTC (e.g. "
-                          f"{raw}Z)")
+                          f"{example})")
     if not 1970 <= at.year <= 9999 or at.timestamp() < 0:
         raise WindowError(field, f"{text!r} is before 1970")
     return at
+
+
+def _ms(at: datetime) -> int:
+    """Epoch milliseconds, exactly (no float: a microsecond never rounds up)."""
+    return (at - _EPOCH) // timedelta(milliseconds=1)
 
 
 def window_from_options(*, since: str | None, from_: str | None, to: str | None,
@@ -98,4 +125,9 @@ def window_from_options(*, since: str | None, from_: str | None, to: str | None,
     if end - start > MAX_RANGE:
         raise WindowError("--to", f"the range is {end - start}, longer than "
                           f"{MAX_RANGE.days} days (run records are kept 30 days)")
-    return Window(int(start.timestamp() * 1000), int(end.timestamp() * 1000))
+    from_ms, to_ms = _ms(start), _ms(end)
+    if to_ms <= from_ms:
+        raise WindowError("--to", f"{to} is within the millisecond of --from {from_}: the "
+                          "range is shorter than a millisecond, the axis's unit (give at "
+                          "least 1 ms)")
+    return Window(from_ms, to_ms)
