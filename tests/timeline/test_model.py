@@ -179,3 +179,54 @@ def test_a_dense_lane_merges_runs_closer_than_a_pixel_but_never_a_failure():
     assert sum(marks) + chart.count('data-kind="decision"') == 600
     assert page.count("<tr id=") + page.count("<tr><td") <= MAX_TABLE_ROWS + 1
     assert f"{2600 - MAX_TABLE_ROWS} earlier rows not listed here" in page
+
+
+def holding(run_id: str, start_s: float, *, heartbeat_s: float, expires_s: float,
+            **extra: Any) -> RunRecord:
+    """The record :mod:`jobguard.timeline.collect` makes from a held lease row."""
+    return RunRecord(job="j", run_id=run_id, trigger_id=f"j@{run_id}", trigger_kind="",
+                     policy="", decision=Decision.RAN, status=RunStatus.RUNNING,
+                     started_at_ms=T0 + int(start_s * 1000), fence=4,
+                     extra={"lease_expires_at_ms": T0 + int(expires_s * 1000),
+                            "heartbeat_at_ms": T0 + int(heartbeat_s * 1000), **extra})
+
+
+def test_a_lease_past_its_expiry_is_expired_not_running():
+    """GIVEN the lease row's run, its last heartbeat at 70 s, its lease expiring at 100 s
+    WHEN drawn at 300 s THEN the bar ends at its last heartbeat, status expired, its
+    lease held with no heartbeat until 100 s, and it says so; at 90 s it is running, to
+    now."""
+    (bar,) = lane(holding("H", 60, heartbeat_s=70, expires_s=100), now_s=300).bars
+    assert (bar.status, bar.start_ms - T0, bar.end_ms - T0, bar.open_end) == (
+        "expired", 60_000, 70_000, False)
+    assert bar.held_to_ms == T0 + 100_000
+    assert "its lease expired 2027-01-15T08:01:40Z and nothing has taken it over" in \
+        " ".join(bar.notes)
+    (live,) = lane(holding("H", 60, heartbeat_s=70, expires_s=100), now_s=90).bars
+    assert (live.status, live.end_ms - T0, live.open_end, live.held_to_ms) == (
+        "running", 90_000, True, None)
+
+
+def test_a_taken_over_lease_is_held_from_its_last_heartbeat_to_the_takeover():
+    """The displaced run's lease, held with no heartbeat, ends where the taker starts;
+    the taker may still be running (its lease row names the run it displaced)."""
+    result = lane(ran("A", 0, 20, status="abandoned", fence=1),
+                  holding("B", 50, heartbeat_s=55, expires_s=90, displaced_run_id="A"),
+                  now_s=60)
+    bars = {b.run_id: b for b in result.bars}
+    assert bars["A"].held_to_ms == T0 + 50_000 and bars["B"].held_to_ms is None
+    assert [(m.kind, m.at_ms - T0, m.run_id, m.by) for m in result.markers] == [
+        ("takeover", 50_000, "A", "B")]
+
+
+def test_records_claiming_a_start_after_now_are_counted_as_ahead():
+    """GIVEN a window ending now and a run and a skip whose worker's clock runs 10 min
+    ahead WHEN drawn THEN both are counted outside and ahead; inside a window reaching
+    past them they are drawn, the run with a note."""
+    records = [ran("A", 700, 705), decided("S", 710, "skipped")]
+    result = build_lane("j", records, WINDOW, now_ms=T0 + 100_000)
+    assert (result.bars, result.marks, result.outside, result.ahead) == ((), (), 2, 2)
+    wide = build_lane("j", records, Window(T0, T0 + 900_000), now_ms=T0 + 100_000)
+    (bar,) = wide.bars
+    assert "starts 10 min 00 s after now: its worker's clock runs ahead" in bar.notes
+    assert (len(wide.marks), wide.outside, wide.ahead) == (1, 0, 0)

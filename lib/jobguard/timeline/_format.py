@@ -15,6 +15,7 @@ STATUS_LABEL = {
     "failed": "failed",
     "lease_lost": "lease lost",
     "abandoned": "abandoned",
+    "expired": "lease expired",
     "released_by_operator": "released by operator",
     "running": "running",
 }
@@ -24,6 +25,8 @@ STATUS_MEANING = {
     "failed": "the handler raised; its trigger is retried",
     "lease_lost": "its lease was taken (expired or replaced): it wrote nothing after",
     "abandoned": "its worker vanished; the next run took over the expired lease",
+    "expired": "holds a lease that expired with no heartbeat: its worker stopped, and it "
+               "can commit nothing more; the next trigger takes the lease over",
     "released_by_operator": "an operator force-released its lease",
     "running": "holds the lease now",
 }
@@ -140,6 +143,12 @@ def summary(lane: Lane, sep: str = " · ") -> str:
     if items:
         parts.append("items " + items_text(items))
     return sep.join(parts)
+
+
+def ahead_note(n: int) -> str:
+    """What records claiming a start after now, past the range, mean."""
+    return (f"{n} of them claim to start after now: their worker's clock runs ahead "
+            "(a range whose --to is past the time they claim draws them)")
 
 
 def run_facts(bar: Bar, *, limit: int = 200) -> list[str]:

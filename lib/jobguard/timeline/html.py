@@ -38,7 +38,7 @@ MAX_LINKS = 1500
 
 CSS = """
 :root{--ok:#1b7f4b;--inc:#d98c00;--fail:#c7361a;--lost:#8e3fa8;--aband:#6b6b6b;
---rel:#1f5fa8;--run:#2b8fd6;--ink:#1d2329;--muted:#5d6873;--line:#d5dbe1;--bg:#fff;
+--rel:#1f5fa8;--run:#2b8fd6;--exp:#a8742c;--ink:#1d2329;--muted:#5d6873;--line:#d5dbe1;--bg:#fff;
 --panel:#f5f7f9}
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",
@@ -69,7 +69,7 @@ tr:target{background:#fff3c4}
 font-weight:600;white-space:nowrap}
 .t-succeeded,.t-held{background:var(--ok)}.t-incomplete{background:var(--inc)}
 .t-failed,.t-FAILED{background:var(--fail)}.t-lease_lost{background:var(--lost)}
-.t-abandoned{background:var(--aband)}.t-released_by_operator{background:var(--rel)}
+.t-abandoned{background:var(--aband)}.t-expired{background:var(--exp)}.t-released_by_operator{background:var(--rel)}
 .t-running{background:var(--run)}.t-decision{background:#e4e8ec;color:var(--ink)}
 .t-marker{background:#333}
 details{margin:4px 0}summary{cursor:pointer;color:var(--muted)}
@@ -94,7 +94,8 @@ svg .b{stroke:#fff;stroke-width:.75}
 svg a:hover .b,svg .b:target{stroke:#111}
 svg .s-succeeded{fill:var(--ok)}svg .s-incomplete{fill:var(--inc)}
 svg .s-failed{fill:var(--fail)}svg .s-lease_lost{fill:url(#p-lost)}
-svg .s-abandoned{fill:url(#p-aband)}svg .s-released_by_operator{fill:var(--rel)}
+svg .s-abandoned{fill:url(#p-aband)}svg .s-expired{fill:url(#p-exp)}
+svg .s-released_by_operator{fill:var(--rel)}
 svg .s-running{fill:url(#p-run)}svg .s-other{fill:#999}
 svg .lane{fill:#fafbfc}
 svg .link{stroke:#9aa5b1;stroke-width:1;stroke-dasharray:2 2}
@@ -113,6 +114,9 @@ patternTransform="rotate(45)"><rect width="7" height="7" fill="#8d8d8d"/>\
 <pattern id="p-lost" width="8" height="8" patternUnits="userSpaceOnUse" \
 patternTransform="rotate(-45)"><rect width="8" height="8" fill="#8e3fa8"/>\
 <rect width="2" height="8" fill="#b57ccb"/></pattern>
+<pattern id="p-exp" width="6" height="6" patternUnits="userSpaceOnUse" \
+patternTransform="rotate(90)"><rect width="6" height="6" fill="#a8742c"/>\
+<rect width="2" height="6" fill="#d9b07a"/></pattern>
 <pattern id="p-run" width="10" height="10" patternUnits="userSpaceOnUse" \
 patternTransform="rotate(45)"><rect width="10" height="10" fill="#2b8fd6"/>\
 <rect width="4" height="10" fill="#5fb0ea"/></pattern>
@@ -438,15 +442,18 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
                f'data-at-ms="{mark.at_ms}"><title>{_e(_mark_title(mark), 1200)}</title>'
                "</use>")
         out.append(f'<a href="#r{target}">{use}</a>' if target else use)
-    for marker in lane.markers:
-        if marker.kind == "takeover" and marker.run_id in ends:
-            x_end, y_mid = ends[marker.run_id]
-            x_take = g.x(marker.at_ms)
-            if x_take - x_end > 3:
-                out.append(f'<line class="ghost" x1="{x_end}" y1="{y_mid}" x2="{x_take}" '
+    for bar in lane.bars:  # a lease held with no heartbeat: to its takeover, or expiry
+        if bar.held_to_ms is not None and bar.run_id in ends:
+            x_end, y_mid = ends[bar.run_id]
+            x_held = g.x(bar.held_to_ms)
+            if x_held - x_end > 3:
+                until = (f"until it expired {f.iso(bar.held_to_ms)}; nothing has taken it "
+                         "over" if bar.status == "expired" else
+                         "until it expired and was taken over")
+                out.append(f'<line class="ghost" x1="{x_end}" y1="{y_mid}" x2="{x_held}" '
                            f'y2="{y_mid}" data-kind="held-unworked"><title>run '
-                           f'{_e(marker.run_id, 80)}: its lease, still held after its last '
-                           "heartbeat, until it expired and was taken over</title></line>")
+                           f'{_e(bar.run_id, 80)}: its lease, still held after its last '
+                           f"heartbeat, {until}</title></line>")
     tagged_to = -1000.0  # a marker's tag only where it does not run into the last one
     for marker in lane.markers:
         x = g.x(marker.at_ms)
@@ -461,7 +468,8 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
 def _bar_label(bar: Bar, width: float) -> str:
     words = f.STATUS_LABEL.get(bar.status, bar.status)
     options = [words, {"released_by_operator": "released", "lease_lost": "lost",
-                       "incomplete": "partial", "abandoned": "abandon."}.get(bar.status, "")]
+                       "incomplete": "partial", "abandoned": "abandon.",
+                       "expired": "expired"}.get(bar.status, "")]
     if bar.fence is not None:
         options.insert(0, f"{words} · fence {bar.fence}")
         if bar.items:
@@ -613,6 +621,8 @@ def _notes(lane: Lane) -> str:
     if lane.outside:
         notes.append(f"{lane.outside} record(s) read lie outside the range (a run started "
                      "and ended before it, or a time the record got wrong): not drawn")
+    if lane.ahead:
+        notes.append(f.ahead_note(lane.ahead))
     if lane.unreadable:
         shown = "; ".join(f.clean(u, 160) for u in lane.unreadable[:5])
         notes.append(f"{len(lane.unreadable)} row(s) under the run log are not readable run "

@@ -8,6 +8,10 @@ and, where the log shows it, the run it became (a queued trigger's own run, the
 follow-up of a coalesced one). A run that took over another's lease (its record names
 the displaced run) and a lease an operator force-released are *markers*.
 
+The run holding the lease has no record yet: :mod:`.collect` passes one made from the
+lease row (status ``running``), whose ``extra`` carries the row's ``lease_expires_at_ms``
+and ``heartbeat_at_ms``; past its expiry it is drawn ``expired``, not running.
+
 Times are epoch milliseconds, UTC. Nothing here trusts a record: a missing or reversed
 time, a count that is not a number, a status the page does not know are shown as what
 they are (with a note), never raised.
@@ -21,13 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import Decision, RunRecord, RunStatus
+from ._format import duration, iso
 
 __all__ = ["RUN_STATUSES", "DECISIONS", "Bar", "Lane", "Mark", "Marker", "Timeline",
            "Window", "build_lane", "build_timeline"]
 
 RUN_STATUSES = ("succeeded", "incomplete", "failed", "lease_lost", "abandoned",
-                "released_by_operator", "running")
-"""Statuses a bar can have, in the legend's order."""
+                "expired", "released_by_operator", "running")
+"""Statuses a bar can have, in the legend's order. ``expired`` is no record's status: a
+run holding the lease past its expiry, not taken over yet (its worker stopped)."""
 DECISIONS = ("skipped", "queued", "coalesced", "duplicate", "stale", "paused", "dropped")
 """Decisions a mark can have, in the legend's order."""
 ITEM_COUNTS = ("selected", "completed", "failed", "uncertain", "reconciled", "already_done")
@@ -71,6 +77,9 @@ class Bar:
     detail: str | None = None
     items: dict[str, int] = field(default_factory=dict)
     displaced_run_id: str | None = None
+    held_to_ms: int | None = None
+    """Its lease, still held after the bar's end with no heartbeat, until this time (a
+    dead worker's lease until it was taken over, or until it expired)."""
     open_end: bool = False
     """Still running (or its end is unknown): drawn to ``end_ms`` with an open end."""
     notes: tuple[str, ...] = ()
@@ -124,6 +133,9 @@ class Lane:
     rows: int
     outside: int = 0
     """Records read that lie wholly outside the window (not drawn)."""
+    ahead: int = 0
+    """Of those, records that claim to start after now, past the window: their worker's
+    clock runs ahead."""
     unreadable: tuple[str, ...] = ()
     truncated: bool = False
 
@@ -160,6 +172,7 @@ class Timeline:
             "title": self.title, "from_ms": self.window.from_ms, "to_ms": self.window.to_ms,
             "generated_at_ms": self.generated_at_ms,
             "jobs": [{"job": lane.job, "rows": lane.rows, "outside": lane.outside,
+                      "ahead": lane.ahead,
                       "unreadable": list(lane.unreadable), "truncated": lane.truncated,
                       "runs": [clean(b) for b in lane.bars],
                       "decisions": [clean(m) for m in lane.marks],
@@ -241,15 +254,32 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
     for record in sorted(ran, key=lambda r: r.started_at_ms):
         by_trigger.setdefault(_key(record.trigger_id), _key(record.run_id))
 
-    outside = 0
-    spans: list[tuple[RunRecord, int, int, bool, tuple[str, ...]]] = []
+    takeovers: dict[str, int] = {}  # the displaced run -> when it was taken over
+    for record in ran:
+        displaced = _text(record.extra.get("displaced_run_id"))
+        start = _int(record.started_at_ms)
+        if displaced and start is not None:
+            takeovers[displaced] = min(start, takeovers.get(displaced, start))
+
+    outside = ahead = 0
+    spans: list[tuple[RunRecord, str, int, int, bool, int | None, tuple[str, ...]]] = []
     for record in ran:
         start = _int(record.started_at_ms) or 0
         end = _int(record.ended_at_ms)
+        status = record.status.value
         notes: list[str] = []
         open_end = False
+        held_to = takeovers.get(_key(record.run_id))
         if record.status is RunStatus.RUNNING:
-            end, open_end = max(start, min(now_ms, window.to_ms)), True
+            expires = _int(record.extra.get("lease_expires_at_ms"))
+            if expires is not None and expires < now_ms:
+                beat = _int(record.extra.get("heartbeat_at_ms"))
+                status, end, held_to = "expired", max(start, beat or start), expires
+                notes.append(f"its last heartbeat {iso(end)}; its lease expired {iso(expires)}"
+                             " and nothing has taken it over: its worker stopped (it can "
+                             "commit nothing past its lease; the next trigger takes it over)")
+            else:
+                end, open_end = max(start, min(now_ms, window.to_ms)), True
         elif end is None:
             end, open_end = start, True
             notes.append("its end was not recorded")
@@ -257,29 +287,36 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
             notes.append(f"ended {start - end} ms before it started (clock skew): drawn "
                          "as an instant")
             end = start
+        if start > now_ms:
+            notes.append(f"starts {duration(start - now_ms)} after now: its worker's clock "
+                         "runs ahead")
         if not window.overlaps(start, end):
             outside += 1
+            ahead += start > window.to_ms and start > now_ms
             continue
         if start < window.from_ms:
             notes.append("started before the range")
         if end > window.to_ms and not open_end:
             notes.append("ended after the range")
-        spans.append((record, start, end, open_end, tuple(notes)))
-    spans.sort(key=lambda s: (s[1], s[2], _key(s[0].run_id)))
+        spans.append((record, status, start, end, open_end,
+                      held_to if held_to is not None and held_to > end else None,
+                      tuple(notes)))
+    spans.sort(key=lambda s: (s[2], s[3], _key(s[0].run_id)))
     gap = 0 if min_gap_ms is None else min_gap_ms
-    rows = _assign_rows([(max(s, window.from_ms), e) for _, s, e, _, _ in spans], gap)
+    rows = _assign_rows([(max(s, window.from_ms), e) for _, _, s, e, _, _, _ in spans], gap)
 
     bars = []
     markers: list[Marker] = []
-    for (record, start, end, open_end, said), row in zip(spans, rows, strict=True):
+    for (record, status, start, end, open_end, held_to, said), row in zip(spans, rows,
+                                                                         strict=True):
         displaced = _text(record.extra.get("displaced_run_id"))
         bars.append(Bar(
-            run_id=_key(record.run_id), status=record.status.value, start_ms=start,
+            run_id=_key(record.run_id), status=status, start_ms=start,
             end_ms=end, row=row, fence=_int(record.fence), trigger_id=_key(record.trigger_id),
             trigger_kind=_key(record.trigger_kind), owner=_text(record.owner),
             requested_by=_text(record.requested_by), error=_text(record.error),
             detail=_text(record.detail), items=_items(record), displaced_run_id=displaced,
-            open_end=open_end, notes=said))
+            held_to_ms=held_to, open_end=open_end, notes=said))
         if displaced and window.from_ms <= start <= window.to_ms:
             markers.append(Marker("takeover", start, displaced, by=_key(record.run_id),
                                   fence=_int(record.fence)))
@@ -293,6 +330,7 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
         at = _int(record.started_at_ms) or 0
         if not window.from_ms <= at <= window.to_ms:
             outside += 1
+            ahead += at > window.to_ms and at > now_ms
             continue
         became: str | None = None
         holder = _text(record.holder_run_id)
@@ -309,7 +347,7 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
     marks.sort(key=lambda m: (m.at_ms, m.run_id))  # ids are text here (see _key)
     markers.sort(key=lambda m: (m.at_ms, m.kind))
     return Lane(job=job, bars=tuple(bars), marks=tuple(marks), markers=tuple(markers),
-                rows=max(rows, default=-1) + 1, outside=outside,
+                rows=max(rows, default=-1) + 1, outside=outside, ahead=ahead,
                 unreadable=tuple(unreadable), truncated=truncated)
 
 

@@ -14,11 +14,11 @@ from .model import Lane, Timeline
 __all__ = ["BAR_CHARS", "MARK_CHARS", "render_text"]
 
 BAR_CHARS = {"succeeded": "=", "incomplete": "~", "failed": "x", "lease_lost": "!",
-             "abandoned": "?", "released_by_operator": "R", "running": ">"}
+             "abandoned": "?", "expired": "e", "released_by_operator": "R", "running": ">"}
 MARK_CHARS = {"skipped": "s", "queued": "q", "coalesced": "c", "duplicate": "d",
               "stale": "t", "paused": "p", "dropped": "D"}
 MARKER_CHARS = {"takeover": "T", "force_release": "F"}
-_SEVERITY = "=>~R?x!"
+_SEVERITY = "=>~Re?x!"
 """When two runs share a cell, the one later in this list is drawn (a failure is never
 hidden behind a success)."""
 LABEL_W = 12
@@ -38,12 +38,10 @@ def _chart(lane: Lane, from_ms: int, span: int, width: int) -> list[str]:
             cell = rows[bar.row][c]
             if cell == " " or _SEVERITY.find(char) > _SEVERITY.find(cell):
                 rows[bar.row][c] = char
-    bars = {bar.run_id: bar for bar in lane.bars}
-    for marker in lane.markers:  # a dead worker's lease, held until taken over: dots
-        held = bars.get(marker.run_id)
-        if marker.kind == "takeover" and held is not None and held.end_ms < marker.at_ms:
+    for held in lane.bars:  # a dead worker's lease, held until taken over or expired
+        if held.held_to_ms is not None:
             for c in range(_col(held.end_ms, from_ms, span, width) + 1,
-                           _col(marker.at_ms, from_ms, span, width)):
+                           _col(held.held_to_ms, from_ms, span, width)):
                 if rows[held.row][c] == " ":
                     rows[held.row][c] = "."
     marks = [" "] * width
@@ -126,6 +124,8 @@ def render_text(timeline: Timeline, *, width: int = 100) -> str:
             lines.append("note: more records than were read; narrow the range")
         if lane.outside:
             lines.append(f"note: {lane.outside} record(s) outside the range, not drawn")
+        if lane.ahead:
+            lines.append(f"note: {f.ahead_note(lane.ahead)}")
         for bad in lane.unreadable:
             lines.append(f"note: unreadable run record {f.clean(bad, 200)}")
     lines += ["", "runs:    " + "  ".join(f"{c} {f.STATUS_LABEL[s]}"
@@ -133,7 +133,7 @@ def render_text(timeline: Timeline, *, width: int = 100) -> str:
               "not run: " + "  ".join(f"{c} {d}" for d, c in MARK_CHARS.items())
               + "  (* several in one column)",
               "lease:   T takeover  F force release  . a lease held with no heartbeat, "
-              "until taken over"]
+              "until taken over or expired"]
     for lane in timeline.lanes:
         events = _events(lane)
         lines += ["", f"{f.clean(lane.job, 80)}: {len(events)} events"]
