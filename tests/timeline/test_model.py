@@ -230,3 +230,71 @@ def test_records_claiming_a_start_after_now_are_counted_as_ahead():
     (bar,) = wide.bars
     assert "starts 10 min 00 s after now: its worker's clock runs ahead" in bar.notes
     assert (len(wide.marks), wide.outside, wide.ahead) == (1, 0, 0)
+
+
+def _dense_chart(runs: list[RunRecord], window: Window = WINDOW) -> str:
+    from jobguard.timeline import build_timeline, render_page
+
+    page = render_page(build_timeline([("j", runs)], window, now_ms=window.to_ms))
+    return page.split("<figure>", 1)[1].split("</figure>", 1)[0]
+
+
+def test_a_dense_pixel_of_mixed_runs_is_split_by_height_in_proportion():
+    """GIVEN 6,000 runs over 10 minutes, 1 in 10 failed and 1 in 30 incomplete WHEN drawn
+    THEN every run is in exactly one shape of its own status (the counts add up per
+    status), a pixel's shares are as high as their runs' share of it (at least 2 px of
+    the bar's 16), and no share or bar is hidden under another of its pixel."""
+    import re
+
+    from jobguard.timeline._layout import BAR_H, MIN_STRIP_PX
+
+    runs = [ran(f"R{i:05d}", i * 0.1, i * 0.1 + 0.05, fence=i + 1,
+                status="failed" if i % 10 == 3 else "incomplete" if i % 30 == 7
+                else "succeeded") for i in range(6000)]
+    chart = _dense_chart(runs)
+    shapes = re.findall(r'<rect id="r\d+" class="b s-(\w+)" x="([\d.]+)" y="([\d.]+)" '
+                        r'width="[\d.]+" height="([\d.]+)"[^>]*?data-kind="(runs?)"'
+                        r'(?: data-count="(\d+)")?', chart)
+    drawn: dict[str, int] = {}
+    columns: dict[str, list[tuple[str, float, float, int]]] = {}
+    for status, x, y, height, kind, count in shapes:
+        n = int(count) if kind == "runs" else 1
+        drawn[status] = drawn.get(status, 0) + n
+        columns.setdefault(x, []).append((status, float(y), float(height), n))
+    assert drawn == {"succeeded": 5200, "failed": 600, "incomplete": 200}
+    mixed = [c for c in columns.values() if len(c) > 1]
+    assert mixed
+    for column in mixed:
+        total = sum(n for *_, n in column)
+        assert sum(h for _, _, h, _ in column) == pytest.approx(BAR_H, abs=0.05)
+        tops = sorted((y, y + h) for _, y, h, _ in column)
+        assert all(a[1] <= b[0] + 0.01 for a, b in zip(tops, tops[1:], strict=False))
+        for status, _, height, n in column:
+            if status != "succeeded":  # the largest share gives way to the minimums
+                assert height == pytest.approx(max(MIN_STRIP_PX, BAR_H * n / total),
+                                               abs=0.05)
+
+
+def test_a_dense_chart_grows_with_pixels_not_records():
+    """GIVEN 5,000 then 20,000 runs over the same 10 minutes, every other one failed
+    WHEN drawn THEN the chart is about as large either way: a few shapes per pixel."""
+    def chart(n: int) -> str:
+        return _dense_chart([ran(f"R{i:05d}", i * 600 / n, i * 600 / n + 0.01, fence=i + 1,
+                                 status="failed" if i % 2 else "succeeded")
+                             for i in range(n)])
+
+    small, large = chart(5_000), chart(20_000)
+    assert len(large) < 1.3 * len(small), (len(small), len(large))
+    assert large.count("<rect") < 3 * 1200
+
+
+def test_marks_past_the_levels_are_one_mark_saying_how_many():
+    """GIVEN six duplicate deliveries decided in one millisecond WHEN placed THEN four
+    levels: three marks and, on the top level, one standing for the other three."""
+    from jobguard.timeline._layout import MARK_LEVELS, Geometry, place_marks
+
+    result = lane(ran("A", 0, 60), *[decided(f"D{i}", 20, "duplicate", holder="A",
+                                              trigger="j@A") for i in range(6)])
+    spots = place_marks(result, Geometry(WINDOW.from_ms, WINDOW.span_ms))
+    assert [(s.level, len(s.marks)) for s in spots] == [(0, 1), (1, 1), (2, 1), (3, 3)]
+    assert MARK_LEVELS == 4

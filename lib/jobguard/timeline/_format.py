@@ -83,6 +83,20 @@ def day(ms: int) -> str:
     return at.strftime("%Y-%m-%d") if at is not None else "?"
 
 
+def one_day(from_ms: int, to_ms: int) -> str | None:
+    """The UTC day a whole range lies in (its times can go without a date), or None."""
+    first = day(from_ms)
+    return first if first == day(max(from_ms, to_ms - 1)) and first != "?" else None
+
+
+def when(ms: int, *, day_of: str | None) -> str:
+    """An event's time, ``09:00:00.000Z``, after its date (``2027-01-18 09:00:00.000Z``)
+    unless it falls on ``day_of``: a week of 09:00 runs is seven dates, not one time."""
+    text = clock(ms, millis=True)
+    on = day(ms)
+    return text if on in (day_of, "?") else f"{on} {text}"
+
+
 def duration(ms: int) -> str:
     """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 10 min``."""
     if ms < 1000:

@@ -17,22 +17,35 @@ from dataclasses import dataclass
 from html import escape
 
 from . import _format as f
+from ._layout import (
+    BAR_H,
+    MARK_STEP,
+    MERGE_PX,
+    PAD,
+    PLOT_W,
+    WIDTH,
+    Geometry,
+    MarkSpot,
+    Shape,
+    dense,
+    place_marks,
+    shapes,
+)
 from .model import DECISIONS, RUN_STATUSES, Bar, Lane, Mark, Marker, Timeline
 
 __all__ = ["DrillSection", "render_drills_page", "render_page", "render_svg"]
 
-WIDTH = 1200
-PAD = 14
-PLOT_W = WIDTH - 2 * PAD
 AXIS_H = 40
 HEAD_H = 28
 ROW_H = 22
-BAR_H = 16
 MARK_ROW_H = 22
 LANE_GAP = 14
 MAX_TABLE_ROWS = 300
 """Rows of a job's table in the page (the chart shows every record; ``--output text``
 lists them all)."""
+BLEED_PX = 0.2
+"""A dense lane's shapes are drawn this much wider (pixel-snapped, they would leave
+seams of background between neighbours)."""
 MAX_LINKS = 1500
 """Above this many marks in a lane, no connector lines (they would be a grey wash)."""
 
@@ -43,7 +56,7 @@ CSS = """
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",
 sans-serif;color:var(--ink);background:var(--bg)}
-main{max-width:1260px;margin:0 auto;padding:18px 22px 40px}
+main{max-width:1260px;margin:0 auto;padding:18px 22px 40px;overflow-wrap:anywhere}
 h1{font-size:21px;margin:0 0 2px}h2{font-size:17px;margin:26px 0 6px}
 h3{font-size:15px;margin:18px 0 4px}
 .sub{color:var(--muted);margin:0 0 12px}
@@ -90,7 +103,7 @@ svg .job{font-size:14px;font-weight:700;fill:var(--ink)}
 svg .sum{font-size:12px;fill:var(--muted)}
 svg .lbl{font-size:11px;fill:#fff;pointer-events:none;font-weight:600}
 svg .lbl.dark{fill:var(--ink)}
-svg .b{stroke:#fff;stroke-width:.75}
+svg .b{stroke:#fff;stroke-width:.75}svg .dense .b{stroke:none;shape-rendering:crispEdges}
 svg a:hover .b,svg .b:target{stroke:#111}
 svg .s-succeeded{fill:var(--ok)}svg .s-incomplete{fill:var(--inc)}
 svg .s-failed{fill:var(--fail)}svg .s-lease_lost{fill:url(#p-lost)}
@@ -158,95 +171,12 @@ class _Ids:
         return self.n
 
 
-@dataclass
-class _Geometry:
-    from_ms: int
-    span_ms: int
-
-    def x(self, ms: int) -> float:
-        ms = min(max(ms, self.from_ms), self.from_ms + self.span_ms)
-        return round(PAD + (ms - self.from_ms) / self.span_ms * PLOT_W, 1)
-
-
 TAG_H = 14
 """The strip above a lane's bars where takeover and force-release tags sit."""
 
 
-MARK_LEVELS = 4
-"""Marks closer than a mark's width stack upwards, at most this many high (four
-duplicate deliveries at once are four marks, not one)."""
-MARK_STEP = 13
-
-
-DENSE_AT = 1500
-"""A lane with more records than this is dense: runs of one status closer than a pixel
-are drawn as one bar, and triggers of one decision within a mark's width as one mark,
-each saying how many it stands for (hover names them; a narrower range shows each)."""
-MERGE_PX = 1.0
-MARK_PX = 6.0
-
-
-def _dense(lane: Lane) -> bool:
-    return len(lane.bars) + len(lane.marks) > DENSE_AT
-
-
-def _bar_groups(lane: Lane, g: _Geometry) -> list[list[Bar]]:
-    """The bars to draw: one per run, or in a dense lane one per stretch of runs of one
-    status on one row with less than :data:`MERGE_PX` between them."""
-    if not _dense(lane):
-        return [[bar] for bar in lane.bars]
-    groups: list[list[Bar]] = []
-    for bar in sorted(lane.bars, key=lambda b: (b.row, b.start_ms)):
-        last = groups[-1][-1] if groups else None
-        if (last is not None and last.row == bar.row and last.status == bar.status
-                and not bar.displaced_run_id and not last.open_end
-                and g.x(bar.start_ms) - g.x(max(b.end_ms for b in groups[-1])) <= MERGE_PX):
-            groups[-1].append(bar)
-        else:
-            groups.append([bar])
-    return groups
-
-
-def _mark_groups(lane: Lane, g: _Geometry) -> list[list[Mark]]:
-    """The marks to draw: one per trigger, or in a dense lane one per decision within
-    :data:`MARK_PX` (in time order of their first trigger)."""
-    if not _dense(lane):
-        return [[mark] for mark in lane.marks]
-    groups: list[list[Mark]] = []
-    open_: dict[str, list[Mark]] = {}
-    for mark in lane.marks:  # in time order
-        group = open_.get(mark.decision)
-        if group is not None and g.x(mark.at_ms) - g.x(group[0].at_ms) <= MARK_PX:
-            group.append(mark)
-        else:
-            open_[mark.decision] = [mark]
-            groups.append(open_[mark.decision])
-    return groups
-
-
-def _mark_levels(groups: list[list[Mark]], g: _Geometry) -> list[int]:
-    """Each mark's level in its row: the lowest whose last mark is clear of it."""
-    last_x: list[float] = []
-    levels = []
-    for group in groups:
-        x = g.x(group[0].at_ms)
-        for level, previous in enumerate(last_x):
-            if x - previous >= 12:
-                last_x[level] = x
-                levels.append(level)
-                break
-        else:
-            if len(last_x) < MARK_LEVELS:
-                last_x.append(x)
-                levels.append(len(last_x) - 1)
-            else:
-                levels.append(MARK_LEVELS - 1)
-                last_x[-1] = x
-    return levels
-
-
-def _lane_height(lane: Lane, g: _Geometry) -> int:
-    levels = max(_mark_levels(_mark_groups(lane, g), g), default=0)
+def _lane_height(lane: Lane, spots: Sequence[MarkSpot]) -> int:
+    levels = max((spot.level for spot in spots), default=0)
     return (HEAD_H + (TAG_H if lane.markers else 0) + max(1, lane.rows) * ROW_H
             + MARK_ROW_H + levels * MARK_STEP)
 
@@ -289,24 +219,33 @@ def _mark_title(mark: Mark) -> str:
     return "\n".join(lines + f.mark_facts(mark))
 
 
-def _group_title(group: list[Bar]) -> str:
+def _group_title(shape: Shape) -> str:
+    group = shape.bars
     fences = [b.fence for b in group if b.fence is not None]
     items: dict[str, int] = {}
     for bar in group:
         for key, value in bar.items.items():
             items[key] = items.get(key, 0) + value
+    status = f.STATUS_LABEL.get(group[0].status, group[0].status)
     return "\n".join(x for x in (
-        f"{len(group)} runs {f.STATUS_LABEL.get(group[0].status, group[0].status)}, "
-        f"{f.iso(group[0].start_ms)} → {f.iso(max(b.end_ms for b in group))}",
+        f"{len(group)} runs {status}"
+        + (f" of the {shape.share_of} runs of this pixel" if shape.share_of else "")
+        + f", {f.iso(group[0].start_ms)} → {f.iso(shape.end_ms)}",
         f"fences {min(fences)} to {max(fences)}" if fences else "",
         f"items: {f.items_text(items)}" if items else "",
         "(closer than a pixel here: narrow the range with --from/--to to see each)") if x)
 
 
-def _marks_title(group: list[Mark]) -> str:
+def _marks_title(group: Sequence[Mark]) -> str:
     holders = {m.holder_run_id for m in group if m.holder_run_id}
-    return (f"{len(group)} {group[0].decision}, {f.iso(group[0].at_ms)} → "
-            f"{f.iso(group[-1].at_ms)}: {f.DECISION_MEANING.get(group[0].decision, '')}\n"
+    counts: dict[str, int] = {}
+    for mark in group:
+        counts[mark.decision] = counts.get(mark.decision, 0) + 1
+    what = (f"{len(group)} {group[0].decision}" if len(counts) == 1 else
+            f"{len(group)} triggers not run (" + ", ".join(f"{n} {d}" for d, n in
+                                                           counts.items()) + ")")
+    meaning = f": {f.DECISION_MEANING.get(group[0].decision, '')}" if len(counts) == 1 else ""
+    return (f"{what}, {f.iso(group[0].at_ms)} → {f.iso(group[-1].at_ms)}{meaning}\n"
             f"deferred to {len(holders)} run(s)\n(narrow the range to see each)")
 
 
@@ -318,7 +257,7 @@ def _marker_title(marker: Marker) -> str:
             f"(fence {marker.fence}) released; {marker.by or 'by an operator'}")
 
 
-def _axis(g: _Geometry, height: int, out: list[str]) -> None:
+def _axis(g: Geometry, height: int, out: list[str]) -> None:
     step, ticks = f.ticks(g.from_ms, g.from_ms + g.span_ms)
     seconds = step < 60_000 or any(t % 60_000 for t in ticks)
     last_day = None
@@ -344,8 +283,10 @@ def render_svg(timeline: Timeline, *, ids: _Ids | None = None, label: str = "",
     ids = ids or _Ids()
     ids.bar, ids.row = {}, {}  # this chart's runs: links stay inside it and its tables
     w = timeline.window
-    g = _Geometry(w.from_ms, w.span_ms)
-    height = AXIS_H + sum(_lane_height(lane, g) + LANE_GAP for lane in timeline.lanes) + 4
+    g = Geometry(w.from_ms, w.span_ms)
+    spots = [place_marks(lane, g) for lane in timeline.lanes]
+    heights = [_lane_height(lane, s) for lane, s in zip(timeline.lanes, spots, strict=True)]
+    height = AXIS_H + sum(h + LANE_GAP for h in heights) + 4
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
            f'width="{WIDTH}" height="{height}" role="img" aria-label="'
            f'{_e(label or timeline.title)}: {len(timeline.lanes)} job(s), '
@@ -354,22 +295,54 @@ def render_svg(timeline: Timeline, *, ids: _Ids | None = None, label: str = "",
            _DEFS if defs else ""]
     _axis(g, height - 4, out)
     y = AXIS_H
-    for index, lane in enumerate(timeline.lanes):
-        out.extend(_lane_svg(lane, index, y, g, ids))
-        y += _lane_height(lane, g) + LANE_GAP
+    for index, (lane, lane_spots, lane_h) in enumerate(zip(timeline.lanes, spots, heights,
+                                                           strict=True)):
+        out.extend(_lane_svg(lane, index, y, g, ids, lane_spots))
+        y += lane_h + LANE_GAP
     if not timeline.lanes:
         out.append(f'<text class="sum" x="{PAD}" y="{AXIS_H + 16}">no jobs</text>')
     out.append("</svg>")
     return "".join(out)
 
 
-def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list[str]:
+def _shape_svg(shape: Shape, n: int, y: float, row_id: int) -> str:
+    """One run's bar (with its link and label), a stretch of runs of one status, or a
+    mixed pixel column's share of one status."""
+    bar = shape.bars[0]
+    status = bar.status if bar.status in RUN_STATUSES else "other"
+    top = round(y + shape.top, 2)
+    if len(shape.bars) > 1:  # (a dense lane's shapes overlap by BLEED_PX: no seams)
+        return (f'<rect id="r{n}" class="b s-{status}" x="{shape.x0}" y="{top}" '
+                f'width="{round(max(MERGE_PX, shape.x1 - shape.x0) + BLEED_PX, 1)}" '
+                f'height="{shape.height}" data-kind="runs" data-count="{len(shape.bars)}" '
+                f'data-status="{_e(bar.status, 40)}"><title>'
+                f"{_e(_group_title(shape), 600)}</title></rect>")
+    x0 = shape.x0
+    if shape.share_of:
+        width = round(max(MERGE_PX, shape.x1 - x0) + BLEED_PX, 1)
+        title = (_bar_title(bar) + f"\n(one of the {shape.share_of} runs of this pixel: "
+                 "narrow the range to see each)")
+        corner = ""
+    else:
+        width = max(2.0 if bar.status == "succeeded" else 3.0, round(shape.x1 - x0, 1))
+        title, corner = _bar_title(bar), ' rx="2"'
+    out = (f'<a href="#t{row_id}"><rect id="r{n}" class="b s-{status}" x="{x0}" y="{top}" '
+           f'width="{width}" height="{shape.height}"{corner} data-kind="run" '
+           f'data-status="{_e(bar.status, 40)}" data-start-ms="{bar.start_ms}" '
+           f'data-end-ms="{bar.end_ms}"><title>{_e(title, 1500)}</title></rect></a>')
+    text = "" if shape.share_of else _bar_label(bar, width)
+    if text:
+        dark = " dark" if bar.status == "incomplete" else ""
+        out += f'<text class="lbl{dark}" x="{x0 + 5}" y="{y + 12}">{_e(text)}</text>'
+    return out
+
+
+def _lane_svg(lane: Lane, index: int, top: int, g: Geometry, ids: _Ids,
+              spots: Sequence[MarkSpot]) -> list[str]:
     out = [f'<g class="lanegrp" data-job="{_e(lane.job, 200)}" data-lane="{index}">']
     rows = max(1, lane.rows)
     body_top = top + HEAD_H + (TAG_H if lane.markers else 0)
-    mark_groups = _mark_groups(lane, g)
-    levels = _mark_levels(mark_groups, g)
-    stack = max(levels, default=0) * MARK_STEP
+    stack = max((spot.level for spot in spots), default=0) * MARK_STEP
     mark_y = body_top + rows * ROW_H + stack + MARK_ROW_H // 2
     out.append(f'<rect class="lane" x="{PAD}" y="{body_top}" width="{PLOT_W}" '
                f'height="{rows * ROW_H + MARK_ROW_H + stack}"/>')
@@ -378,73 +351,53 @@ def _lane_svg(lane: Lane, index: int, top: int, g: _Geometry, ids: _Ids) -> list
     if not lane.bars and not lane.marks:
         out.append(f'<text class="sum" x="{PAD + 8}" y="{body_top + 15}">no runs and no '
                    "decisions in this range</text>")
-    bar_y: dict[str, float] = {}
-    ends: dict[str, tuple[float, float]] = {}
-    starts: dict[str, tuple[float, float]] = {}
+    drawn: dict[str, tuple[Bar, float]] = {}  # run id -> its bar and the bar's top
+    out.append('<g class="dense">' if dense(lane) else "<g>")
     # success first, everything else on top: a failure is never hidden under a success
-    groups = sorted(_bar_groups(lane, g), key=lambda grp: grp[0].status != "succeeded")
-    for group in groups:
-        bar = group[0]
+    for shape in sorted(shapes(lane, g), key=lambda sh: sh.status != "succeeded"):
         n = ids.next()
-        y = body_top + bar.row * ROW_H + (ROW_H - BAR_H) // 2
-        for member in group:
+        y = body_top + shape.bars[0].row * ROW_H + (ROW_H - BAR_H) // 2
+        for member in shape.bars:
             ids.bar[(index, member.run_id)] = n
             ids.row.setdefault((index, member.run_id), ids.next())
-            bar_y[member.run_id] = y + BAR_H / 2
-            ends[member.run_id] = (g.x(member.end_ms), y + BAR_H / 2)
-            starts[member.run_id] = (g.x(member.start_ms), y)
-        status = bar.status if bar.status in RUN_STATUSES else "other"
-        if len(group) > 1:
-            x0 = g.x(bar.start_ms)
-            x1 = g.x(max(b.end_ms for b in group))
-            out.append(f'<rect id="r{n}" class="b s-{status}" x="{x0}" y="{y}" '
-                       f'width="{max(2.0, round(x1 - x0, 1))}" height="{BAR_H}" '
-                       f'data-kind="runs" data-count="{len(group)}" '
-                       f'data-status="{_e(bar.status, 40)}"><title>'
-                       f"{_e(_group_title(group), 600)}</title></rect>")
-            continue
-        x0, x1 = g.x(bar.start_ms), g.x(bar.end_ms)
-        width = max(2.0 if bar.status == "succeeded" else 3.0, round(x1 - x0, 1))
-        out.append(f'<a href="#t{ids.row[(index, bar.run_id)]}"><rect id="r{n}" class="b '
-                   f's-{status}" x="{x0}" y="{y}" width="{width}" height="{BAR_H}" rx="2" '
-                   f'data-kind="run" data-status="{_e(bar.status, 40)}" '
-                   f'data-start-ms="{bar.start_ms}" data-end-ms="{bar.end_ms}">'
-                   f'<title>{_e(_bar_title(bar), 1500)}</title></rect></a>')
-        text = _bar_label(bar, width)
-        if text:
-            dark = " dark" if bar.status == "incomplete" else ""
-            out.append(f'<text class="lbl{dark}" x="{x0 + 5}" y="{y + 12}">{_e(text)}</text>')
+            drawn[member.run_id] = (member, y)
+        out.append(_shape_svg(shape, n, y, ids.row[(index, shape.bars[0].run_id)]))
+    out.append("</g>")
     links = len(lane.marks) <= MAX_LINKS
-    for cluster, level in zip(mark_groups, levels, strict=True):
-        mark = cluster[0]
-        x = g.x(mark.at_ms)
-        y = mark_y - level * MARK_STEP
-        if len(cluster) > 1:
-            kind = mark.decision if mark.decision in DECISIONS else "other"
+    for spot in spots:
+        mark = spot.marks[0]
+        x, y = spot.x, mark_y - spot.level * MARK_STEP
+        decisions = {m.decision for m in spot.marks}
+        kind = mark.decision if mark.decision in DECISIONS and len(decisions) == 1 \
+            else "other"
+        if len(spot.marks) > 1:
+            said = mark.decision if len(decisions) == 1 else "several"
             out.append(f'<use href="#m-{kind}" x="{round(x - 6, 1)}" y="{y - 6}" '
-                       f'data-kind="decisions" data-count="{len(cluster)}" '
-                       f'data-decision="{_e(mark.decision, 40)}"><title>'
-                       f"{_e(_marks_title(cluster), 600)}</title></use>")
+                       f'data-kind="decisions" data-count="{len(spot.marks)}" '
+                       f'data-decision="{_e(said, 40)}"><title>'
+                       f"{_e(_marks_title(spot.marks), 600)}</title></use>")
             continue
         target = ids.bar.get((index, mark.holder_run_id or "")) or ids.bar.get(
             (index, mark.became_run_id or ""))
-        kind = mark.decision if mark.decision in DECISIONS else "other"
-        if links and mark.holder_run_id in bar_y:
-            out.append(f'<line class="link" x1="{x}" y1="{bar_y[mark.holder_run_id]}" '
-                       f'x2="{x}" y2="{y - 6}"/>')
-        if links and mark.decision in ("queued", "coalesced") and mark.became_run_id in starts:
-            # the run it became, later: along the mark's row, then up to that run's start
-            bx, by = starts[mark.became_run_id]
+        if links and mark.holder_run_id in drawn:
+            holder_y = drawn[mark.holder_run_id][1] + BAR_H / 2
+            out.append(f'<line class="link" x1="{x}" y1="{holder_y}" x2="{x}" '
+                       f'y2="{y - 6}"/>')
+        became = drawn.get(mark.became_run_id or "")
+        if links and became is not None and mark.decision in ("queued", "coalesced"):
+            # the run it became, later: a curve from the mark to that run's start (each
+            # its own: two marks' lines never run along one another)
+            bx, by = g.x(became[0].start_ms), became[1] + BAR_H / 2
             if bx > x + 8:
-                out.append(f'<path class="became" d="M{x + 6} {y}H{bx}V{by + BAR_H / 2}"/>')
+                out.append(f'<path class="became" d="M{x + 6} {y}Q{bx} {y} {bx} {by}"/>')
         use = (f'<use href="#m-{kind}" x="{round(x - 6, 1)}" y="{y - 6}" '
                f'data-kind="decision" data-decision="{_e(mark.decision, 40)}" '
                f'data-at-ms="{mark.at_ms}"><title>{_e(_mark_title(mark), 1200)}</title>'
                "</use>")
         out.append(f'<a href="#r{target}">{use}</a>' if target else use)
     for bar in lane.bars:  # a lease held with no heartbeat: to its takeover, or expiry
-        if bar.held_to_ms is not None and bar.run_id in ends:
-            x_end, y_mid = ends[bar.run_id]
+        if bar.held_to_ms is not None and bar.run_id in drawn:
+            x_end, y_mid = g.x(bar.end_ms), drawn[bar.run_id][1] + BAR_H / 2
             x_held = g.x(bar.held_to_ms)
             if x_held - x_end > 3:
                 until = (f"until it expired {f.iso(bar.held_to_ms)}; nothing has taken it "
@@ -485,7 +438,7 @@ def _bar_label(bar: Bar, width: float) -> str:
     return ""
 
 
-def _marker_svg(marker: Marker, index: int, body_top: int, rows: int, g: _Geometry,
+def _marker_svg(marker: Marker, index: int, body_top: int, rows: int, g: Geometry,
                 ids: _Ids, *, tags: bool) -> str:
     x = g.x(marker.at_ms)
     bottom = body_top + rows * ROW_H
@@ -547,70 +500,75 @@ def _run_ref(run_id: str, fence: int | None) -> str:
     return f"run …{_e(run_id[-8:], 8)}"
 
 
-def _table(lane: Lane, index: int, ids: _Ids) -> str:
-    rows: list[tuple[int, str]] = []
+def _table(lane: Lane, index: int, ids: _Ids, day_of: str | None) -> str:
+    """A job's events as a table, its latest :data:`MAX_TABLE_ROWS` (only those are
+    formatted). ``day_of``: the one day the whole range lies in (times then go without
+    their date), else None."""
+    events: list[tuple[int, int, Bar | Mark | Marker]] = [
+        *((bar.start_ms, 0, bar) for bar in lane.bars),
+        *((mark.at_ms, 1, mark) for mark in lane.marks),
+        *((marker.at_ms, 2, marker) for marker in lane.markers)]
+    events.sort(key=lambda e: (e[0], e[1]))
+    hidden = max(0, len(events) - MAX_TABLE_ROWS)
     fences = {bar.run_id: bar.fence for bar in lane.bars}
-    for bar in lane.bars:
-        row_id = ids.row.get((index, bar.run_id)) or ids.next()
-        link = ""
-        if bar.displaced_run_id:
-            target = ids.row.get((index, bar.displaced_run_id))
-            text = "took over " + _run_ref(bar.displaced_run_id,
-                                           fences.get(bar.displaced_run_id))
-            link = (f'<a href="#t{target}" title="{_e(bar.displaced_run_id, 80)}">{text}</a>'
-                    if target else text)
-        note = "; ".join(x for x in (bar.error, bar.detail, *bar.notes) if x)
-        end = "running" if bar.status == "running" else "-" if bar.open_end else \
-            f.clock(bar.end_ms, millis=True)
-        rows.append((bar.start_ms, (
-            f'<tr id="t{row_id}"><td class="mono">{f.clock(bar.start_ms, millis=True)}</td>'
-            f'<td class="mono">{end}</td>'
-            f'<td><span class="tag t-{_e(bar.status, 40)}">'
-            f'{_e(f.STATUS_LABEL.get(bar.status, bar.status), 40)}</span></td>'
-            f'<td class="num">{f.duration(bar.duration_ms)}</td>'
-            f'<td class="mono">{_e(bar.run_id, 80)}</td>'
-            f'<td class="num">{"" if bar.fence is None else bar.fence}</td>'
-            f'<td class="mono">{_e(bar.trigger_id, 120)}</td>'
-            f'<td>{_e(f.items_text(bar.items))}</td><td>{link}</td>'
-            f'<td>{_e(note, 400)}</td></tr>')))
-    for mark in lane.marks:
-        link = ""
-        if mark.holder_run_id:
-            target = ids.row.get((index, mark.holder_run_id))
-            text = "deferred to " + _run_ref(mark.holder_run_id, mark.holder_fence)
-            link = (f'<a href="#t{target}" title="{_e(mark.holder_run_id, 80)}">{text}</a>'
-                    if target else text)
-        if mark.became_run_id:
-            target = ids.row.get((index, mark.became_run_id))
-            text = "ran as " + _run_ref(mark.became_run_id, fences.get(mark.became_run_id))
-            link += ("; " if link else "") + (
-                f'<a href="#t{target}" title="{_e(mark.became_run_id, 80)}">{text}</a>'
-                if target else text)
-        rows.append((mark.at_ms, (
-            f'<tr><td class="mono">{f.clock(mark.at_ms, millis=True)}</td><td></td>'
-            f'<td><span class="tag t-decision">{_e(mark.decision, 40)}</span></td><td></td>'
-            f'<td class="mono">{_e(mark.run_id, 80)}</td><td></td>'
-            f'<td class="mono">{_e(mark.trigger_id, 120)}</td><td></td><td>{link}</td>'
-            f'<td>{_e(mark.detail or "", 400)}</td></tr>')))
-    for marker in lane.markers:
-        rows.append((marker.at_ms, (
-            f'<tr><td class="mono">{f.clock(marker.at_ms, millis=True)}</td><td></td>'
-            f'<td><span class="tag t-marker">{f.MARKER_LABEL.get(marker.kind, "")}</span>'
-            f'</td><td></td><td class="mono">{_e(marker.run_id, 80)}</td>'
-            f'<td class="num">{marker.fence or ""}</td><td></td><td></td>'
-            f'<td colspan="2">{_e(_marker_title(marker), 400)}</td></tr>')))
-    rows.sort(key=lambda r: r[0])
-    hidden = max(0, len(rows) - MAX_TABLE_ROWS)
-    shown = rows[hidden:]
+
+    def linked(word: str, run_id: str, fence: int | None) -> str:
+        target = ids.row.get((index, run_id))
+        text = f"{word} " + _run_ref(run_id, fence)
+        return (f'<a href="#t{target}" title="{_e(run_id, 80)}">{text}</a>' if target
+                else text)
+
+    rows = []
+    for _, _, event in events[hidden:]:
+        if isinstance(event, Bar):
+            bar = event
+            row_id = ids.row.get((index, bar.run_id)) or ids.next()
+            link = (linked("took over", bar.displaced_run_id,
+                           fences.get(bar.displaced_run_id)) if bar.displaced_run_id else "")
+            note = "; ".join(x for x in (bar.error, bar.detail, *bar.notes) if x)
+            end = "running" if bar.status == "running" else "-" if bar.open_end else \
+                f.when(bar.end_ms, day_of=f.day(bar.start_ms))
+            rows.append(
+                f'<tr id="t{row_id}"><td class="mono">{f.when(bar.start_ms, day_of=day_of)}'
+                f'</td><td class="mono">{end}</td>'
+                f'<td><span class="tag t-{_e(bar.status, 40)}">'
+                f'{_e(f.STATUS_LABEL.get(bar.status, bar.status), 40)}</span></td>'
+                f'<td class="num">{f.duration(bar.duration_ms)}</td>'
+                f'<td class="mono">{_e(bar.run_id, 80)}</td>'
+                f'<td class="num">{"" if bar.fence is None else bar.fence}</td>'
+                f'<td class="mono">{_e(bar.trigger_id, 120)}</td>'
+                f'<td>{_e(f.items_text(bar.items))}</td><td>{link}</td>'
+                f'<td>{_e(note, 400)}</td></tr>')
+        elif isinstance(event, Mark):
+            mark = event
+            links = [linked("deferred to", mark.holder_run_id, mark.holder_fence)
+                     if mark.holder_run_id else "",
+                     linked("ran as", mark.became_run_id, fences.get(mark.became_run_id))
+                     if mark.became_run_id else ""]
+            rows.append(
+                f'<tr><td class="mono">{f.when(mark.at_ms, day_of=day_of)}</td><td></td>'
+                f'<td><span class="tag t-decision">{_e(mark.decision, 40)}</span></td>'
+                f'<td></td><td class="mono">{_e(mark.run_id, 80)}</td><td></td>'
+                f'<td class="mono">{_e(mark.trigger_id, 120)}</td><td></td>'
+                f'<td>{"; ".join(x for x in links if x)}</td>'
+                f'<td>{_e(mark.detail or "", 400)}</td></tr>')
+        else:
+            marker = event
+            rows.append(
+                f'<tr><td class="mono">{f.when(marker.at_ms, day_of=day_of)}</td><td></td>'
+                f'<td><span class="tag t-marker">{f.MARKER_LABEL.get(marker.kind, "")}'
+                f'</span></td><td></td><td class="mono">{_e(marker.run_id, 80)}</td>'
+                f'<td class="num">{marker.fence or ""}</td><td></td><td></td>'
+                f'<td colspan="2">{_e(_marker_title(marker), 400)}</td></tr>')
     head = ("<tr><th>start (UTC)</th><th>end</th><th>status / decision</th><th>duration</th>"
             "<th>run id</th><th>fence</th><th>trigger</th><th>items</th><th>linked</th>"
             "<th>error / detail</th></tr>")
     more = (f'<p class="note">{hidden} earlier rows not listed here (the chart shows every '
             "one; <code>jobguard timeline --output text</code> lists them all).</p>"
             if hidden else "")
-    return (f"<details{' open' if len(rows) <= 60 else ''}><summary>{len(rows)} events of "
-            f"{_e(lane.job, 120)} as a table</summary>{more}<div class=\"tw\"><table>{head}"
-            + "".join(r for _, r in shown) + "</table></div></details>")
+    return (f"<details{' open' if len(events) <= 60 else ''}><summary>{len(events)} events "
+            f"of {_e(lane.job, 120)} as a table</summary>{more}<div class=\"tw\"><table>"
+            f"{head}" + "".join(rows) + "</table></div></details>")
 
 
 def _notes(lane: Lane) -> str:
@@ -646,10 +604,11 @@ def _range_line(timeline: Timeline, *, generated: bool = True) -> str:
 
 def _jobs_body(timeline: Timeline, ids: _Ids, *, heading: str = "h2") -> str:
     parts = []
+    day_of = f.one_day(timeline.window.from_ms, timeline.window.to_ms)
     for index, lane in enumerate(timeline.lanes):
         parts.append(f"<{heading}>{_e(lane.job, 120)}</{heading}>"
                      f'<p class="summary">{_e(f.summary(lane), 600)}</p>{_notes(lane)}'
-                     f"{_table(lane, index, ids)}")
+                     f"{_table(lane, index, ids, day_of)}")
     return "".join(parts)
 
 
