@@ -110,7 +110,8 @@ def test_record_text_is_cleaned_of_control_characters(text, shown):
 
 
 @pytest.mark.parametrize(("ms", "text"), [(850, "850 ms"), (12_300, "12.3 s"),
-                                          (245_000, "4 min 05 s"), (7_800_000, "2 h 10 min")])
+                                          (245_000, "4 min 05 s"), (7_800_000, "2 h 10 min"),
+                                          (604_800_000, "7 d 00 h")])
 def test_durations_read_as_a_person_says_them(ms, text):
     assert duration(ms) == text
 
@@ -153,7 +154,8 @@ def test_a_time_past_any_date_is_said_not_raised():
     record = RunRecord(**{**record.__dict__, "ended_at_ms": 10**17})
     timeline = build_timeline([("j", [record])], WINDOW, now_ms=T0)
     assert "(epoch ms 100000000000000000: no date)" in render_page(timeline)
-    assert "(epoch ms 100000000000000000)" in render_text(timeline)
+    # (the terminal view wraps its lines to its width: read it as words)
+    assert "(epoch ms 100000000000000000)" in " ".join(render_text(timeline).split())
 
 
 def test_a_dense_lane_merges_runs_closer_than_a_pixel_but_never_a_failure():
@@ -298,3 +300,19 @@ def test_marks_past_the_levels_are_one_mark_saying_how_many():
     spots = place_marks(result, Geometry(WINDOW.from_ms, WINDOW.span_ms))
     assert [(s.level, len(s.marks)) for s in spots] == [(0, 1), (1, 1), (2, 1), (3, 3)]
     assert MARK_LEVELS == 4
+
+
+@pytest.mark.parametrize("width", [60, 61, 100, 137])
+def test_terminal_lines_fit_their_width_and_lose_no_word(width):
+    """GIVEN an event's text with aligned columns, a 300-character key and a newline
+    WHEN fitted THEN no line is wider than ``width``, the lines after the first are
+    indented, and the words read back are the text's words (a long one cut, not lost)."""
+    from jobguard.timeline.text import fit
+
+    text = ("08:00:10.000Z  run      failed        01MCC5RXRGMXGYV56RZHBWK19X  fence 1   "
+            "-> 08:01:10.000Z (1 min 00 s); error: TimeoutError\nmore; key " + "k" * 300)
+    lines = fit(text, width)
+    assert all(len(line) <= width for line in lines) and len(lines) > 1
+    assert all(line.startswith("    ") and line.strip() for line in lines[1:])
+    assert lines[0].startswith("08:00:10.000Z  run      failed")  # its columns kept
+    assert "".join("".join(lines).split()) == "".join(text.split())

@@ -92,20 +92,25 @@ def one_day(from_ms: int, to_ms: int) -> str | None:
 def when(ms: int, *, day_of: str | None) -> str:
     """An event's time, ``09:00:00.000Z``, after its date (``2027-01-18 09:00:00.000Z``)
     unless it falls on ``day_of``: a week of 09:00 runs is seven dates, not one time."""
-    text = clock(ms, millis=True)
-    on = day(ms)
-    return text if on in (day_of, "?") else f"{on} {text}"
+    at = _at(ms)
+    if at is None:
+        return clock(ms)
+    text = f"{at.hour:02d}:{at.minute:02d}:{at.second:02d}.{ms % 1000:03d}Z"
+    on = f"{at.year:04d}-{at.month:02d}-{at.day:02d}"
+    return text if on == day_of else f"{on} {text}"
 
 
 def duration(ms: int) -> str:
-    """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 10 min``."""
+    """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 10 min``, ``7 d 00 h``."""
     if ms < 1000:
         return f"{ms} ms"
     if ms < 60_000:
         return f"{ms / 1000:.1f} s"
     if ms < 3_600_000:
         return f"{ms // 60_000} min {ms % 60_000 // 1000:02d} s"
-    return f"{ms // 3_600_000} h {ms % 3_600_000 // 60_000:02d} min"
+    if ms < 172_800_000:
+        return f"{ms // 3_600_000} h {ms % 3_600_000 // 60_000:02d} min"
+    return f"{ms // 86_400_000} d {ms % 86_400_000 // 3_600_000:02d} h"
 
 
 def items_text(items: dict[str, int]) -> str:
