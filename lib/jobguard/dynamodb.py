@@ -1160,17 +1160,27 @@ class DynamoJobStore:
         return True
 
     def list_runs(self, job: str, *, limit: int = 50) -> list[RunRecord]:
-        """A job's run records, newest first. The active run is shown as ``running``."""
-        response = self._client.query(
-            TableName=self.table_name,
-            KeyConditionExpression="#pk = :pk AND begins_with(#sk, :run)",
-            ExpressionAttributeNames={"#pk": PARTITION_KEY, "#sk": SORT_KEY},
-            ExpressionAttributeValues={":pk": {"S": job_pk(job)}, ":run": {"S": RUN_PREFIX}},
-            ScanIndexForward=False,
-            Limit=limit,
-            ConsistentRead=True,
-        )
-        records = [run_record(item) for item in response.get("Items", [])]
+        """A job's run records, newest first. The active run is shown as ``running``.
+
+        Reads page after page until ``limit`` records (a page ends at 1 MB: a few
+        large records, a long error each, fill one before ``limit`` is reached).
+        """
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :run)",
+            "ExpressionAttributeNames": {"#pk": PARTITION_KEY, "#sk": SORT_KEY},
+            "ExpressionAttributeValues": {":pk": {"S": job_pk(job)},
+                                          ":run": {"S": RUN_PREFIX}},
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        records: list[RunRecord] = []
+        while len(records) < limit:
+            response = self._client.query(**kwargs, Limit=limit - len(records))
+            records += [run_record(item) for item in response.get("Items", [])]
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         lease = self.read_lease(job)
         if lease.run_id and not any(r.run_id == lease.run_id for r in records):
             active = RunRecord(
