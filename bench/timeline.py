@@ -18,6 +18,20 @@ The records are written into the embedded emulator's table, then:
     Reading the 10,000 records back through ``DynamoJobStore.runs_between`` (paged
     queries) from the emulator: moto's time, far slower than DynamoDB's; reported, no
     target.
+
+Beside them, one job's lane alone (built from the records in memory, the same build
+and render), where a lane is densest:
+
+``timeline_dense_10k_ms`` / ``timeline_dense_10k_bytes``
+    10,000 runs of one job over a day, one after the other, 5 % failed and 2 %
+    incomplete (seeded). Targets: those of 10,000 records, under 2,000 ms and 2,000,000
+    bytes.
+``timeline_badday_10k_ms`` / ``timeline_badday_10k_bytes``
+    The same day with half the runs failed (seeded at random): the page an operator
+    opens on a bad day, each failure in its own place. Same targets.
+``timeline_month_43k_ms`` / ``timeline_month_43k_bytes``
+    30 days of a 1-minute job, 43,200 runs, 5 % failed: the longest range the command
+    takes. Reported, no target (more than 10,000 records).
 """
 
 from __future__ import annotations
@@ -32,7 +46,7 @@ from jobguard.ids import new_run_id
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.timeline import Window, collect, render_page, render_text
 
-__all__ = ["JOBS", "day_of_records", "measure"]
+__all__ = ["JOBS", "LANES", "day_of_records", "measure", "measure_lanes", "one_job"]
 
 JOBS = ("crm-sync", "report-export", "invoice-mailer")
 DAY_MS = 86_400_000
@@ -87,6 +101,59 @@ def day_of_records(n: int, start_ms: int, *, seed: int = 13) -> dict[str, list[R
     return per_job
 
 
+def one_job(n: int, start_ms: int, span_ms: int, *, failed: float, incomplete: float = 0.0,
+            seed: int = 17) -> list[RunRecord]:
+    """``n`` runs of one job spread evenly over ``span_ms``, each lasting 60 % of its
+    slot, failed or incomplete at random (seeded), in start order."""
+    rng = random.Random(seed)
+    step = span_ms // n
+    records = []
+    for i in range(n):
+        at, roll = start_ms + i * step, rng.random()
+        status = (RunStatus.FAILED if roll < failed else RunStatus.INCOMPLETE
+                  if roll < failed + incomplete else RunStatus.SUCCEEDED)
+        records.append(RunRecord(
+            job="crm-sync", run_id=new_run_id(at), trigger_id=f"crm-sync@tick:{at}",
+            trigger_kind="tick", policy="COALESCE", decision=Decision.RAN, status=status,
+            started_at_ms=at, ended_at_ms=at + step * 6 // 10, fence=i + 1,
+            owner="crm-sync/w", error="TimeoutError: the CRM did not answer"
+            if status is RunStatus.FAILED else None,
+            extra={"selected": 100, "completed": 100 if status is RunStatus.SUCCEEDED
+                   else 97, "failed": 0 if status is RunStatus.SUCCEEDED else 3}))
+    return records
+
+
+LANES = {  # name: (records, span_ms, failed, incomplete)
+    "dense_10k": (10_000, DAY_MS, 0.05, 0.02),
+    "badday_10k": (10_000, DAY_MS, 0.5, 0.0),
+    "month_43k": (43_200, 30 * DAY_MS, 0.05, 0.0),
+}
+
+
+def measure_lanes(*, repeats: int = 3) -> dict[str, float]:
+    """One job's lane alone, built from records in memory: ``timeline_<case>_ms`` (the
+    median of build + render) and ``timeline_<case>_bytes`` for each of :data:`LANES`."""
+    from jobguard.timeline import build_timeline
+
+    start_ms = 1_800_000_000_000
+    figures: dict[str, float] = {}
+    for name, (n, span_ms, failed, incomplete) in LANES.items():
+        records = one_job(n, start_ms, span_ms, failed=failed, incomplete=incomplete)
+        window = Window(start_ms, start_ms + span_ms)
+        took, page = [], ""
+        for _ in range(repeats):
+            began = time.perf_counter()
+            timeline = build_timeline([("crm-sync", records)], window, now_ms=window.to_ms)
+            page = render_page(timeline)
+            took.append((time.perf_counter() - began) * 1000)
+        if len(timeline.lanes[0].bars) != n:
+            raise AssertionError(f"{name}: the timeline shows {len(timeline.lanes[0].bars)} "
+                                 f"of the {n} runs")
+        figures[f"timeline_{name}_ms"] = round(statistics.median(took), 1)
+        figures[f"timeline_{name}_bytes"] = len(page.encode())
+    return figures
+
+
 def _write(ddb: Any, table: str, per_job: dict[str, list[RunRecord]]) -> None:
     store = DynamoJobStore(table, client=ddb)
     items = [{"PutRequest": {"Item": store._run_item(r, 2_000_000_000)}}  # noqa: SLF001
@@ -132,4 +199,5 @@ def measure(ddb: Any, table: str, *, n: int = 10_000, repeats: int = 3) -> dict[
         "timeline_10k_runs": sum(len(lane.bars) for lane in timeline.lanes),
         "timeline_10k_not_run": sum(len(lane.marks) for lane in timeline.lanes),
         "timeline_10k_takeovers": sum(len(lane.markers) for lane in timeline.lanes),
+        **measure_lanes(repeats=repeats),
     }
