@@ -248,3 +248,48 @@ def test_the_screenshot_shows_each_status_in_its_colour_where_its_bar_is(rendere
         pixel = tuple(rows[y][x * channels:x * channels + 3])
         assert all(abs(p - q) <= 6 for p, q in zip(pixel, STATUS_RGB[bar["status"]],
                                                    strict=True)), (bar, pixel)
+
+
+def test_an_expired_lease_shows_its_own_stripes_and_its_dots_to_the_expiry(tmp_path):
+    """GIVEN the lease row's run, its last heartbeat at 40 s, its lease expired at 100 s
+    and not taken over WHEN laid out at 200 s THEN its bar ends at its last heartbeat in
+    the lease-expired stripes (neither colour of 'running'), dotted on to the expiry,
+    and the legend names it."""
+    record = RunRecord(job="crm-sync", run_id=new_run_id(T0 + 20_000), trigger_id="crm-sync@x",
+                       trigger_kind="", policy="", decision=Decision.RAN,
+                       status=RunStatus.RUNNING, started_at_ms=T0 + 20_000, fence=3,
+                       extra={"lease_expires_at_ms": T0 + 100_000,
+                              "heartbeat_at_ms": T0 + 40_000})
+    page = render_page(build_timeline([("crm-sync", [record])], Window(T0, T0 + SPAN),
+                                      now_ms=T0 + 200_000))
+    path = tmp_path / "expired.html"
+    path.write_text(page)
+    with Browser() as browser:
+        browser.open(path, width=1280, height=700)
+        layout = browser.evaluate("""(() => {
+          const svg = document.querySelector('figure svg');
+          const box = (e) => { const r = e.getBoundingClientRect();
+            return {x: r.x, y: r.y, w: r.width, h: r.height}; };
+          return {svg: box(svg), from: +svg.dataset.fromMs, to: +svg.dataset.toMs,
+            bar: {...box(svg.querySelector('[data-kind=run]')),
+                  status: svg.querySelector('[data-kind=run]').dataset.status},
+            ghost: box(svg.querySelector('[data-kind=held-unworked]')),
+            text: document.body.innerText};
+        })()""")
+        png = browser.screenshot(full_page=False)
+    bar, ghost = layout["bar"], layout["ghost"]
+    assert bar["status"] == "expired" and "lease expired" in layout["text"]
+    assert bar["x"] + bar["w"] == pytest.approx(_x(layout, T0 + 40_000), abs=1.5)
+    assert ghost["x"] == pytest.approx(_x(layout, T0 + 40_000), abs=3)
+    assert ghost["x"] + ghost["w"] == pytest.approx(_x(layout, T0 + 100_000), abs=3)
+    _, _, rows, channels = _pixels(png)
+    y = int(bar["y"] + bar["h"] - 3)
+    seen = {tuple(rows[y][x * channels:x * channels + 3])
+            for x in range(int(bar["x"]) + 3, int(bar["x"] + bar["w"]) - 3)}
+
+    def near(colour: tuple[int, int, int]) -> bool:
+        return any(all(abs(p - q) <= 10 for p, q in zip(colour, pixel, strict=True))
+                   for pixel in seen)
+
+    assert near((0xA8, 0x74, 0x2C)) and near((0xD9, 0xB0, 0x7A)), sorted(seen)[:12]
+    assert not near((0x2B, 0x8F, 0xD6)) and not near((0x5F, 0xB0, 0xEA))

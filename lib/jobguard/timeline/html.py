@@ -82,7 +82,8 @@ tr:target{background:#fff3c4}
 font-weight:600;white-space:nowrap}
 .t-succeeded,.t-held{background:var(--ok)}.t-incomplete{background:var(--inc)}
 .t-failed,.t-FAILED{background:var(--fail)}.t-lease_lost{background:var(--lost)}
-.t-abandoned{background:var(--aband)}.t-expired{background:var(--exp)}.t-released_by_operator{background:var(--rel)}
+.t-abandoned{background:var(--aband)}.t-expired{background:var(--exp)}
+.t-released_by_operator{background:var(--rel)}
 .t-running{background:var(--run)}.t-decision{background:#e4e8ec;color:var(--ink)}
 .t-marker{background:#333}
 details{margin:4px 0}summary{cursor:pointer;color:var(--muted)}
@@ -127,8 +128,8 @@ patternTransform="rotate(45)"><rect width="7" height="7" fill="#8d8d8d"/>\
 <pattern id="p-lost" width="8" height="8" patternUnits="userSpaceOnUse" \
 patternTransform="rotate(-45)"><rect width="8" height="8" fill="#8e3fa8"/>\
 <rect width="2" height="8" fill="#b57ccb"/></pattern>
-<pattern id="p-exp" width="6" height="6" patternUnits="userSpaceOnUse" \
-patternTransform="rotate(90)"><rect width="6" height="6" fill="#a8742c"/>\
+<pattern id="p-exp" width="6" height="6" patternUnits="userSpaceOnUse">\
+<rect width="6" height="6" fill="#a8742c"/>\
 <rect width="2" height="6" fill="#d9b07a"/></pattern>
 <pattern id="p-run" width="10" height="10" patternUnits="userSpaceOnUse" \
 patternTransform="rotate(45)"><rect width="10" height="10" fill="#2b8fd6"/>\
