@@ -386,11 +386,11 @@ def _lane_svg(lane: Lane, index: int, top: int, g: Geometry, ids: _Ids,
                        f'y2="{y - 6}"/>')
         became = drawn.get(mark.became_run_id or "")
         if links and became is not None and mark.decision in ("queued", "coalesced"):
-            # the run it became, later: a curve from the mark to that run's start (each
-            # its own: two marks' lines never run along one another)
+            # the run it became, later: straight from the mark to that run's start (each
+            # its own slope: two marks' lines never run along one another)
             bx, by = g.x(became[0].start_ms), became[1] + BAR_H / 2
             if bx > x + 8:
-                out.append(f'<path class="became" d="M{x + 6} {y}Q{bx} {y} {bx} {by}"/>')
+                out.append(f'<path class="became" d="M{x + 6} {y}L{bx} {by}"/>')
         use = (f'<use href="#m-{kind}" x="{round(x - 6, 1)}" y="{y - 6}" '
                f'data-kind="decision" data-decision="{_e(mark.decision, 40)}" '
                f'data-at-ms="{mark.at_ms}"><title>{_e(_mark_title(mark), 1200)}</title>'
@@ -477,7 +477,7 @@ def _legend() -> str:
     decisions = "".join(
         f'<span title="{escape(f.DECISION_MEANING[d])}">{mark(d)}{escape(d)}</span>'
         for d in DECISIONS)
-    links = ('<span><svg width="26" height="14" aria-hidden="true"><path d="M2 11H22V2" '
+    links = ('<span><svg width="26" height="14" aria-hidden="true"><path d="M2 12L24 2" '
              'fill="none" stroke="#5b8fc7" stroke-dasharray="3 2"/></svg>ran later as</span>')
     markers = ('<span><svg width="14" height="14" aria-hidden="true"><line x1="7" y1="0" '
                'x2="7" y2="14" stroke="#8e3fa8" stroke-width="2" stroke-dasharray="4 3"/>'
