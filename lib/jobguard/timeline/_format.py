@@ -166,8 +166,9 @@ def summary(lane: Lane, sep: str = " · ") -> str:
 
 def ahead_note(n: int) -> str:
     """What records claiming a start after now, past the range, mean."""
-    return (f"{n} of them claim to start after now: their worker's clock runs ahead "
-            "(a range whose --to is past the time they claim draws them)")
+    return (f"{n} of them claim to start after now: their worker's clock runs ahead, or "
+            "this machine's behind (a range whose --to is past the time they claim draws "
+            "them)")
 
 
 def run_facts(bar: Bar, *, limit: int = 200) -> list[str]:

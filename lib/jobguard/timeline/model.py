@@ -289,10 +289,11 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
             end = start
         if start > now_ms:
             notes.append(f"starts {duration(start - now_ms)} after now: its worker's clock "
-                         "runs ahead")
+                         "runs ahead (or this machine's behind)")
         if not window.overlaps(start, end):
             outside += 1
-            ahead += start > window.to_ms and start > now_ms
+            if start > max(window.to_ms, now_ms):
+                ahead += 1
             continue
         if start < window.from_ms:
             notes.append("started before the range")
@@ -330,7 +331,8 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
         at = _int(record.started_at_ms) or 0
         if not window.from_ms <= at <= window.to_ms:
             outside += 1
-            ahead += at > window.to_ms and at > now_ms
+            if at > max(window.to_ms, now_ms):
+                ahead += 1
             continue
         became: str | None = None
         holder = _text(record.holder_run_id)
