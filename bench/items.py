@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -257,14 +257,19 @@ LATENCY = InjectedLatency()
 
 @dataclass
 class ItemCount:
-    """Requests and write units of one side's whole run (fixed per-run costs included),
-    and their breakdowns (``Operation``; ``Operation.kind row`` for the units)."""
+    """Requests, write and read units of one side's whole run (fixed per-run costs
+    included), and their breakdowns (``Operation``; ``Operation.kind row`` for the
+    units)."""
 
     requests: int
     items: int
     operations: dict[str, int] = field(default_factory=dict)
     units: int = 0
     unit_operations: dict[str, int] = field(default_factory=dict)
+    reads: float = 0.0
+    read_operations: dict[str, float] = field(default_factory=dict)
+    stored_bytes: int = 0
+    """The largest item the run left in its table (a completion, a Powertools record)."""
 
     @property
     def per_item(self) -> float:
@@ -274,13 +279,18 @@ class ItemCount:
     def units_per_item(self) -> float:
         return self.units / self.items
 
+    @property
+    def reads_per_item(self) -> float:
+        return self.reads / self.items
 
-def _metered_units() -> tuple[int, dict[str, int]]:
+
+def _metered_units() -> tuple[int, dict[str, int], float, dict[str, float]]:
     units = METER.operations()
     if not units:
         raise BenchError("no write unit metered: was the library's botocore session created "
                          "before WriteUnitMeter.install()?")
-    return sum(units.values()), units
+    reads = METER.read_operations()
+    return sum(units.values()), units, sum(reads.values()), reads
 
 
 def _count_guarded(aws: Any, table: str, n: int, *, batch_size: int, flush: str) -> ItemCount:
@@ -294,8 +304,9 @@ def _count_guarded(aws: Any, table: str, n: int, *, batch_size: int, flush: str)
         report = handler(manual_event(name), FakeLambdaContext())
     ops = COUNTER.operations()
     _check_report(report, n, f"batch {batch_size}")
-    _check_destination(notes, n)
-    return ItemCount(sum(ops.values()), n, ops, *_metered_units())
+    _check_calls(notes, n)
+    return ItemCount(sum(ops.values()), n, ops, *_metered_units(),
+                     stored_bytes=_largest(aws, table, "ITEM#"))
 
 
 def _count_claim(aws: Any, table: str, n: int) -> ItemCount:
@@ -320,7 +331,7 @@ def _count_claim(aws: Any, table: str, n: int) -> ItemCount:
     ops = COUNTER.operations()
     if done != n:
         raise BenchError(f"Run.claim: expected {n} completed items, got {done!r}")
-    _check_destination(notes, n)
+    _check_calls(notes, n)
     return ItemCount(sum(ops.values()), n, ops)
 
 
@@ -340,8 +351,24 @@ def _count_powertools(aws: Any, table: str, n: int) -> ItemCount:
         for i in range(n):
             create_note(record=contact(i))
     ops = COUNTER.operations()
-    _check_destination(notes, n)
-    return ItemCount(sum(ops.values()), n, ops, *_metered_units())
+    _check_calls(notes, n)
+    return ItemCount(sum(ops.values()), n, ops, *_metered_units(),
+                     stored_bytes=_largest(aws, table, ""))
+
+
+def _largest(aws: Any, table: str, prefix: str) -> int:
+    """The largest item of ``table`` whose partition key starts with ``prefix``, in bytes
+    as DynamoDB sizes it (read through the meter's side client)."""
+    from .write_units import item_bytes
+
+    client = METER.side_client(aws)
+    largest = 0
+    for page in client.get_paginator("scan").paginate(TableName=table):
+        for item in page["Items"]:
+            key = next(iter(item.get("pk", item.get("id", {"S": ""})).values()))
+            if str(key).startswith(prefix):
+                largest = max(largest, item_bytes(item))
+    return largest
 
 
 def _powertools_create_note(destination: Destination, store: Any, config_type: Any,
@@ -366,6 +393,11 @@ def _check_report(report: Any, n: int, what: str) -> None:
 
 
 def _check_destination(notes: Notes, n: int) -> None:
+    if notes.count() != n:
+        raise BenchError(f"destination holds {notes.count()} notes; expected {n}")
+
+
+def _check_calls(notes: Notes, n: int) -> None:
     if notes.calls != n or notes.count() != n:
         raise BenchError(f"destination saw {notes.calls} calls and holds {notes.count()} "
                          f"notes; expected {n} of each")
@@ -393,6 +425,12 @@ def measure_requests(aws: Any, tables: Callable[[], str], idem_table: Callable[[
         "b100": {"units": b100.units, "operations": b100.unit_operations},
         "powertools": {"units": theirs.units, "operations": theirs.unit_operations},
     }
+    meta["item_read_units"] = {
+        "items": n,
+        "b1": {"units": b1.reads, "operations": b1.read_operations},
+        "b100": {"units": b100.reads, "operations": b100.read_operations},
+        "powertools": {"units": theirs.reads, "operations": theirs.read_operations},
+    }
     return {
         "requests_per_item_b1": b1.per_item,
         "claim_requests_per_item_b1": claim.per_item,
@@ -401,7 +439,107 @@ def measure_requests(aws: Any, tables: Callable[[], str], idem_table: Callable[[
         "wcu_per_item_b1": b1.units_per_item,
         "wcu_per_item_b100": b100.units_per_item,
         "powertools_wcu_per_item": theirs.units_per_item,
+        "rcu_per_item_b1": b1.reads_per_item,
+        "rcu_per_item_b100": b100.reads_per_item,
+        "powertools_rcu_per_item": theirs.reads_per_item,
+        "item_bytes": float(b100.stored_bytes),
+        "powertools_item_bytes": float(theirs.stored_bytes),
     }
+
+
+# -- recovery of 10 items, 5 of them already applied ---------------------------------------
+
+
+class Crash(BaseException):
+    """A run dying in the middle of its page (not an error the library records per item)."""
+
+
+RECOVERY_ITEMS = 10
+RECOVERY_APPLIED = 5
+
+
+def measure_recovery(aws: Any, table: str, idem_table: str,
+                     meta: dict[str, Any]) -> dict[str, float]:
+    """Write and read units of recovering 10 items of which the destination holds 5.
+
+    jobguard: a ``BatchJob`` run (batch 10, flushed per page) claims the 10, creates 5
+    notes and dies before the 6th (its claim stays open, no outcome written); the
+    recovery of the range is planned and executed (``recover``, dry run off), metered:
+    the plan's and the execution's reads, the lease, the reconciliation that finds the 5,
+    the replay of the others, the run record. Powertools: the same 10 through
+    ``idempotent_function``, the destination holding 5 that its table does not record as
+    completed, metered (its duplicate destination calls counted).
+    """
+    from jobguard.recovery import recover
+
+    notes = Notes.create(aws)
+    name = unique_name("bench-recovery")
+    applied = {"n": 0}
+
+    def dying(key: str, record: dict[str, Any]) -> str:
+        if applied["n"] == RECOVERY_APPLIED:
+            raise Crash("the run died")
+        applied["n"] += 1
+        return notes.put(key, record)
+
+    config = item_config(name, table, batch_size=RECOVERY_ITEMS, flush="page")
+    with suppress(Crash):
+        ItemSync(config, RECOVERY_ITEMS, dying, notes.find).handler()(
+            manual_event(name), FakeLambdaContext())
+    if notes.count() != RECOVERY_APPLIED:
+        raise BenchError(f"recovery: the dying run left {notes.count()} notes")
+    job = ItemSync(config, RECOVERY_ITEMS, notes.put, notes.find)
+    request = {"job": name, "cursor_from": "0", "cursor_to": str(RECOVERY_ITEMS),
+               "dry_run": False, "requested_by": "bench"}
+    calls_before = notes.calls
+    with METER.metering(aws):
+        answer = recover(request, job=job, threshold=1000)
+        units, unit_ops, reads, read_ops = _metered_units()
+    summary = answer.get("summary", {})
+    if (summary.get("reconciled"), summary.get("replayed")) != (
+            RECOVERY_APPLIED, RECOVERY_ITEMS - RECOVERY_APPLIED):
+        raise BenchError(f"recovery: expected 5 reconciled and 5 replayed, got {answer!r}")
+    _check_destination(notes, RECOVERY_ITEMS)
+    if notes.calls - calls_before != RECOVERY_ITEMS - RECOVERY_APPLIED:
+        raise BenchError("recovery: a note found at the destination was created again")
+    theirs, duplicates = _powertools_recovery(aws, idem_table)
+    meta["recovery_units"] = {
+        "items": RECOVERY_ITEMS, "already_applied": RECOVERY_APPLIED,
+        "jobguard": {"write_units": units, "write_operations": unit_ops,
+                     "read_units": reads, "read_operations": read_ops,
+                     "summary": summary},
+        "powertools": {**theirs, "duplicate_destination_calls": duplicates},
+    }
+    return {"wcu_recovery_10": float(units), "rcu_recovery_10": reads,
+            "powertools_wcu_recovery_10": float(theirs["write_units"]),
+            "powertools_rcu_recovery_10": theirs["read_units"]}
+
+
+def _powertools_recovery(aws: Any, idem_table: str) -> tuple[dict[str, Any], int]:
+    """The same 10 through ``idempotent_function``, the destination already holding 5 of
+    them and the table recording none as completed (the run that applied them died
+    before recording them; its in-progress records expired)."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    notes = Notes.create(aws)
+    for i in range(RECOVERY_APPLIED):
+        notes.put(key_of(contact(i)), contact(i))
+    before = notes.calls
+    create_note = _powertools_create_note(
+        notes.put, DynamoDBPersistenceLayer(table_name=idem_table), IdempotencyConfig,
+        idempotent_function)
+    with METER.metering(aws):
+        for i in range(RECOVERY_ITEMS):
+            create_note(record=contact(i))
+        units, unit_ops, reads, read_ops = _metered_units()
+    _check_destination(notes, RECOVERY_ITEMS)
+    duplicates = notes.calls - before - (RECOVERY_ITEMS - RECOVERY_APPLIED)
+    return ({"write_units": units, "write_operations": unit_ops, "read_units": reads,
+             "read_operations": read_ops}, duplicates)
 
 
 # -- figure 7: wall-time overhead --------------------------------------------------------

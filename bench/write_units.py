@@ -27,6 +27,12 @@ value bytes: S its UTF-8 bytes, N (significant digits + 1) // 2 + 1 (as
 sets the sum of their elements, M and L 3 plus their contents (names and values of a M)
 plus 1 per element (the AWS guide's element overhead).
 
+Reads are metered too, apart (:meth:`WriteUnitMeter.read_operations`), from what each
+read returned (:func:`read_units`): a consistent read costs 1 read unit per 4 KB or part
+of one of each item (``GetItem``, every key of a ``BatchGetItem``, a key with no item
+still 1), of the whole result for ``Query`` / ``Scan``; an eventually consistent read
+half that.
+
 Key attributes and indexes come from ``DescribeTable``, cached per table. The reads are
 not atomic with the write: a write by another thread between them would be misread, so
 meter only a thread whose items no other thread writes meanwhile (the benchmark's
@@ -54,11 +60,14 @@ __all__ = [
     "attribute_bytes",
     "index_units",
     "item_bytes",
+    "read_units",
     "size_units",
     "write_actions",
 ]
 
 KB = 1024
+READ_UNIT_BYTES = 4 * KB
+READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan"})
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem",
                     "TransactWriteItems"})
 CHARGED_FAILURES = frozenset({"ConditionalCheckFailedException",
@@ -194,6 +203,30 @@ def action_units(kind: str, before: Item | None, after: Item | None, *,
             + index_units(before, after, indexes))
 
 
+def read_units(operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any]
+               ) -> dict[str, float]:
+    """Read units of one answered read, per table (see the module docstring)."""
+    def per_item(nbytes: int) -> int:
+        return max(1, math.ceil(nbytes / READ_UNIT_BYTES))
+
+    if operation == "GetItem":
+        units = per_item(item_bytes(parsed.get("Item")))
+        return {params["TableName"]: units * (1.0 if params.get("ConsistentRead") else 0.5)}
+    if operation == "BatchGetItem":
+        found: dict[str, float] = {}
+        left = parsed.get("UnprocessedKeys") or {}
+        for table, request in params["RequestItems"].items():
+            items = (parsed.get("Responses") or {}).get(table, [])
+            asked = len(request["Keys"]) - len((left.get(table) or {}).get("Keys", []))
+            units = sum(per_item(item_bytes(i)) for i in items) + max(0, asked - len(items))
+            found[table] = units * (1.0 if request.get("ConsistentRead") else 0.5)
+        return found
+    if operation in ("Query", "Scan"):
+        units = per_item(sum(item_bytes(i) for i in parsed.get("Items", [])))
+        return {params["TableName"]: units * (1.0 if params.get("ConsistentRead") else 0.5)}
+    return {}
+
+
 # -- what a request writes (pure) ----------------------------------------------------------
 
 
@@ -282,6 +315,7 @@ class WriteUnitMeter:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._units: dict[int, Counter[str]] = {}
+        self._reads: dict[int, dict[str, float]] = {}
         self._errors: dict[int, list[str]] = {}
         self._shapes: dict[str, TableShape] = {}
         self._reader: Any = None
@@ -344,6 +378,7 @@ class WriteUnitMeter:
     def reset_thread(self) -> None:
         with self._lock:
             self._units.pop(threading.get_ident(), None)
+            self._reads.pop(threading.get_ident(), None)
             self._errors.pop(threading.get_ident(), None)
 
     def operations(self) -> dict[str, int]:
@@ -355,6 +390,14 @@ class WriteUnitMeter:
                 raise RuntimeError(f"{len(errors)} writes could not be metered; the first: "
                                    f"{errors[0]}")
             return dict(self._units.get(threading.get_ident(), Counter()))
+
+    def read_operations(self) -> dict[str, float]:
+        """Read units of the calling thread, per ``Operation row`` (as :meth:`operations`)."""
+        with self._lock:
+            return dict(self._reads.get(threading.get_ident(), {}))
+
+    def read_total(self) -> float:
+        return sum(self.read_operations().values())
 
     def total(self) -> int:
         return sum(self.operations().values())
@@ -395,7 +438,12 @@ class WriteUnitMeter:
 
     def _before(self, params: dict[str, Any], model: Any, context: dict[str, Any],
                 **_: Any) -> None:
-        if not getattr(self._local, "on", False) or model.name not in WRITES:
+        if not getattr(self._local, "on", False):
+            return
+        if model.name in READS:
+            context[self._CONTEXT_KEY] = (model.name, dict(params))
+            return
+        if model.name not in WRITES:
             return
         try:
             self._read_before(model.name, params, context)
@@ -411,8 +459,15 @@ class WriteUnitMeter:
         context[self._CONTEXT_KEY] = _Pending(operation, actions, keys, shapes, before)
 
     def _after(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-        pending: _Pending | None = context.pop(self._CONTEXT_KEY, None)
+        pending: _Pending | tuple[str, dict[str, Any]] | None = context.pop(
+            self._CONTEXT_KEY, None)
         if pending is None:
+            return
+        if isinstance(pending, tuple):
+            try:
+                self._add_reads(*pending, parsed)
+            except Exception as exc:  # never disturb the library's call; fail the reading
+                self._failed(exc)
             return
         try:
             self._add(pending, parsed)
@@ -453,6 +508,22 @@ class WriteUnitMeter:
                 indexes=pending.shapes[i].indexes, applied=applied[i])
         with self._lock:
             self._units.setdefault(threading.get_ident(), Counter()).update(units)
+
+    def _add_reads(self, operation: str, params: dict[str, Any], parsed: Any) -> None:
+        if not isinstance(parsed, dict) or parsed.get("Error"):
+            return
+        rows: dict[str, float] = {}
+        for table, units in read_units(operation, params, parsed).items():
+            label = operation
+            keys = [params.get("Key")] if operation == "GetItem" else (
+                params.get("RequestItems", {}).get(table, {}).get("Keys", []))
+            kinds = sorted({_row(k, self._shape(table)) for k in keys if k})
+            label = f"{operation} {'+'.join(kinds) or table}"
+            rows[label] = rows.get(label, 0.0) + units
+        with self._lock:
+            mine = self._reads.setdefault(threading.get_ident(), {})
+            for label, units in rows.items():
+                mine[label] = mine.get(label, 0.0) + units
 
     def _unprocessed(self, parsed: dict[str, Any]) -> set[tuple[str, tuple[Any, ...]]]:
         left = set()

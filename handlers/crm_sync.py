@@ -8,11 +8,14 @@ note can never be created twice. The stack sets the tables' names.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from handlers.jobs import CRM_SYNC, deployed
-from jobguard import BatchJob, ClaimedItem, ItemRecord, Page, WorkId, current_run, hooks
+from jobguard import BatchJob, ClaimedItem, ItemRecord, Page, WorkId, aws_client
 from jobguard.registry import register
+
+if TYPE_CHECKING:
+    from jobguard.destinations import DynamoDBDestination
 
 CONTACTS_TABLE = "CRM_CONTACTS_TABLE"
 NOTES_TABLE = "CRM_NOTES_TABLE"
@@ -48,8 +51,6 @@ class CrmSync(BatchJob[dict[str, Any]]):
         return str(record["seq"])
 
     def process(self, record: dict[str, Any], item: ClaimedItem) -> str:
-        hooks.fire("before_destination", job=self.config.name, run_id=current_run().run_id,
-                   work_id=item.key)
         return self._notes().put(item.key, {"contact_id": record["contact_id"],
                                             "text": record["change"]})
 
@@ -57,14 +58,12 @@ class CrmSync(BatchJob[dict[str, Any]]):
         return self._notes().reconcile(item.work_id)
 
     def _ddb(self) -> Any:
-        if "ddb" not in self._clients:
-            from jobguard._clients import client
-
-            self._clients["ddb"] = client("dynamodb")
+        if "ddb" not in self._clients:  # built at first use, then kept for the container
+            self._clients["ddb"] = aws_client("dynamodb")
         return self._clients["ddb"]
 
-    def _notes(self) -> Any:
-        from jobguard.destinations import DynamoDBDestination
+    def _notes(self) -> DynamoDBDestination:
+        from jobguard.destinations import DynamoDBDestination  # botocore: at first use
 
         return DynamoDBDestination(os.environ[NOTES_TABLE], client=self._ddb())
 

@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from handlers.jobs import REPORT_EXPORT, deployed
-from jobguard import InvalidTriggerError, WorkId, current_run, guarded, hooks
+from jobguard import InvalidTriggerError, WorkId, aws_client, current_run, guarded
+
+if TYPE_CHECKING:
+    from jobguard.destinations import S3Destination
 
 BUCKET = "REPORT_BUCKET"
 PREFIX = "reports/"
@@ -84,7 +87,6 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
                           reconcile=lambda _record, row: exports.reconcile(row.work_id)):
         with item:
             start = datetime.strptime(item.record, _FORMAT).replace(tzinfo=UTC)
-            hooks.fire("before_destination", job=run.job, run_id=run.run_id, work_id=item.key)
             version = exports.put(item.key, report_body(start), content_type="text/csv")
             item.complete(destination_id=version)
     report = claims.report
@@ -93,14 +95,12 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     return {"period": period, **report.as_dict()}
 
 
-def destination() -> Any:
+def destination() -> S3Destination:
     """The bucket as an :class:`S3Destination` (``REPORT_BUCKET``, prefix ``reports/``)."""
-    from jobguard.destinations import S3Destination
+    from jobguard.destinations import S3Destination  # botocore: at first use
 
-    if "s3" not in _clients:
-        from jobguard._clients import client
-
-        _clients["s3"] = client("s3")
+    if "s3" not in _clients:  # built at first use, then kept for the container
+        _clients["s3"] = aws_client("s3")
     return S3Destination(os.environ[BUCKET], client=_clients["s3"], prefix=PREFIX)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: keep infra/ off sys.path (infra.constructs)
+if __package__ in (None, ""):  # run as a script: the repository root on sys.path, not infra/
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import aws_cdk as cdk  # noqa: E402

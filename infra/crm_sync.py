@@ -21,7 +21,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from handlers import crm_sync
-from infra.constructs._lint import acknowledge
+from jobguard.cdk._lint import acknowledge
 from jobguard.destinations import DYNAMODB_PUT, DYNAMODB_RECONCILE
 
 __all__ = ["FEED_ACTIONS", "NOTES_RECONCILE_ACTIONS", "NOTES_WRITE_ACTIONS", "CrmSyncData"]

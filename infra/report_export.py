@@ -24,7 +24,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from handlers import report_export
-from infra.constructs._lint import acknowledge
+from jobguard.cdk._lint import acknowledge
 from jobguard.destinations import S3_HEAD, S3_PUT
 
 __all__ = ["BUCKET_ACTIONS", "OBJECT_ACTIONS", "ReportExportData"]

@@ -54,9 +54,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from jobguard.cdk.bundle import POWERTOOLS_LAYER_VERSION, Dependencies
 from jobguard.errors import ConfigError
-
-from .constructs.bundle import POWERTOOLS_LAYER_VERSION, Dependencies
 
 __all__ = ["CONTEXT", "DEPLOYMENT_TAG", "LOCAL_ACCOUNT", "LOG_RETENTION",
            "OPERATIONS_CONTEXT", "OperationsSettings", "PRODUCTION_STACK_NAME",

@@ -32,11 +32,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from handlers.jobs import CRM_SYNC, REPORT_EXPORT
-from jobguard.definitions import JobDefinition
-from jobguard.drill.switches import DRILLS
-from jobguard.errors import ConfigError
-
-from .constructs import (
+from jobguard.cdk import (
     GuardedJob,
     JobGuardDashboard,
     JobTable,
@@ -44,10 +40,14 @@ from .constructs import (
     Reconciler,
     RecoveryFunction,
 )
-from .constructs._lint import acknowledge
-from .constructs._text import pascal
-from .constructs.alarm_topic import AlarmTopic
-from .constructs.alarms import table_throttle_alarms
+from jobguard.cdk._lint import acknowledge
+from jobguard.cdk._text import pascal
+from jobguard.cdk.alarm_topic import AlarmTopic
+from jobguard.cdk.alarms import table_throttle_alarms
+from jobguard.definitions import JobDefinition
+from jobguard.drill.switches import DRILLS
+from jobguard.errors import ConfigError
+
 from .crm_sync import CrmSyncData
 from .report_export import ReportExportData
 from .settings import StackSettings

@@ -1,4 +1,7 @@
-"""Shared fixtures: the serialized in-process emulator, a table, queues, a clock."""
+"""Shared fixtures: the serialized in-process emulator, a table, queues, a clock.
+
+Built on the testing kit users get (:mod:`jobguard.testing`, whose pytest plugin also
+gives these suites ``jobguard_sandbox``, ``manual_clock`` and ``lambda_context``)."""
 
 from __future__ import annotations
 
@@ -10,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from jobguard.dynamodb import DynamoJobStore, create_table
-from jobguard.local.emulator import in_process
+from jobguard.dynamodb import DynamoJobStore
 from jobguard.records import RunRecord
-from jobguard.testing import ManualClock
+from jobguard.testing import ManualClock, Sandbox
 
 
 @dataclass
@@ -26,7 +28,10 @@ class Env:
     store: DynamoJobStore
     queues: dict[str, str] = field(default_factory=dict)
 
+    sandbox: Sandbox | None = None
+
     def fifo_queue(self, job: str) -> str:
+        """A new FIFO trigger queue for ``job`` (a new one per call)."""
         name = f"{job}-{uuid.uuid4().hex[:8]}-triggers.fifo"
         url: str = self.sqs.create_queue(
             QueueName=name,
@@ -56,12 +61,10 @@ class Env:
 
 @pytest.fixture
 def aws() -> Iterator[Env]:
-    with in_process() as emu:
-        ddb = emu.client("dynamodb")
-        table = f"jobguard-{uuid.uuid4().hex[:8]}"
-        create_table(ddb, table)
-        yield Env(ddb=ddb, sqs=emu.client("sqs"), table=table,
-                  store=DynamoJobStore(table, client=ddb))
+    with Sandbox.start(set_table_env=False) as sandbox:
+        ddb = sandbox.client("dynamodb")
+        yield Env(ddb=ddb, sqs=sandbox.client("sqs"), table=sandbox.table,
+                  store=DynamoJobStore(sandbox.table, client=ddb), sandbox=sandbox)
 
 
 @pytest.fixture

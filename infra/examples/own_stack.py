@@ -7,7 +7,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from handlers.jobs import CRM_SYNC  # the JobDefinition your handler guards itself with
-from infra.constructs import GuardedJob, JobTable, LambdaBundle
+from jobguard.cdk import GuardedJob, JobTable, LambdaBundle
 
 
 class ReportsStack(cdk.Stack):  # your existing stack

@@ -10,6 +10,7 @@ Example:
     ...     return {"synced": 0}
 """
 
+from ._clients import client as aws_client
 from .batch import BatchJob, BatchReport, ClaimedItem, Page
 from .clock import Clock, SystemClock
 from .config import JobConfig, OverlapPolicy
@@ -48,6 +49,7 @@ __all__ = [
     "Trigger",
     "TriggerKind",
     "WorkId",
+    "aws_client",
     "current_run",
     "guarded",
 ]

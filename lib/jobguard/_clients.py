@@ -24,7 +24,11 @@ def _session() -> Any:
 
 
 def config() -> Any:
-    """The client configuration jobguard uses: standard retries, short timeouts."""
+    """The client configuration jobguard uses: standard retries, short timeouts, and no
+    parameter validation: the library builds its requests itself, and botocore's walk
+    over every attribute of a page of outcomes cost more CPU than the rest of the client
+    (a test validates every request the library builds against the service model:
+    ``tests/faults/test_valid_requests.py``)."""
     from botocore.config import Config
 
     return Config(
@@ -32,12 +36,21 @@ def config() -> Any:
         connect_timeout=2,
         read_timeout=5,
         max_pool_connections=32,
+        parameter_validation=False,
     )
 
 
 def client(service: str) -> Any:
-    """A client with short timeouts: a lease operation that hangs is worse than one
-    that fails fast and is resolved by a consistent read."""
+    """A botocore client built the way jobguard builds its own (public as
+    ``jobguard.aws_client``): the same environment as boto3 (``AWS_ENDPOINT_URL``,
+    region, credentials), standard retries and short timeouts (a lease operation that
+    hangs is worse than one that fails fast and is resolved by a consistent read), and
+    no ``import boto3`` on the cold start.
+
+    Example:
+        >>> from jobguard import aws_client
+        >>> ddb = aws_client("dynamodb")  # doctest: +SKIP
+    """
     with _lock:  # botocore sessions are not safe to create clients from concurrently
         return _session().create_client(service, config=config())
 

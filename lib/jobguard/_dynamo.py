@@ -41,6 +41,8 @@ def to_attr(value: Any) -> dict[str, Any]:
         return {"S": value}
     if value is None:
         return {"NULL": True}
+    if isinstance(value, dict):
+        return {"M": {str(k): to_attr(v) for k, v in value.items()}}
     raise TypeError(f"unsupported attribute value {value!r}")
 
 
@@ -76,13 +78,13 @@ class Expr:
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
         self.values: dict[str, Any] = {}
+        self._placeholders: dict[str, str] = {}
 
     def n(self, attribute: str) -> str:
-        for placeholder, name in self.names.items():
-            if name == attribute:
-                return placeholder
-        placeholder = f"#a{len(self.names)}"
-        self.names[placeholder] = attribute
+        placeholder = self._placeholders.get(attribute)
+        if placeholder is None:
+            placeholder = self._placeholders[attribute] = f"#a{len(self.names)}"
+            self.names[placeholder] = attribute
         return placeholder
 
     def v(self, value: Any) -> str:

@@ -9,11 +9,13 @@ It serves :meth:`jobguard.Run.claim` in any guarded handler and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
     from .dynamodb_items import DynamoItemStore
@@ -22,17 +24,22 @@ from ._bounds import bounded_text
 from .clock import to_ms
 from .errors import JobGuardError, LeaseLostError
 from .workitems import (
-    ClaimRequest,
+    Commit,
+    Completion,
     Fence,
     ItemRecord,
     ItemState,
-    Settle,
+    JobRow,
+    OpenClaim,
+    Unresolved,
     WorkId,
+    claim_hash,
     is_outcome_unknown,
+    payload_differs,
 )
 
-__all__ = ["BatchReport", "ClaimedItem", "Page", "SweepReport", "WorkClaims", "fingerprint",
-           "remaining_ms", "sweep"]
+__all__ = ["BatchReport", "ClaimedItem", "Page", "ResolveReport", "SweepReport", "WorkClaims",
+           "destination_id_problem", "fingerprint", "payload_hash", "remaining_ms", "sweep"]
 
 R = TypeVar("R")
 _MAX_ERROR = 1000
@@ -111,9 +118,18 @@ class ClaimedItem:
                                  self._claims.run.fence, f"claim on {self.key} expired")
 
     def complete(self, *, destination_id: str) -> None:
-        """The destination confirmed the effect; ``destination_id`` proves it."""
-        if not isinstance(destination_id, str) or not destination_id:
-            raise JobGuardError(f"{self.key}: destination_id must be a non-empty string")
+        """The destination confirmed the effect; ``destination_id`` proves it.
+
+        Raises:
+            JobGuardError: ``destination_id`` is not a string of 1 to 1,024 bytes; the
+                item is recorded uncertain first (the destination was called, its proof
+                cannot be kept), and reconciled before anything is redone.
+        """
+        problem = destination_id_problem(destination_id)
+        if problem is not None:
+            if self.outcome is None:
+                self.uncertain(f"destination_id {problem}")
+            raise JobGuardError(f"{self.key}: destination_id {problem}")
         self._record("complete", destination_id=destination_id)
 
     def fail(self, error: BaseException | str, *, retryable: bool = True) -> None:
@@ -132,7 +148,7 @@ class ClaimedItem:
         if self.outcome is not None:
             raise JobGuardError(f"{self.key}: outcome already recorded ({self.outcome})")
         self.outcome = kind
-        self._claims.settle(Settle(work_id=self.key, kind=kind, **details))
+        self._claims.settle(self.key, kind, **details)
 
     def __enter__(self) -> ClaimedItem:
         self.ensure_claim()
@@ -157,6 +173,49 @@ class ClaimedItem:
         return True  # recorded: the run goes on with the next item
 
 
+MAX_DESTINATION_ID = 1024
+"""Bytes (UTF-8) of a destination id: it is stored with every completion."""
+MAX_PAYLOAD_HASH = 64
+"""Characters of a payload hash kept as given; a longer one is hashed (stable)."""
+
+
+def destination_id_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a destination id (None: it can)."""
+    if not isinstance(value, str) or not value:
+        return f"must be a non-empty string, got {type(value).__name__}"
+    if len(value.encode("utf-8")) > MAX_DESTINATION_ID:
+        return (f"must be at most {MAX_DESTINATION_ID} bytes (UTF-8), got "
+                f"{len(value.encode('utf-8'))}")
+    return None
+
+
+def payload_hash(key: str, value: object) -> str | None:
+    """A record's payload hash as stored: None, or a string of at most 64 characters
+    (a longer one, e.g. the content itself, is reduced to its SHA-256)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise JobGuardError(f"{key}: payload() must return a string or None, got "
+                            f"{type(value).__name__}")
+    if len(value) > MAX_PAYLOAD_HASH:
+        return hashlib.sha256(value.encode()).hexdigest()[:32]
+    return value
+
+
+def _reconciled(answer: object) -> str | None:
+    """What a ``reconcile`` answered: a destination id (found), or None / "" (not found).
+    Anything else is no answer (:class:`TypeError`): the item stays uncertain, never
+    redone on the strength of an answer that is neither."""
+    if answer is None or answer == "":
+        return None
+    problem = destination_id_problem(answer)
+    if problem is not None:
+        raise TypeError(f"reconcile() must return the destination id (a string) or None; "
+                        f"its answer {problem}")
+    assert isinstance(answer, str)
+    return answer
+
+
 def _describe(error: BaseException | str) -> str:
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return bounded_text(text, _MAX_ERROR) or ""
@@ -171,9 +230,37 @@ def fingerprint(record: Any) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """One call at a time per claim engine: items settled from several threads of one
+    run must not interleave their writes of the job row."""
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_F, call)
+
+
+@dataclass
+class _Claimed:
+    """What the run knows of an item it claimed (for the outcome it will write)."""
+
+    payload_hash: str | None
+    attempts: int
+
+
 class WorkClaims:
-    """The claim engine of one run: claims a page, reconciles what is uncertain, and
-    writes outcomes (with the checkpoint) under the run's fence."""
+    """The claim engine of one run: looks a page up, reconciles what is uncertain, claims
+    the rest in one fenced write of the job row, and writes outcomes: completion facts
+    first, then the job row (the page dropped from the claim, the checkpoint moved, the
+    failed and uncertain rows beside it).
+
+    Writes are pipelined: a page's outcomes and the checkpoint past it ride on the write
+    that claims the next page, so a page costs one job-row write whatever its size.
+    """
 
     def __init__(
         self,
@@ -193,26 +280,68 @@ class WorkClaims:
         self.claim_s = config.claim_for.total_seconds()
         self.skew_s = config.skew_margin.total_seconds()
         self.report = BatchReport(batch_size=config.batch_size)
-        self._buffer: list[Settle] = []
         self.hold_next = False
         """Per-item flush: keep the next outcome for the flush that carries the
         checkpoint (the page's last item), saving a request per page."""
         self._clock = run.clock
+        self._ttl_s = int(config.item_ttl.total_seconds())
+        self._row: JobRow | None = None
+        self._mine: dict[str, str] = {}
+        """The run's open claim as the job row holds it: work id -> payload hash prefix."""
+        self._claimed: dict[str, _Claimed] = {}
+        self._ended: set[str] = set()
+        """Claimed items whose outcome is recorded: dropped from the claim by the next
+        job-row write (after their facts landed)."""
+        self._facts: dict[str, Completion] = {}
+        self._rows: dict[str, Unresolved] = {}
+        self._checkpoint: tuple[int, str | None] | None = None
+        self._lock = threading.RLock()
+
+    # -- the job row ---------------------------------------------------------------------
+
+    @_locked
+    def start(self) -> JobRow:
+        """The job row (checkpoint, open claim), read once per run."""
+        if self._row is None:
+            self._know(self.store.read_row(self.run.job))
+        assert self._row is not None
+        return self._row
+
+    def _know(self, row: JobRow) -> None:
+        if row.fence > self.fence.fence:
+            raise LeaseLostError(self.run.job, self.run.run_id, self.fence.fence,
+                                 f"the job row carries fence {row.fence}")
+        self._row = row
+
+    def _foreign(self) -> OpenClaim | None:
+        """The open claim of another run (a lower fence: it can write nothing more)."""
+        claim = self._row.claim if self._row is not None else None
+        return claim if claim is not None and claim.run_id != self.run.run_id else None
+
+    @_locked
+    def advance(self, checkpoint: tuple[int, str | None]) -> None:
+        """Move the checkpoint with the next job-row write (``(expected seq, cursor)``):
+        the write that claims the next page, or the run's last flush."""
+        self._checkpoint = checkpoint
 
     # -- claiming ------------------------------------------------------------------------
 
+    @_locked
     def claim_page(
         self,
         records: Sequence[Any],
         work_id: Callable[[Any], WorkId],
         payload: Callable[[Any], str | None] = fingerprint,
+        *,
+        replay_failed: bool = False,
     ) -> list[ClaimedItem]:
         """Claim every record of a page that still needs work.
 
         Completed items are skipped and counted; a completed or uncertain item whose
-        payload differs is reported as a conflict; uncertain items and claims of a
-        vanished holder are reconciled first (found: completed; not found: claimed for a
-        safe retry).
+        payload differs is reported as a conflict; uncertain items, and the items of a
+        vanished run's open claim, are reconciled first (found: completed; not found:
+        claimed for a safe retry). ``replay_failed`` (recovery) claims failed items that
+        are not retryable too.
         """
         self.run.ensure_lease()
         by_key: dict[str, tuple[WorkId, Any, str | None]] = {}
@@ -220,90 +349,142 @@ class WorkClaims:
             wid = work_id(record)
             if not isinstance(wid, WorkId):
                 raise JobGuardError(f"work_id() must return a WorkId, got {type(wid).__name__}")
-            digest = payload(record)
+            digest = payload_hash(str(wid), payload(record))
             if str(wid) in by_key:
                 if by_key[str(wid)][2] != digest:
                     self._conflict(str(wid), "the same work id twice in a page, other payload")
                 continue
             by_key[str(wid)] = (wid, record, digest)
         self.report.selected += len(by_key)
+        self._write_facts()  # earlier pages' completions first: this lookup sees them
+        found = self._lookup(list(by_key))
         now_ms = to_ms(self._clock.now())
-        requests = [ClaimRequest(k, payload_hash=v[2]) for k, v in by_key.items()]
-        result = self.store.claim(self.fence, requests, now_ms=now_ms,
-                                  claim_ms=int(self.claim_s * 1000))
-        claimed_mono = self._clock.monotonic()
-        items = [ClaimedItem(self, by_key[k][0], by_key[k][1], 1, claimed_mono)
-                 for k in result.done]
-        second_chance: list[ClaimRequest] = []
-        for key, row in result.refused.items():
-            wid, record, digest = by_key[key]
-            if row is None:
+        now_s = now_ms // 1000
+        foreign = self._foreign()
+        claim: dict[str, tuple[int, str | None, int]] = {}  # key -> attempt, hash, attempts
+        rows: list[Unresolved] = []
+        covered: set[str] = set()
+        for key, (_, record, digest) in by_key.items():
+            row = found.get(key)
+            vanished = foreign is not None and key in foreign.items
+            if key in self._rows or (key in self._mine and key not in self._ended):
+                self.report.held += 1  # this run holds it already (another page, iterator)
                 continue
-            if row.state is ItemState.COMPLETED:
-                if row.payload_hash and digest and row.payload_hash != digest:
+            if row is not None and row.state is ItemState.COMPLETED and row.live(now_s):
+                if payload_differs(row.payload_hash, digest):
                     self._conflict(key, "completed earlier with a different payload")
                 else:
                     self.report.already_done += 1
-            elif row.state is ItemState.FAILED:
-                self.report.failed += 1  # failed for good earlier: reported, not redone
-            elif row.state is ItemState.CLAIMED and not self._vanished(row, now_ms):
-                self.report.held += 1
+                covered.add(key)
+                continue
+            if row is not None and row.state is ItemState.FAILED and not vanished:
+                if row.retryable or replay_failed:
+                    claim[key] = (1, digest, row.attempts)
+                else:
+                    self.report.failed += 1  # failed for good earlier: reported, not redone
+                continue
+            live_row = row is not None and row.live(now_s)
+            if not vanished and not (live_row and row is not None and row.state in (
+                    ItemState.UNCERTAIN, ItemState.CLAIMED)):
+                claim[key] = (1, digest, row.attempts if live_row and row else 0)
+                continue
+            # Uncertain, or claimed by a run that can write nothing more: reconcile first.
+            covered.add(key)
+            observed = (foreign.record(self.run.job, key) if vanished and foreign is not None
+                        and (row is None or row.state is not ItemState.UNCERTAIN) else row)
+            assert observed is not None
+            attempts = row.attempts if row is not None else 0
+            stored = row.payload_hash if row is not None and row.payload_hash else (
+                observed.payload_hash)
+            if payload_differs(stored, digest):
+                # reconciled as usual, but whichever payload the destination holds, the
+                # work id was reused for other content: say so
+                self._conflict(key, "left uncertain earlier with a different payload")
+            outcome = self._reconcile_one(record, observed)
+            if isinstance(outcome, str):
+                self._found(key, outcome, stored or digest, attempts)
+            elif outcome:
+                claim[key] = (2, digest, attempts)
+                self.report.retried += 1
+                self.telemetry.count("ItemsRetried")
             else:
-                if row.payload_hash and digest and row.payload_hash != digest:
-                    # reconciled as usual, but whichever payload the destination holds,
-                    # the work id was reused for other content: say so
-                    self._conflict(key, "left uncertain earlier with a different payload")
-                if self._reconcile_one(wid, record, row, now_ms):
-                    second_chance.append(ClaimRequest(key, payload_hash=digest,
-                                                      after_uncertain=True))
-        if second_chance:
-            again = self.store.claim(self.fence, second_chance, now_ms=now_ms,
-                                     claim_ms=int(self.claim_s * 1000))
-            self.report.retried += len(again.done)
-            self.telemetry.count("ItemsRetried", len(again.done))
-            self.report.held += len(again.refused)
-            items += [ClaimedItem(self, by_key[k][0], by_key[k][1], 2, claimed_mono)
-                      for k in again.done]
+                self.report.uncertain += 1
+                if row is None or row.state is not ItemState.UNCERTAIN:
+                    rows.append(self._vanished_row(key, foreign, stored, attempts))
+        rows += self._foreign_rows(found, covered | set(claim), now_s)
+        self._write_facts()  # found ones: before the write that drops a vanished claim
+        self._commit({k: claim_hash(h) for k, (_, h, _) in claim.items()}, rows)
+        claimed_mono = self._clock.monotonic()
+        for key, (_, digest, attempts) in claim.items():
+            self._claimed[key] = _Claimed(digest, attempts + 1)
         self.telemetry.count("BatchSize", len(by_key))
-        return items
+        return [ClaimedItem(self, by_key[k][0], by_key[k][1], attempt, claimed_mono)
+                for k, (attempt, _, _) in claim.items()]
 
-    def _vanished(self, row: ItemRecord, now_ms: int) -> bool:
-        """A claim nobody can complete: a lower fence can no longer write (its lease is
-        gone), or the claim simply expired."""
-        return (row.fence is not None and row.fence < self.fence.fence) or row.claim_expired(
-            now_ms, int(self.skew_s * 1000))
+    def _lookup(self, work_ids: list[str]) -> dict[str, ItemRecord]:
+        """The items' rows, the job row with them on a run's first page, and the rows
+        of a vanished claim's other items."""
+        first = self._row is None
+        found, row = self.store.lookup(self.run.job, work_ids, with_row=first)
+        if first:
+            assert row is not None
+            self._know(row)
+        foreign = self._foreign()
+        if foreign is not None:
+            asked = set(work_ids)
+            extra = [w for w in foreign.items if w not in asked]
+            if extra:
+                more, _ = self.store.lookup(self.run.job, extra)
+                found.update(more)
+        return found
 
-    def _reconcile_one(self, wid: WorkId, record: Any, row: ItemRecord, now_ms: int) -> bool:
-        """Resolve an uncertain item (or a vanished claim). True: safe to redo."""
-        ttl_s = int(self.config.item_ttl.total_seconds())
-        if row.state is ItemState.CLAIMED:
-            expired = self.store.settle(
-                self.fence, [Settle(str(wid), "expire", observed_run_id=row.run_id,
-                                    error=f"claim of run {row.run_id} (fence {row.fence}) "
-                                          "vanished without an outcome")],
-                now_ms=now_ms, ttl_s=ttl_s)
-            if not expired.done:
-                self.report.held += 1
-                return False
+    def _vanished_row(self, key: str, foreign: OpenClaim | None, stored: str | None,
+                      attempts: int) -> Unresolved:
+        who = (f"claim of run {foreign.run_id} (fence {foreign.fence}) vanished without an "
+               "outcome" if foreign is not None and key in foreign.items
+               else "outcome unknown; reconciliation did not tell")
+        return Unresolved(key, ItemState.UNCERTAIN, error=who, payload_hash=stored,
+                          attempts=attempts + 1)
+
+    def _foreign_rows(self, found: dict[str, ItemRecord], covered: set[str],
+                      now_s: int) -> list[Unresolved]:
+        """A vanished run's claimed items nothing here resolved: uncertain rows (its
+        claim is dropped by the next job-row write, and they must stay findable)."""
+        foreign = self._foreign()
+        if foreign is None:
+            return []
+        rows = []
+        for key, prefix in foreign.items.items():
+            if key in covered:
+                continue
+            row = found.get(key)
+            if row is not None and row.live(now_s) and row.state in (
+                    ItemState.COMPLETED, ItemState.UNCERTAIN):
+                continue  # completed (final), or already uncertain
+            rows.append(self._vanished_row(key, foreign, row.payload_hash if row else prefix,
+                                           row.attempts if row else 0))
+        return rows
+
+    def _reconcile_one(self, record: Any, observed: ItemRecord) -> str | bool:
+        """An uncertain item: its destination id (found), True (not found: safe to
+        redo) or False (no answer: stays uncertain)."""
         self.telemetry.count("UncertainOutcomes")
         if self.reconcile is None:
-            self.report.uncertain += 1
             return False
         try:
-            found = self.reconcile(record, row)
+            found = _reconciled(self.reconcile(record, observed))
         except Exception as exc:  # noqa: BLE001 - stays uncertain, reported
             self.telemetry.logger.warning("reconcile failed", extra={
-                "work_id": str(wid), "error": _describe(exc)})
-            self.report.uncertain += 1
+                "work_id": observed.work_id, "error": _describe(exc)})
             return False
-        if found:
-            done = self.store.settle(self.fence, [Settle(str(wid), "found", destination_id=found)],
-                                     now_ms=to_ms(self._clock.now()), ttl_s=ttl_s)
-            if done.done:
-                self.report.reconciled += 1
-                self.telemetry.count("ReconciliationFindings")
-            return False
-        return True
+        return found if found else True
+
+    def _found(self, key: str, destination_id: str, payload_hash: str | None,
+               attempts: int) -> None:
+        self._facts[key] = Completion(key, destination_id, self.run.run_id, self.fence.fence,
+                                      payload_hash=payload_hash, attempts=max(attempts, 1))
+        self.report.reconciled += 1
+        self.telemetry.count("ReconciliationFindings")
 
     def _conflict(self, key: str, why: str) -> None:
         self.report.conflicts += 1
@@ -314,42 +495,187 @@ class WorkClaims:
 
     # -- outcomes ------------------------------------------------------------------------
 
-    def settle(self, outcome: Settle) -> None:
-        if outcome.kind == "complete":
+    @_locked
+    def settle(self, key: str, kind: str, *, destination_id: str | None = None,
+               error: str | None = None, retryable: bool = False) -> None:
+        """Record one claimed item's outcome: ``complete``, ``fail``, ``uncertain`` or
+        ``release`` (the destination was never called: the claim is given back)."""
+        info = self._claimed.get(key, _Claimed(None, 1))
+        if kind == "complete":
             self.report.completed += 1
-        elif outcome.kind == "fail":
-            self.report.failed += 1
-        elif outcome.kind == "release":
+            assert destination_id is not None
+            self._facts[key] = Completion(key, destination_id, self.run.run_id,
+                                          self.fence.fence, payload_hash=info.payload_hash,
+                                          attempts=info.attempts)
+        elif kind in ("fail", "uncertain"):
+            state = ItemState.FAILED if kind == "fail" else ItemState.UNCERTAIN
+            if kind == "fail":
+                self.report.failed += 1
+            else:
+                self.report.uncertain += 1
+                self.telemetry.count("UncertainOutcomes")
+            self._rows[key] = Unresolved(key, state, error=error,
+                                         retryable=retryable and kind == "fail",
+                                         payload_hash=info.payload_hash, attempts=info.attempts)
+        elif kind == "release":
             self.report.remaining += 1
         else:
-            self.report.uncertain += 1
-            self.telemetry.count("UncertainOutcomes")
-        self._buffer.append(outcome)
+            raise ValueError(f"unknown outcome kind {kind!r}")
+        self._ended.add(key)
         if self.config.flush == "item" and not self.hold_next:
-            self.flush()
+            self._write_facts()
+            if kind in ("fail", "uncertain"):
+                self._commit({}, [])
         self.hold_next = False
 
+    @_locked
     def flush(self, checkpoint: tuple[int, str | None] | None = None) -> None:
-        """Write buffered outcomes (and the checkpoint) under the fence."""
-        if not self._buffer and checkpoint is None:
+        """Write what is recorded: completion facts, then the job row (the finished items
+        dropped from the claim, the checkpoint, failed and uncertain rows)."""
+        if checkpoint is not None:
+            self._checkpoint = checkpoint
+        self._write_facts()
+        if self._rows or self._checkpoint is not None or self._ended & self._mine.keys():
+            self._commit({}, [])
+
+    def _write_facts(self) -> None:
+        if not self._facts:
             return
-        outcomes, self._buffer = self._buffer, []
-        result = self.store.settle(
-            self.fence, outcomes, now_ms=to_ms(self._clock.now()),
-            ttl_s=int(self.config.item_ttl.total_seconds()), checkpoint=checkpoint,
-        )
-        if result.refused:
-            # Someone else resolved these (a newer run reconciled them): reported, the
-            # destination id stays whatever the ledger says.
-            self.report.rejected += len(result.refused)
-            self.telemetry.count("CompletionsRejected", len(result.refused))
-        # One value per flush, not per item: a page of outcomes is one data point each.
-        completed = sum(o.kind == "complete" for o in outcomes)
-        failed = sum(o.kind == "fail" for o in outcomes)
-        if completed:
-            self.telemetry.count("ItemsCompleted", completed)
+        self.run.ensure_lease()  # a run past its deadline writes nothing more
+        facts = list(self._facts.values())
+        self.store.write_facts(self.run.job, facts, now_ms=to_ms(self._clock.now()),
+                               ttl_s=self._ttl_s)
+        self._facts.clear()
+        self.telemetry.count("ItemsCompleted", len(facts))
+
+    def _commit(self, add: dict[str, str], extra_rows: list[Unresolved]) -> None:
+        """One job-row write: the claim (what is still open, plus ``add``), the pending
+        checkpoint, the recorded failed / uncertain rows and ``extra_rows``."""
+        row = self.start()
+        claim = {k: v for k, v in self._mine.items() if k not in self._ended}
+        claim.update(add)
+        rows = [*self._rows.values(), *extra_rows]
+        mine_on_row = row.claim is not None and row.claim.run_id == self.run.run_id
+        unchanged = (claim == (row.claim.items if mine_on_row and row.claim else {})
+                     and (row.claim is None or mine_on_row))
+        if unchanged and not rows and self._checkpoint is None:
+            self._ended.clear()
+            return
+        self.run.ensure_lease()
+        now_ms = to_ms(self._clock.now())
+        done = self.store.commit(self.fence, Commit(
+            expected=row, claim=claim or None,
+            claim_expires_at_ms=now_ms + int(self.claim_s * 1000),
+            checkpoint=self._checkpoint, rows=tuple(rows)), now_ms=now_ms)
+        self._row = done.row
+        self._mine = claim
+        self._ended.clear()
+        self._checkpoint = None
+        failed = sum(r.state is ItemState.FAILED for r in self._rows.values())
+        self._rows.clear()
         if failed:
             self.telemetry.count("ItemsFailed", failed)
+        if done.completed:
+            # Completed meanwhile (a run that lost its lease had its effect confirmed):
+            # reported, the completion stands.
+            self.report.rejected += len(done.completed)
+            self.telemetry.count("CompletionsRejected", len(done.completed))
+
+    @_locked
+    def sweep(self, reconcile: Callable[[Any, ItemRecord], str | None], *,
+              limit: int = 1000) -> SweepReport:
+        """See :func:`sweep`."""
+        self.start()
+        report = SweepReport()
+        now_ms = to_ms(self._clock.now())
+        rows: list[Unresolved] = []
+        covered: set[str] = set()
+        for row in self.store.unresolved(self.run.job, limit=limit, now_ms=now_ms):
+            self.run.ensure_lease()
+            report.examined += 1
+            if row.state is ItemState.FAILED:
+                report.failed += 1
+                continue
+            if row.state is ItemState.CLAIMED and row.run_id == self.run.run_id:
+                report.held += 1  # this run's own claim
+                continue
+            covered.add(row.work_id)
+            try:
+                destination_id = _reconciled(reconcile(None, row))
+            except Exception as exc:  # noqa: BLE001 - stays uncertain, reported
+                self.telemetry.logger.warning("reconcile failed", extra={
+                    "work_id": row.work_id, "error": _describe(exc)})
+                report.still_uncertain += 1
+                if row.state is ItemState.CLAIMED:
+                    rows.append(self._vanished_row(row.work_id, self._foreign(),
+                                                   row.payload_hash, row.attempts))
+                continue
+            if destination_id:
+                self._found(row.work_id, destination_id, row.payload_hash, row.attempts)
+                report.found += 1
+            else:
+                rows.append(Unresolved(row.work_id, ItemState.FAILED, retryable=True,
+                                       error="not found at the destination",
+                                       payload_hash=row.payload_hash,
+                                       attempts=max(row.attempts, 1)))
+                report.not_found += 1
+        foreign = self._foreign()
+        if foreign is not None:
+            # the vanished claim's items beyond the limit, or completed: as their rows say
+            rest = [w for w in foreign.items if w not in covered]
+            found, _ = self.store.lookup(self.run.job, rest) if rest else ({}, None)
+            rows += self._foreign_rows(found, covered, now_ms // 1000)
+        self._write_facts()  # before the write that drops a vanished claim
+        self._commit({}, rows)
+        return report
+
+    @_locked
+    def resolve(self, work_ids: Sequence[str], *, destination_id: str | None,
+                reason: str) -> ResolveReport:
+        """An operator's finding for unresolved items (see :func:`jobguard.recovery.resolve`):
+        found at the destination (``destination_id``: completed with it) or not found
+        (a retryable failure: safe to redo). Only uncertain or failed items, and those of
+        a vanished run's open claim, are resolved; completed ones are left as they are."""
+        self.run.ensure_lease()
+        report = ResolveReport()
+        wanted = list(dict.fromkeys(work_ids))
+        found = self._lookup(wanted)
+        now_s = to_ms(self._clock.now()) // 1000
+        foreign = self._foreign()
+        rows: list[Unresolved] = []
+        covered: set[str] = set()
+        for key in wanted:
+            row = found.get(key)
+            vanished = foreign is not None and key in foreign.items
+            if row is not None and row.state is ItemState.COMPLETED and row.live(now_s):
+                report.already_completed.append(key)
+                continue
+            if not vanished and (row is None or not row.live(now_s)):
+                report.unknown.append(key)  # never claimed: nothing to resolve
+                continue
+            if not vanished and row is not None and row.state is ItemState.CLAIMED:
+                report.unknown.append(key)  # an old-layout claim of a live run
+                continue
+            covered.add(key)
+            stored = row.payload_hash if row is not None and row.payload_hash else None
+            if stored is None and foreign is not None and vanished:
+                stored = foreign.items.get(key) or None
+            attempts = row.attempts if row is not None else 0
+            if destination_id is not None:
+                self._facts[key] = Completion(key, destination_id, self.run.run_id,
+                                              self.fence.fence, payload_hash=stored,
+                                              attempts=max(attempts, 1))
+                report.found.append(key)
+            else:
+                rows.append(Unresolved(key, ItemState.FAILED, retryable=True,
+                                       error=bounded_text(f"not found at the destination "
+                                                          f"(operator): {reason}", _MAX_ERROR),
+                                       payload_hash=stored, attempts=max(attempts, 1)))
+                report.not_found.append(key)
+        rows += self._foreign_rows(found, covered, now_s)
+        self._write_facts()  # before the write that drops a vanished claim
+        self._commit({}, rows)
+        return report
 
     def iterate(
         self,
@@ -359,16 +685,22 @@ class WorkClaims:
         batch_size: int | None = None,
         payload: Callable[[Any], str | None] = fingerprint,
     ) -> Iterator[ClaimedItem]:
-        """Page through ``records``, yielding claimed items; flush after each page."""
+        """Page through ``records``, yielding claimed items. A page's outcomes ride on
+        the write that claims the next page; the last are written when the records end
+        (or the caller stops)."""
         size = batch_size or self.config.batch_size
         page: list[Any] = []
-        for record in records:
-            page.append(record)
-            if len(page) == size:
+        try:
+            for record in records:
+                page.append(record)
+                if len(page) == size:
+                    yield from self._page_items(page, work_id, payload)
+                    page = []
+            if page:
                 yield from self._page_items(page, work_id, payload)
-                page = []
-        if page:
-            yield from self._page_items(page, work_id, payload)
+        finally:
+            if not self.run.lease_lost:
+                self.flush()
 
     def _page_items(self, page: list[Any], work_id: Callable[[Any], WorkId],
                     payload: Callable[[Any], str | None]) -> Iterator[ClaimedItem]:
@@ -381,11 +713,28 @@ class WorkClaims:
                 if item.outcome is None:
                     item.uncertain("no outcome was recorded for this item")
         finally:
-            # The caller stopped early: claims it never received are given back.
+            # The caller stopped early: claims it never received are given back; one it
+            # received without an outcome may have reached the destination.
             for item in items:
-                if item.outcome is None and not item.handed_out:
-                    item.release()
-            self.flush()
+                if item.outcome is None and not self.run.lease_lost:
+                    if item.handed_out:
+                        item.uncertain("the caller stopped before recording an outcome")
+                    else:
+                        item.release()
+
+
+@dataclass
+class ResolveReport:
+    """What an operator's resolution did (work ids by outcome)."""
+
+    found: list[str] = field(default_factory=list)
+    not_found: list[str] = field(default_factory=list)
+    already_completed: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    """Not unresolved: never claimed, or claimed by a live run."""
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -407,54 +756,18 @@ def sweep(run: Any, reconcile: Callable[[Any, ItemRecord], str | None],
           *, limit: int = 1000) -> SweepReport:
     """Reconcile a job's unresolved items against the destination, under ``run``'s fence.
 
-    Finds claimed (of a vanished holder), failed and uncertain items through the sparse
-    index, confirms each with a consistent read, then: a vanished claim becomes
-    uncertain; an uncertain item found at the destination is completed (a
-    reconciliation finding); one not found becomes a retryable failure (safe to redo by
-    the next run or a recovery); one whose lookup fails stays uncertain. Failed items
-    are counted, not touched. ``reconcile`` is called with ``record=None``.
+    Finds the open claim of a vanished run and the failed and uncertain rows (the sparse
+    index, each confirmed by a consistent read), then: an item found at the destination
+    is completed (a reconciliation finding); one not found becomes a retryable failure
+    (safe to redo by the next run or a recovery); one whose lookup fails stays uncertain.
+    Failed items are counted, not touched. ``reconcile`` is called with ``record=None``.
+    One write of completion facts and one of the job row (with the rows) for the lot.
 
     Example:
         >>> report = sweep(current_run(), job.reconcile)  # doctest: +SKIP
     """
     claims: WorkClaims = run.work_claims()
-    store, fence = claims.store, claims.fence
-    ttl_s = int(claims.config.item_ttl.total_seconds())
-    report = SweepReport()
-    now_ms = to_ms(run.clock.now())
-    for row in store.unresolved(run.job, limit=limit):
-        run.ensure_lease()
-        report.examined += 1
-        if row.state is ItemState.FAILED:
-            report.failed += 1
-            continue
-        if row.state is ItemState.CLAIMED:
-            if not claims._vanished(row, now_ms):  # noqa: SLF001 - same rule as claiming
-                report.held += 1
-                continue
-            expired = store.settle(fence, [Settle(row.work_id, "expire",
-                                                  observed_run_id=row.run_id)],
-                                   now_ms=now_ms, ttl_s=ttl_s)
-            if not expired.done:
-                report.held += 1
-                continue
-        try:
-            found = reconcile(None, row)
-        except Exception as exc:  # noqa: BLE001 - stays uncertain, reported
-            claims.telemetry.logger.warning("reconcile failed", extra={
-                "work_id": row.work_id, "error": _describe(exc)})
-            report.still_uncertain += 1
-            continue
-        outcome = (Settle(row.work_id, "found", destination_id=found) if found
-                   else Settle(row.work_id, "not_found"))
-        done = store.settle(fence, [outcome], now_ms=to_ms(run.clock.now()), ttl_s=ttl_s)
-        if not done.done:
-            report.held += 1
-        elif found:
-            report.found += 1
-            claims.telemetry.count("ReconciliationFindings")
-        else:
-            report.not_found += 1
+    report = claims.sweep(reconcile, limit=limit)
     run.stats.update({f"sweep_{k}": v for k, v in report.as_dict().items()})
     return report
 

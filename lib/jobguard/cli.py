@@ -110,8 +110,14 @@ def _endpoint(args: argparse.Namespace) -> str | None:
 
 
 def _client(args: argparse.Namespace, service: str) -> Any:
+    from botocore.config import Config
+
     endpoint = _endpoint(args)
-    return _session(args).client(service, endpoint_url=endpoint)
+    # Standard retry mode, as the AWS CLI v2 uses by default (boto3's own default is
+    # "legacy": up to 10 attempts for DynamoDB, half a minute of backoff before an
+    # operator sees a throttled call's error).
+    return _session(args).client(service, endpoint_url=endpoint,
+                                 config=Config(retries={"mode": "standard"}))
 
 
 def _table(args: argparse.Namespace) -> str:
@@ -226,11 +232,15 @@ def _ms(ms: int | None) -> str:
 
 
 def _with_times(row: dict[str, Any]) -> dict[str, Any]:
-    """``*_ms`` times shown as ISO 8601 UTC (durations, ``*_ms`` without ``_at``, stay)."""
+    """``*_at_ms`` times and the ``ttl_epoch_s`` expiry shown as ISO 8601 UTC (``*_at``,
+    ``ttl_at``); durations (``*_ms`` without ``_at``) stay numbers."""
     out: dict[str, Any] = {}
     for key, value in row.items():
-        if key.endswith("_at_ms") and isinstance(value, int) and not isinstance(value, bool):
+        number = isinstance(value, int) and not isinstance(value, bool)
+        if key.endswith("_at_ms") and (number or value is None):
             out[key.removesuffix("_ms")] = _ms(value)
+        elif key == "ttl_epoch_s" and (number or value is None):
+            out["ttl_at"] = _ms(value * 1000 if value else None)
         else:
             out[key] = value
     return out
@@ -294,7 +304,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                          f"({damage}).\nrepair it with: {damage.repair}")
         return 1
     now_ms = int(time.time() * 1000)
-    runs = [r.as_dict() for r in store.list_runs(job, limit=5)]
+    runs = [_with_times(r.as_dict()) for r in store.list_runs(job, limit=5)]
     data = {
         "job": job,
         "held": lease.run_id is not None,
@@ -372,10 +382,10 @@ def cmd_items(args: argparse.Namespace) -> int:
     store, items = _stores(args)
     job = _known_job(args, store)
     states = [ItemState(args.status)] if args.status else None
-    rows = [{**r.__dict__, "state": r.state.value,
-             "updated": _ms(r.updated_at_ms)} for r in items.unresolved(job, states=states)]
+    rows = [_with_times({**r.__dict__, "state": r.state.value})
+            for r in items.unresolved(job, states=states)]
     _out(args, rows, _table_text(rows, ("work_id", "state", "run_id", "fence", "attempts",
-                                        "updated", "last_error")))
+                                        "updated_at", "last_error")))
     return 0
 
 
@@ -505,6 +515,55 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if answer.get("result") in ("refused", "busy"):
         raise CommandError(answer.get("field") or "request", answer.get("error", "refused"))
     _out(args, answer, _recovery_text(answer))
+    return 0
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    """An operator's finding for unresolved items, under the job's lease (see
+    :func:`jobguard.recovery.resolve`)."""
+    from datetime import timedelta
+
+    from .config import JobConfig
+    from .errors import InvalidRequestError, LeaseBusyError
+    from .recovery import resolve
+
+    _job_name(args)
+    if (args.found is None) == (not args.not_found):
+        raise CommandError("--found", "say what you found at the destination: --found "
+                           "DESTINATION_ID (it holds the effect) or --not-found (it does "
+                           "not: the item is redone by the next run)")
+    if not args.reason or not args.reason.strip():
+        raise CommandError("--reason", "say why (it is written on the run record)")
+    if args.wait < 0:
+        raise CommandError("--wait", f"must be 0 or more seconds, got {args.wait}")
+    store, _ = _stores(args)
+    job = _known_job(args, store)
+    definitions = _defined_jobs(args)
+    config = definitions[job].config() if job in definitions else JobConfig(name=job)
+    fields = {"work_id": "WORK_ID", "found": "--found", "reason": "--reason",
+              "requested_by": "--requested-by"}
+    try:
+        answer = resolve(config, list(args.work_ids), found=args.found, reason=args.reason,
+                         requested_by=args.requested_by or os.environ.get("USER") or "",
+                         guard_options={"store": store}, wait=timedelta(seconds=args.wait))
+    except InvalidRequestError as exc:
+        raise CommandError(fields.get(exc.field, exc.field),
+                           str(exc).split(": ", 1)[1]) from None
+    except LeaseBusyError as exc:
+        raise CommandError("JOB", f"{exc}; try again when the run has ended, or "
+                           "--wait longer") from None
+    if answer.get("result") != "resolved":
+        raise CommandError("JOB", f"the resolution did not run: {answer.get('outcome')}")
+    lines = [f"resolved in run {answer['run_id']} (by {answer['requested_by']}: "
+             f"{answer['reason']})"]
+    for key, said in (("found", "completed (found at the destination)"),
+                      ("not_found", "failed, retryable (not found: the next run redoes it)"),
+                      ("already_completed", "already completed: left as it was"),
+                      ("unknown", "not unresolved (never claimed, or a live run's): "
+                                  "left as it was")):
+        if answer.get(key):
+            lines.append(f"{said}: {', '.join(answer[key])}")
+    _out(args, answer, "\n".join(lines))
     return 0
 
 
@@ -857,6 +916,23 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--width", type=int,
                           help="columns of the terminal view (default: the terminal's)")
     timeline.set_defaults(run=cmd_timeline)
+    resolve = command("resolve", "record what you found at the destination for uncertain "
+                      "or failed items (a handler without reconcile=): under the job's "
+                      "lease, who and why on its run record")
+    resolve.add_argument("work_ids", metavar="WORK_ID", nargs="+",
+                         help="the work item(s), as `jobguard items` lists them")
+    resolve.add_argument("--found", metavar="DESTINATION_ID",
+                         help="the destination holds it, under this id (one WORK_ID): "
+                              "completed")
+    resolve.add_argument("--not-found", action="store_true",
+                         help="the destination does not hold it: a retryable failure, "
+                              "redone by the next run (or a recovery)")
+    resolve.add_argument("--reason", required=True, help="why (written on the run record)")
+    resolve.add_argument("--requested-by",
+                         help="who (written on the run record; default $USER)")
+    resolve.add_argument("--wait", type=int, default=60,
+                         help="seconds to wait for a running run's lease (default 60)")
+    resolve.set_defaults(run=cmd_resolve)
     local = command("local", "load under injected faults on the embedded emulator", job=False)
     local.add_argument("--faults", default="any=0.1",
                        help="KIND[:OPERATION][@SITE][#N|=P],... (default: any=0.1)")
@@ -923,6 +999,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        extra = {"moto": "local", "aws_cdk": "cdk", "constructs": "cdk",
+                 "cdk_nag": "cdk"}.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"error: {args.command}: needs {exc.name}, which comes with "
+              f"pip install 'jobguard[{extra}]'", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - a command's failure, said plainly
         from botocore.exceptions import BotoCoreError, ClientError
 

@@ -145,6 +145,18 @@ S3_HEAD = call_site(
 # --------------------------------------------------------------------------- validation
 
 
+def _before_destination(work_id: str) -> None:
+    """Fire the ``before_destination`` hook point (job, run_id, work_id) right before
+    the write: a drill's fault switch can pause, crash or fail the call there, and a
+    test can stage a race there. Handlers never fire it themselves."""
+    from .hooks import fire
+    from .run import active_run
+
+    run = active_run()
+    fire("before_destination", job=run.job if run else None,
+         run_id=run.run_id if run else None, work_id=work_id)
+
+
 def _check_work_id(work_id: object, *, max_bytes: int, key_safe: bool) -> str:
     """Return ``work_id`` if it can be a destination key, else raise ValueError."""
     if not isinstance(work_id, str) or not work_id:
@@ -286,6 +298,7 @@ class DynamoDBDestination:
                 raise ValueError(f"item: may not hold {reserved!r}; put() sets it")
         destination_id = uuid.uuid4().hex
         attributes = _attribute_value(item, "item")["M"]
+        _before_destination(work_id)
         attributes[self._key_attribute] = {"S": work_id}
         attributes[DESTINATION_ID_ATTRIBUTE] = {"S": destination_id}
         try:
@@ -448,6 +461,7 @@ class S3Destination:
             '9dd4e461268c8034f5c8564e155c67a6'
         """
         key = self._key(work_id)
+        _before_destination(work_id)
         for attempt in range(1, _S3_CONFLICT_ATTEMPTS + 1):
             try:
                 response = self._client.put_object(

@@ -1,25 +1,45 @@
 """The DynamoDB item ledger and checkpoint: the only module that writes work items.
 
-Every write carries the run's fence: it goes in a transaction whose first action is a
-``ConditionCheck`` on the job's lease row (``run_id`` and ``fence`` still ours). A run
-that lost its lease can therefore claim, complete or checkpoint nothing, whatever the
-item rows say. Up to 99 item actions share one transaction with that check.
+What is written, and why each write is safe (DESIGN: ONCE, END, FENCE, CKPT):
 
-A cancelled transaction is split by its ``CancellationReasons``, never retried whole:
-an item whose condition failed is someone else's (its row comes back, ``ALL_OLD``) and
-is dropped from the retry; items cancelled only because of another (reason ``None``) or
-a conflict are retried. A failed lease check ends the run (:class:`LeaseLostError`).
+- **The job row** (``JOB#<job>`` / ``FENCE``) holds the fence high-water mark ``hw``,
+  which every lease acquisition and force release moves in its own transaction, and
+  beside it the job's checkpoint and the run's open claim (the work ids of its page,
+  each with a payload hash prefix). A run writes it with one conditional ``UpdateItem``
+  on ``hw = <its fence>`` and on the token of the row's last write: no transaction, no
+  ``ConditionCheck``. From the moment a higher fence is issued, a stale holder's next
+  write of its claim or the checkpoint is refused (FENCE), and a write that is not the
+  next one of this run's own sequence is refused too. The row is bounded: one open
+  claim (a page), never anything per trigger or per past run.
+- **Completion facts** (``ITEM#<job>#<work id>`` / ``ITEM``): state ``completed``, the
+  destination id, the payload hash, a TTL. A fact says what the destination holds, which
+  is true whoever observed it, so it is written without a fence, unconditioned, 25 to a
+  ``BatchWriteItem``; a run writes a page's facts before the job-row write that drops the
+  page from its claim and moves the checkpoint (END, CKPT: a crash in between leaves
+  the page claimed; the next holder finds the facts, and reconciles the rest).
+- **Unresolved rows** (the same key): ``failed`` or ``uncertain``, with the sparse
+  ``unresolved`` index entry. Rare, so they may cost more: they go in a transaction
+  with the job-row write (or a ``ConditionCheck`` of it), so only the fence holder writes
+  them, and each is conditioned on the item not being completed (a completion fact is
+  final). A cancelled transaction is split by its ``CancellationReasons``, never retried
+  whole.
+
+Reads: a consistent ``BatchGetItem`` of a page's items before claiming (100 keys a
+call, the page size's natural bound); :meth:`DynamoItemStore.get_many` overlays the open
+claim, so its items read as ``claimed`` (by the claim's run and fence).
 
 Layout (same table as leases and runs)::
 
-    item row     pk = ITEM#<job>#<work id>   sk = ITEM      (one partition per item)
-    checkpoint   pk = JOB#<job>              sk = CHECKPOINT
+    job row      pk = JOB#<job>              sk = FENCE  (hw; seq, cursor, cursor_*;
+                                                          claim, claim_*; commit_token)
+    item row     pk = ITEM#<job>#<work id>   sk = ITEM   (one partition per item)
     index "unresolved" (sparse, keys only): unresolved_pk = UNRESOLVED#<job>#<shard 00-15>,
-        unresolved_sk = <state>#<work id>; present on claimed/failed/uncertain rows only.
+        unresolved_sk = <state>#<work id>; on failed/uncertain rows only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 import zlib
@@ -28,13 +48,12 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ._dynamo import Expr, code, from_attr, plain, reasons, transient
+from ._dynamo import Expr, code, from_attr, old_item, plain, reasons, to_attr, transient
 from .callsites import RETRY, STOP, SURFACE, Path, Target, call_site
 from .errors import LeaseLostError, StoreError
 from .schema import (
-    CHECKPOINT_SK,
+    FENCE_SK,
     ITEM_SK,
-    LEASE_SK,
     PARTITION_KEY,
     SORT_KEY,
     TTL_ATTRIBUTE,
@@ -45,48 +64,77 @@ from .schema import (
     item_pk,
     job_pk,
 )
-from .workitems import Checkpoint, ClaimRequest, Fence, ItemRecord, ItemState, Result, Settle
+from .workitems import (
+    Checkpoint,
+    Commit,
+    Committed,
+    Completion,
+    Fence,
+    ItemRecord,
+    ItemState,
+    JobRow,
+    OpenClaim,
+    Unresolved,
+)
 
-__all__ = ["DynamoItemStore", "item_record"]
+__all__ = ["DynamoItemStore", "item_record", "job_row"]
 
-_PER_TRANSACTION = 99  # + the lease check = DynamoDB's 100 actions
+GET_BATCH = 100  # BatchGetItem's limit: one call per page of 100
+PUT_BATCH = 25  # BatchWriteItem's limit
+ROWS_PER_TRANSACTION = 99  # + the job row's write (or check) = DynamoDB's 100 actions
+MAX_CLAIM = 1000  # the largest batch size: the job row stays far below 400 KB
 _MAX_ERROR = 1000
 _RETRIES = 6
+_CLAIM_ATTRS = ("claim", "claim_run_id", "claim_fence", "claim_expires_at_ms")
 
 
 # -- call sites (see jobguard.callsites) --------------------------------------------
 
-CLAIM = call_site(
-    "items.claim", "dynamodb", "TransactWriteItems", "DynamoItemStore.claim",
-    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
-    note="retried with backoff (6 tries, the lease check in every try); a claim refused "
-         "by its own earlier claim (run id + fence) is ours",
-    paths=(Path.RUN,), parts=("ConditionCheck", "Update"),
-)
-SETTLE = call_site(
-    "items.settle", "dynamodb", "TransactWriteItems", "DynamoItemStore.settle",
-    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
-    note="outcomes and the checkpoint: retried like claims; an outcome already in place, "
-         "or a checkpoint read back with this run id and cursor, is ours",
-    paths=(Path.RUN,), parts=("ConditionCheck", "Delete", "Update"),
-)
-READ_CHECKPOINT = call_site(
-    "items.read_checkpoint", "dynamodb", "GetItem", "DynamoItemStore.read_checkpoint",
+READ_ROW = call_site(
+    "items.read_row", "dynamodb", "GetItem", "DynamoItemStore.read_row",
     throttle=STOP, server_error=STOP, timeout=STOP, lost=RETRY,
-    note="before any claim: the run ends `failed`, releases, nothing claimed",
+    note="the job row (checkpoint, open claim) before any claim: the run ends `failed`, "
+         "releases, nothing claimed",
     paths=(Path.RUN,),
+)
+LOOKUP = call_site(
+    "items.lookup", "dynamodb", "BatchGetItem", "DynamoItemStore.lookup",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="a page's items before claiming (consistent, 100 keys a call): retried with "
+         "backoff (6 tries), unprocessed keys asked again; then the run fails, nothing "
+         "claimed",
+    paths=(Path.RUN,),
+)
+WRITE_FACTS = call_site(
+    "items.write_facts", "dynamodb", "BatchWriteItem", "DynamoItemStore.write_facts",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="completion facts, 25 a call, unconditioned (a fact written twice is the same "
+         "fact): retried with backoff, unprocessed items sent again; never the last "
+         "write of a page (its claim stays open until they land)",
+    paths=(Path.RUN,),
+)
+COMMIT = call_site(
+    "items.commit", "dynamodb", "UpdateItem", "DynamoItemStore._update_row",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="the job row's claim and checkpoint, conditioned on the run's fence and the "
+         "row's last token: retried with backoff; a retry refused by its own write (the "
+         "row carries this write's token) is ours",
+    paths=(Path.RUN,),
+)
+COMMIT_ROWS = call_site(
+    "items.commit_rows", "dynamodb", "TransactWriteItems", "DynamoItemStore._transact",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="failed / uncertain rows with the job row's write (or a check of it): retried "
+         "like the commit; a row refused because the item was completed meanwhile is "
+         "dropped (the completion is final)",
+    paths=(Path.RUN,), parts=("ConditionCheck", "Put", "Update"),
 )
 GET_MANY = call_site(
     "items.get_many", "dynamodb", "BatchGetItem", "DynamoItemStore.get_many",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="a read (recovery plan, sweeps, CLI); unprocessed keys are asked again",
+    note="a read with the open claim (recovery plan, sweeps, CLI); unprocessed keys are "
+         "asked again",
     paths=(Path.SWEEP, Path.OPERATOR),
-)
-GET = call_site(
-    "items.get", "dynamodb", "GetItem", "DynamoItemStore.get",
-    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="a read",
-    paths=(Path.OPERATOR,),
 )
 UNRESOLVED = call_site(
     "items.unresolved", "dynamodb", "Query", "DynamoItemStore.unresolved",
@@ -96,13 +144,19 @@ UNRESOLVED = call_site(
 )
 
 
+# -- rows ------------------------------------------------------------------------------
+
+
 def item_record(job: str, raw: dict[str, Any] | None) -> ItemRecord | None:
     row = plain(raw)
     if not row or "state" not in row:
         return None
+    work_id = row.get("work_id")
+    if work_id is None and isinstance(row.get(PARTITION_KEY), str):
+        work_id = row[PARTITION_KEY].split("#", 2)[-1]
     return ItemRecord(
         job=job,
-        work_id=str(row.get("work_id", "")),
+        work_id=str(work_id or ""),
         state=ItemState(row["state"]),
         run_id=row.get("run_id"),
         fence=row.get("fence"),
@@ -113,14 +167,40 @@ def item_record(job: str, raw: dict[str, Any] | None) -> ItemRecord | None:
         destination_id=row.get("destination_id"),
         payload_hash=row.get("payload_hash"),
         created_at_ms=row.get("created_at_ms"),
-        updated_at_ms=row.get("updated_at_ms"),
+        updated_at_ms=row.get("updated_at_ms", row.get("completed_at_ms")),
         completed_at_ms=row.get("completed_at_ms"),
         ttl_epoch_s=row.get(TTL_ATTRIBUTE),
     )
 
 
+def job_row(job: str, raw: dict[str, Any] | None) -> JobRow:
+    """The job row as stored (absent: fence 0, no checkpoint, no claim)."""
+    row = plain(raw)
+    hw = row.get("hw", 0)
+    claim = None
+    if isinstance(row.get("claim_run_id"), str):
+        stored = row.get("claim")
+        items: dict[Any, Any] = stored if isinstance(stored, dict) else {}
+        claim = OpenClaim(run_id=row["claim_run_id"], fence=int(row.get("claim_fence", 0)),
+                          expires_at_ms=int(row.get("claim_expires_at_ms", 0)),
+                          items={str(k): str(v) for k, v in items.items()})
+    checkpoint = Checkpoint(cursor=row.get("cursor"), seq=int(row.get("seq", 0)),
+                            run_id=row.get("cursor_run_id"), fence=row.get("cursor_fence"),
+                            updated_at_ms=row.get("cursor_at_ms"))
+    return JobRow(job=job, fence=hw if isinstance(hw, int) else 0, checkpoint=checkpoint,
+                  claim=claim, token=row.get("commit_token"))
+
+
 def shard_of(work_id: str) -> int:
     return zlib.crc32(work_id.encode()) % UNRESOLVED_SHARDS
+
+
+def _unresolved_pk(job: str, work_id: str) -> str:
+    return f"UNRESOLVED#{job}#{shard_of(work_id):02d}"
+
+
+def _unresolved_sk(state: ItemState, work_id: str) -> str:
+    return f"{state.value}#{work_id}"
 
 
 class DynamoItemStore:
@@ -128,143 +208,69 @@ class DynamoItemStore:
 
     Example:
         >>> items = DynamoItemStore("jobguard", client=ddb)  # doctest: +SKIP
-        >>> result = items.claim(fence, [ClaimRequest("contact-42:create-note")],
-        ...                      now_ms=now, claim_ms=300_000)  # doctest: +SKIP
+        >>> row = items.read_row("crm-sync")  # doctest: +SKIP
+        >>> items.commit(fence, Commit(expected=row, claim={"contact-42:create-note": ""},
+        ...                            claim_expires_at_ms=now + 900_000),
+        ...              now_ms=now)  # doctest: +SKIP
     """
 
     def __init__(self, table_name: str, *, client: Any) -> None:
         self.table_name = table_name
         self._client = client
 
-    # -- writes --------------------------------------------------------------------
+    # -- reads -----------------------------------------------------------------------
 
-    def claim(
-        self, lease: Fence, requests: Sequence[ClaimRequest], *, now_ms: int, claim_ms: int
-    ) -> Result:
-        """Claim items for ``lease``'s run. Refused items come back with their row."""
-        actions = []
-        for request in requests:
-            e = Expr()
-            state = e.n("state")
-            if request.after_uncertain:
-                condition = f"{state} = {e.v(ItemState.UNCERTAIN.value)}"
-            elif request.after_failure:
-                condition = f"{state} = {e.v(ItemState.FAILED.value)}"
-            else:
-                # Absent; failed and retryable; or completed but past its TTL (expired
-                # records count as absent, whenever DynamoDB gets round to deleting them).
-                condition = (
-                    f"attribute_not_exists({e.n(PARTITION_KEY)}) OR "
-                    f"({state} = {e.v(ItemState.FAILED.value)} AND "
-                    f"{e.n('retryable')} = {e.v(True)}) OR "
-                    f"({state} = {e.v(ItemState.COMPLETED.value)} AND "
-                    f"{e.n(TTL_ATTRIBUTE)} < {e.v(now_ms // 1000)})"
-                )
-            sets = [
-                f"{state} = {e.v(ItemState.CLAIMED.value)}",
-                f"{e.n('job')} = {e.v(lease.job)}",
-                f"{e.n('work_id')} = {e.v(request.work_id)}",
-                f"{e.n('run_id')} = {e.v(lease.run_id)}",
-                f"{e.n('fence')} = {e.v(lease.fence)}",
-                f"{e.n('claim_expires_at_ms')} = {e.v(now_ms + claim_ms)}",
-                f"{e.n('updated_at_ms')} = {e.v(now_ms)}",
-                f"{e.n('created_at_ms')} = if_not_exists({e.n('created_at_ms')}, {e.v(now_ms)})",
-                f"{e.n(UNRESOLVED_PK)} = {e.v(_unresolved_pk(lease.job, request.work_id))}",
-                f"{e.n(UNRESOLVED_SK)} = {e.v(_unresolved_sk(ItemState.CLAIMED, request.work_id))}",
-            ]
-            if request.payload_hash is not None:
-                sets.append(f"{e.n('payload_hash')} = {e.v(request.payload_hash)}")
-            update = (
-                "SET " + ", ".join(sets)
-                + f" REMOVE {e.n(TTL_ATTRIBUTE)}, {e.n('completed_at_ms')}, {e.n('retryable')}"
-                + f" ADD {e.n('attempts')} {e.v(1)}"
-            )
-            actions.append((request.work_id, self._update(lease.job, request.work_id, update,
-                                                           condition, e)))
-        result = self._transact(lease, actions)
-        # A lost response: the SDK retried a transaction that had committed, and the retry
-        # was refused by our own claim. It is ours.
-        for work_id, row in list(result.refused.items()):
-            if (row is not None and row.state is ItemState.CLAIMED
-                    and row.run_id == lease.run_id and row.fence == lease.fence):
-                del result.refused[work_id]
-                result.done.append(work_id)
-        return result
+    def read_row(self, job: str) -> JobRow:
+        """The job row, strongly consistent."""
+        try:
+            response = self._client.get_item(
+                TableName=self.table_name, Key=self._row_key(job), ConsistentRead=True)
+        except (ClientError, BotoCoreError) as exc:
+            raise StoreError("read_row", job, str(exc)) from exc
+        return job_row(job, response.get("Item"))
 
-    def settle(
-        self,
-        lease: Fence,
-        outcomes: Sequence[Settle],
-        *,
-        now_ms: int,
-        ttl_s: int,
-        checkpoint: tuple[int, str | None] | None = None,
-    ) -> Result:
-        """Record outcomes (and advance the checkpoint in the same last transaction).
+    def read_checkpoint(self, job: str) -> Checkpoint:
+        return self.read_row(job).checkpoint
 
-        ``checkpoint`` is ``(expected_seq, new_cursor)``: applied only if the stored
-        sequence is still ``expected_seq``, so it never moves backwards; it rides in the
-        transaction of the page's last outcomes, so it never passes an unfinished item
-        of that page.
-        """
-        actions = [(o.work_id, self._release_action(lease, o) if o.kind == "release"
-                    else self._settle_action(lease, o, now_ms, ttl_s)) for o in outcomes]
-        if checkpoint is not None:
-            expected_seq, cursor = checkpoint
-            actions.append((_CHECKPOINT, self._checkpoint_action(lease, expected_seq, cursor,
-                                                                 now_ms)))
-        result = self._transact(lease, actions)
-        for work_id, row in list(result.refused.items()):
-            if work_id == _CHECKPOINT:
-                continue
-            wanted = next(o for o in outcomes if o.work_id == work_id)
-            if row is not None and _already_settled(row, wanted, lease):
-                del result.refused[work_id]
-                result.done.append(work_id)
-        if _CHECKPOINT in result.refused:
-            current = self.read_checkpoint(lease.job)
-            assert checkpoint is not None
-            if not (current.run_id == lease.run_id and current.cursor == checkpoint[1]):
-                raise StoreError(
-                    "checkpoint", lease.job,
-                    f"checkpoint moved under run {lease.run_id} (expected seq {checkpoint[0]}, "
-                    f"found {current.seq} by {current.run_id})",
-                )
-            del result.refused[_CHECKPOINT]
-            result.done.append(_CHECKPOINT)
-        return result
+    def lookup(self, job: str, work_ids: Sequence[str], *, with_row: bool = False,
+               ) -> tuple[dict[str, ItemRecord], JobRow | None]:
+        """Consistent reads of items' own rows (facts, unresolved rows), without the open
+        claim; with ``with_row`` the job row too (in the first call when it fits)."""
+        return self._batch_get(job, work_ids, with_row=with_row, retry_errors=True,
+                               call=lambda request: self._client.batch_get_item(
+                                   RequestItems=request))
 
-    # -- reads ---------------------------------------------------------------------
+    def get_many(self, job: str, work_ids: Sequence[str], *, now_ms: int | None = None,
+                 with_claim: bool = False) -> dict[str, ItemRecord]:
+        """Each item as the ledger holds it: its row, or ``claimed`` while an open claim
+        names it and it is not completed (the claim's run and fence). With ``now_ms``, a
+        completion past its TTL counts as absent under a claim, as every run treats it;
+        ``with_claim`` adds every item of the open claim."""
 
-    def get_many(self, job: str, work_ids: Sequence[str]) -> dict[str, ItemRecord]:
-        """Consistent reads of many items (BatchGetItem, 100 keys a call)."""
-        found: dict[str, ItemRecord] = {}
-        unique = list(dict.fromkeys(work_ids))
-        for start in range(0, len(unique), 100):
-            keys = [self._key(job, w) for w in unique[start:start + 100]]
-            request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
-            for _ in range(_RETRIES * 2):
-                response = self._client.batch_get_item(RequestItems=request)
-                for raw in response.get("Responses", {}).get(self.table_name, []):
-                    record = item_record(job, raw)
-                    if record is not None:
-                        found[record.work_id] = record
-                request = response.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(0.05)
-        return found
+        def call(request: dict[str, Any]) -> Any:
+            return self._client.batch_get_item(RequestItems=request)
+
+        found, row = self._batch_get(job, work_ids, with_row=True, retry_errors=False,
+                                     call=call)
+        ids = list(dict.fromkeys(work_ids))
+        if with_claim and row is not None and row.claim is not None:
+            asked = set(ids)
+            missing = [w for w in row.claim.items if w not in asked]
+            if missing:
+                more, _ = self._batch_get(job, missing, with_row=False, retry_errors=False,
+                                          call=call)
+                found.update(more)
+                ids += missing
+        return overlay(found, row, ids, now_ms=now_ms)
 
     def get(self, job: str, work_id: str) -> ItemRecord | None:
-        response = self._client.get_item(
-            TableName=self.table_name, Key=self._key(job, work_id), ConsistentRead=True
-        )
-        return item_record(job, response.get("Item"))
+        return self.get_many(job, [work_id]).get(work_id)
 
     def unresolved(self, job: str, *, states: Sequence[ItemState] | None = None,
-                   limit: int = 1000) -> list[ItemRecord]:
-        """A job's claimed / failed / uncertain items, from the sparse index, each
-        confirmed by a consistent read (an index is eventually consistent)."""
+                   limit: int = 1000, now_ms: int | None = None) -> list[ItemRecord]:
+        """A job's claimed / failed / uncertain items: the open claim's, and the rows the
+        sparse index names, each confirmed by a consistent read (an index is eventually
+        consistent)."""
         work_ids: list[str] = []
         for shard in range(UNRESOLVED_SHARDS):
             kwargs: dict[str, Any] = {
@@ -282,209 +288,332 @@ class DynamoItemStore:
                 if "LastEvaluatedKey" not in response:
                     break
                 kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        confirmed = self.get_many(job, work_ids[:limit])
+        confirmed = self.get_many(job, work_ids[:limit], now_ms=now_ms, with_claim=True)
         wanted = set(states) if states else {ItemState.CLAIMED, ItemState.FAILED,
                                              ItemState.UNCERTAIN}
-        return [r for r in confirmed.values() if r.state in wanted]
+        return [r for r in confirmed.values() if r.state in wanted][:limit]
 
-    def read_checkpoint(self, job: str) -> Checkpoint:
-        response = self._client.get_item(
-            TableName=self.table_name,
-            Key={PARTITION_KEY: {"S": job_pk(job)}, SORT_KEY: {"S": CHECKPOINT_SK}},
-            ConsistentRead=True,
-        )
-        row = plain(response.get("Item"))
-        return Checkpoint(cursor=row.get("cursor"), seq=int(row.get("seq", 0)),
-                          run_id=row.get("run_id"), fence=row.get("fence"),
-                          updated_at_ms=row.get("updated_at_ms"))
+    # -- writes ----------------------------------------------------------------------
+
+    def write_facts(self, job: str, facts: Sequence[Completion], *, now_ms: int,
+                    ttl_s: int) -> int:
+        """Write completion facts, 25 to a ``BatchWriteItem``, unconditioned. Returns the
+        requests made."""
+        unique = {f.work_id: f for f in facts}  # one call may not name a key twice
+        requests = 0
+        items = [self._fact_item(job, f, now_ms, ttl_s) for f in unique.values()]
+        for start in range(0, len(items), PUT_BATCH):
+            pending: list[dict[str, Any]] = [{"PutRequest": {"Item": i}}
+                                             for i in items[start:start + PUT_BATCH]]
+            for attempt in range(_RETRIES * 2):
+                requests += 1
+                try:
+                    response = self._client.batch_write_item(
+                        RequestItems={self.table_name: pending})
+                except (ClientError, BotoCoreError) as exc:
+                    if transient(exc) and attempt < _RETRIES * 2 - 1:
+                        _backoff(attempt)
+                        continue  # the same puts again: a fact written twice is one fact
+                    raise StoreError("write_facts", job, str(exc)) from exc
+                pending = (response.get("UnprocessedItems") or {}).get(self.table_name) or []
+                if not pending:
+                    break
+                _backoff(attempt)
+            if pending:
+                raise StoreError("write_facts", job,
+                                 f"{len(pending)} completion facts still unprocessed")
+        return requests
+
+    def commit(self, lease: Fence, change: Commit, *, now_ms: int) -> Committed:
+        """Write the job row's claim and checkpoint under ``lease``'s fence, with the
+        unresolved rows of ``change`` (in transactions with the row's write or a check of
+        it). Refused with :class:`LeaseLostError` once the fence moved on; with
+        :class:`StoreError` when the row was written by anything but this sequence.
+        """
+        if change.claim is not None and len(change.claim) > MAX_CLAIM:
+            raise StoreError("commit", lease.job, f"an open claim of {len(change.claim)} "
+                             f"items exceeds {MAX_CLAIM}: finish a page before claiming more")
+        token = f"{lease.fence}-{uuid.uuid4().hex[:12]}"  # names the writer's fence
+        result = Committed(row=change.expected)
+        rows = list(change.rows)
+        while len(rows) > ROWS_PER_TRANSACTION:
+            # Leading chunks: checked, not written, so each can be retried on its own.
+            chunk, rows = rows[:ROWS_PER_TRANSACTION], rows[ROWS_PER_TRANSACTION:]
+            self._transact(lease, change, None, chunk, now_ms, result)
+        if not rows:
+            self._update_row(lease, change, token, now_ms, result)
+        else:
+            self._transact(lease, change, token, rows, now_ms, result)
+        result.row = self._after(lease, change, token, now_ms)
+        return result
+
+    # -- the job row's write -------------------------------------------------------------
+
+    def _row_update(self, lease: Fence, change: Commit, token: str,
+                    now_ms: int) -> tuple[Expr, str, str]:
+        e = Expr()
+        condition = self._row_condition(e, lease, change.expected)
+        sets = [f"{e.n('commit_token')} = {e.v(token)}"]
+        removes: list[str] = []
+        if change.claim:
+            sets += [f"{e.n('claim_run_id')} = {e.v(lease.run_id)}",
+                     f"{e.n('claim_fence')} = {e.v(lease.fence)}",
+                     f"{e.n('claim_expires_at_ms')} = {e.v(change.claim_expires_at_ms)}",
+                     f"{e.n('claim')} = {e.v(change.claim)}"]
+        elif change.expected.claim is not None:
+            removes += [e.n(a) for a in _CLAIM_ATTRS]
+        if change.checkpoint is not None:
+            expected_seq, cursor = change.checkpoint
+            seq = e.n("seq")
+            # the sequence as read: never backwards, never twice
+            condition += (f" AND attribute_not_exists({seq})" if expected_seq == 0
+                          else f" AND {seq} = {e.v(expected_seq)}")
+            sets += [f"{seq} = {e.v(expected_seq + 1)}",
+                     f"{e.n('cursor_run_id')} = {e.v(lease.run_id)}",
+                     f"{e.n('cursor_fence')} = {e.v(lease.fence)}",
+                     f"{e.n('cursor_at_ms')} = {e.v(now_ms)}"]
+            if cursor is not None:
+                sets.append(f"{e.n('cursor')} = {e.v(cursor)}")
+        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        return e, update, condition
+
+    def _row_condition(self, e: Expr, lease: Fence, expected: JobRow) -> str:
+        """The fence is still ours, and the row is as this run last wrote or read it."""
+        token = e.n("commit_token")
+        return (f"{e.n('hw')} = {e.v(lease.fence)} AND "
+                + (f"attribute_not_exists({token})" if expected.token is None
+                   else f"{token} = {e.v(expected.token)}"))
+
+    def _update_row(self, lease: Fence, change: Commit, token: str, now_ms: int,
+                    result: Committed) -> None:
+        e, update, condition = self._row_update(lease, change, token, now_ms)
+        for attempt in range(_RETRIES):
+            result.requests += 1
+            try:
+                self._client.update_item(
+                    TableName=self.table_name, Key=self._row_key(lease.job),
+                    UpdateExpression=update, ConditionExpression=condition,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD", **e.params(update, condition))
+                return
+            except (ClientError, BotoCoreError) as exc:
+                if isinstance(exc, ClientError) and code(exc) == "ConditionalCheckFailedException":
+                    self._refused(lease, change, token, old_item(exc))
+                    return  # our own earlier attempt (its response was lost)
+                if transient(exc) and attempt < _RETRIES - 1:
+                    _backoff(attempt)
+                    continue  # the same write: a landed one is recognised by its token
+                raise StoreError("commit", lease.job, str(exc)) from exc
+
+    def _refused(self, lease: Fence, change: Commit, token: str | None,
+                 raw: dict[str, Any] | None) -> None:
+        """A refused job-row write: ours (its token is there), or the fence moved on
+        (:class:`LeaseLostError`), or the row is not as this run knows it."""
+        now = job_row(lease.job, raw) if raw is not None else self.read_row(lease.job)
+        if token is not None and now.token == token:
+            return
+        if now.fence != lease.fence:
+            raise LeaseLostError(lease.job, lease.run_id, lease.fence,
+                                 f"the job row carries fence {now.fence}") from None
+        if change.checkpoint is not None and now.token == change.expected.token:
+            raise StoreError(
+                "checkpoint", lease.job,
+                f"checkpoint moved under run {lease.run_id} (expected seq "
+                f"{change.checkpoint[0]}, found {now.checkpoint.seq} by "
+                f"{now.checkpoint.run_id})")
+        raise StoreError("commit", lease.job,
+                         f"the job row was written since run {lease.run_id} read it "
+                         f"(token {change.expected.token!r}, now {now.token!r})")
+
+    def _after(self, lease: Fence, change: Commit, token: str | None,
+               now_ms: int) -> JobRow:
+        """The job row as this commit left it (no read)."""
+        expected = change.expected
+        claim = (OpenClaim(lease.run_id, lease.fence, change.claim_expires_at_ms,
+                           dict(change.claim)) if change.claim else None)
+        checkpoint = expected.checkpoint
+        if change.checkpoint is not None:
+            seq, cursor = change.checkpoint
+            checkpoint = Checkpoint(cursor=cursor if cursor is not None else checkpoint.cursor,
+                                    seq=seq + 1, run_id=lease.run_id, fence=lease.fence,
+                                    updated_at_ms=now_ms)
+        return JobRow(job=lease.job, fence=lease.fence, checkpoint=checkpoint, claim=claim,
+                      token=token)
+
+    # -- transactions of unresolved rows ---------------------------------------------------
+
+    def _transact(self, lease: Fence, change: Commit, token: str | None,
+                  rows: list[Unresolved], now_ms: int, result: Committed) -> None:
+        """One transaction: the rows with the job row's write (``token``) or, for a
+        leading chunk (``token`` None), a check of it."""
+        pending = list(rows)
+        for attempt in range(_RETRIES):
+            if not pending:
+                if token is not None:
+                    self._update_row(lease, change, token, now_ms, result)
+                return
+            head = (self._row_action(lease, change, token, now_ms) if token is not None
+                    else self._row_check(lease, change.expected))
+            # the rows first, the job row last: a change stream shows the rows before the
+            # claim that named them is dropped (and the checkpoint past them moves)
+            actions = [self._row_put(lease.job, r, lease, now_ms) for r in pending] + [head]
+            result.requests += 1
+            try:
+                self._client.transact_write_items(TransactItems=actions,
+                                                  ClientRequestToken=uuid.uuid4().hex)
+                return
+            except (ClientError, BotoCoreError) as exc:
+                if not isinstance(exc, ClientError) or code(exc) != "TransactionCanceledException":
+                    if transient(exc) and attempt < _RETRIES - 1:
+                        _backoff(attempt)
+                        continue
+                    raise StoreError("commit", lease.job, str(exc)) from exc
+                why = reasons(exc)
+                if len(why) != len(actions):
+                    raise StoreError("commit", lease.job,
+                                     f"cancelled with {len(why)} reasons for {len(actions)} "
+                                     f"actions: {exc}") from exc
+                if why[-1].get("Code") == "ConditionalCheckFailed":
+                    self._refused(lease, change, token, why[-1].get("Item"))
+                    return  # ours: the whole transaction landed earlier
+                kept: list[Unresolved] = []
+                conflict = False
+                for row, reason in zip(pending, why[:-1], strict=True):
+                    if reason.get("Code") == "ConditionalCheckFailed":
+                        result.completed.append(row.work_id)  # completed meanwhile: final
+                    else:
+                        conflict = conflict or reason.get("Code") not in (None, "None")
+                        kept.append(row)
+                pending = kept
+                if conflict or why[-1].get("Code") not in (None, "None"):
+                    _backoff(attempt)
+        raise StoreError("commit", lease.job, f"transaction still conflicting after "
+                         f"{_RETRIES} tries")
+
+    def _row_action(self, lease: Fence, change: Commit, token: str,
+                    now_ms: int) -> dict[str, Any]:
+        e, update, condition = self._row_update(lease, change, token, now_ms)
+        return {"Update": {"TableName": self.table_name, "Key": self._row_key(lease.job),
+                           "UpdateExpression": update, "ConditionExpression": condition,
+                           "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                           **e.params(update, condition)}}
+
+    def _row_check(self, lease: Fence, expected: JobRow) -> dict[str, Any]:
+        e = Expr()
+        condition = self._row_condition(e, lease, expected)
+        return {"ConditionCheck": {"TableName": self.table_name,
+                                   "Key": self._row_key(lease.job),
+                                   "ConditionExpression": condition,
+                                   "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                                   **e.params(condition)}}
+
+    def _row_put(self, job: str, row: Unresolved, lease: Fence, now_ms: int) -> dict[str, Any]:
+        """An unresolved row, never over a completion that is still live."""
+        e = Expr()
+        state = e.n("state")
+        condition = (f"attribute_not_exists({state}) OR {state} <> "
+                     f"{e.v(ItemState.COMPLETED.value)} OR {e.n(TTL_ATTRIBUTE)} < "
+                     f"{e.v(now_ms // 1000)}")
+        values: dict[str, Any] = {
+            PARTITION_KEY: item_pk(job, row.work_id), SORT_KEY: ITEM_SK,
+            "job": job, "work_id": row.work_id, "state": row.state.value,
+            "run_id": lease.run_id, "fence": lease.fence, "updated_at_ms": now_ms,
+            "attempts": row.attempts, "retryable": bool(row.retryable),
+            UNRESOLVED_PK: _unresolved_pk(job, row.work_id),
+            UNRESOLVED_SK: _unresolved_sk(row.state, row.work_id),
+        }
+        if row.error is not None:
+            values["last_error"] = row.error[:_MAX_ERROR]
+        if row.payload_hash:
+            values["payload_hash"] = row.payload_hash
+        return {"Put": {"TableName": self.table_name,
+                        "Item": {k: to_attr(v) for k, v in values.items()},
+                        "ConditionExpression": condition,
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                        **e.params(condition)}}
 
     # -- building blocks -----------------------------------------------------------------
 
-    def _settle_action(self, lease: Fence, o: Settle, now_ms: int, ttl_s: int) -> dict[str, Any]:
-        e = Expr()
-        state = e.n("state")
-        holds_claim = (
-            f"{state} = {e.v(ItemState.CLAIMED.value)} AND {e.n('run_id')} = "
-            f"{e.v(lease.run_id)} AND {e.n('fence')} = {e.v(lease.fence)}"
-        )
-        unresolved = (f"{e.n(UNRESOLVED_PK)}, {e.n(UNRESOLVED_SK)}, "
-                      f"{e.n('claim_expires_at_ms')}")
-        stamp = f"{e.n('updated_at_ms')} = {e.v(now_ms)}"
-        if o.kind in ("found", "expire", "not_found"):
-            # Written by the run resolving someone else's item: it carries this run's
-            # fence from now on.
-            stamp += (f", {e.n('run_id')} = {e.v(lease.run_id)}, "
-                      f"{e.n('fence')} = {e.v(lease.fence)}")
-        if o.kind in ("complete", "found"):
-            condition = holds_claim if o.kind == "complete" else (
-                f"{state} = {e.v(ItemState.UNCERTAIN.value)}")
-            update = (
-                f"SET {state} = {e.v(ItemState.COMPLETED.value)}, "
-                f"{e.n('destination_id')} = {e.v(o.destination_id or '')}, "
-                f"{e.n('completed_at_ms')} = {e.v(now_ms)}, {stamp}, "
-                f"{e.n('completed_by')} = {e.v(lease.run_id)}, "
-                f"{e.n(TTL_ATTRIBUTE)} = {e.v(now_ms // 1000 + ttl_s)} "
-                f"REMOVE {unresolved}, {e.n('last_error')}"
-            )
-        elif o.kind == "not_found":
-            # Reconciliation did not find it at the destination: safe to redo, so it
-            # becomes a retryable failure that the next claim may take.
-            condition = f"{state} = {e.v(ItemState.UNCERTAIN.value)}"
-            why = (o.error or "not found at the destination")[:_MAX_ERROR]
-            update = (
-                f"SET {state} = {e.v(ItemState.FAILED.value)}, {stamp}, "
-                f"{e.n('retryable')} = {e.v(True)}, "
-                f"{e.n(UNRESOLVED_SK)} = {e.v(_unresolved_sk(ItemState.FAILED, o.work_id))}, "
-                f"{e.n('last_error')} = {e.v(why)}"
-            )
-        elif o.kind in ("fail", "uncertain", "expire"):
-            new_state = ItemState.FAILED if o.kind == "fail" else ItemState.UNCERTAIN
-            if o.kind == "expire":
-                condition = (f"{state} = {e.v(ItemState.CLAIMED.value)} AND "
-                             f"{e.n('run_id')} = {e.v(o.observed_run_id or '-')}")
-            else:
-                condition = holds_claim
-            sets = [
-                f"{state} = {e.v(new_state.value)}", stamp,
-                f"{e.n(UNRESOLVED_SK)} = {e.v(_unresolved_sk(new_state, o.work_id))}",
-                f"{e.n('retryable')} = {e.v(bool(o.retryable and o.kind == 'fail'))}",
-            ]
-            if o.error is not None:
-                sets.append(f"{e.n('last_error')} = {e.v(o.error[:_MAX_ERROR])}")
-            update = "SET " + ", ".join(sets)
-        else:
-            raise ValueError(f"unknown outcome kind {o.kind!r}")
-        return self._update(lease.job, o.work_id, update, condition, e)
+    def _fact_item(self, job: str, fact: Completion, now_ms: int, ttl_s: int) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            PARTITION_KEY: item_pk(job, fact.work_id), SORT_KEY: ITEM_SK,
+            "job": job, "work_id": fact.work_id, "state": ItemState.COMPLETED.value,
+            "destination_id": fact.destination_id, "run_id": fact.run_id,
+            "fence": fact.fence, "attempts": fact.attempts, "completed_at_ms": now_ms,
+            TTL_ATTRIBUTE: now_ms // 1000 + ttl_s,
+        }
+        if fact.payload_hash:
+            values["payload_hash"] = fact.payload_hash
+        return {k: to_attr(v) for k, v in values.items()}
 
-    def _release_action(self, lease: Fence, o: Settle) -> dict[str, Any]:
-        """Give back a claim whose destination call never started: the item is absent
-        again (never attempted), for the next run to claim."""
-        e = Expr()
-        condition = (f"{e.n('state')} = {e.v(ItemState.CLAIMED.value)} AND "
-                     f"{e.n('run_id')} = {e.v(lease.run_id)} AND "
-                     f"{e.n('fence')} = {e.v(lease.fence)}")
-        return {"Delete": {
-            "TableName": self.table_name,
-            "Key": self._key(lease.job, o.work_id),
-            "ConditionExpression": condition,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            **e.params(condition),
-        }}
-
-    def _checkpoint_action(self, lease: Fence, expected_seq: int, cursor: str | None,
-                           now_ms: int) -> dict[str, Any]:
-        e = Expr()
-        seq = e.n("seq")
-        condition = (f"attribute_not_exists({seq})" if expected_seq == 0
-                     else f"{seq} = {e.v(expected_seq)}")
-        sets = [f"{seq} = {e.v(expected_seq + 1)}", f"{e.n('run_id')} = {e.v(lease.run_id)}",
-                f"{e.n('fence')} = {e.v(lease.fence)}", f"{e.n('updated_at_ms')} = {e.v(now_ms)}"]
-        if cursor is not None:
-            sets.append(f"{e.n('cursor')} = {e.v(cursor)}")
-        update = "SET " + ", ".join(sets)
-        return {"Update": {
-            "TableName": self.table_name,
-            "Key": {PARTITION_KEY: {"S": job_pk(lease.job)}, SORT_KEY: {"S": CHECKPOINT_SK}},
-            "UpdateExpression": update,
-            "ConditionExpression": condition,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            **e.params(update, condition),
-        }}
-
-    def _update(self, job: str, work_id: str, update: str, condition: str,
-                e: Expr) -> dict[str, Any]:
-        return {"Update": {
-            "TableName": self.table_name,
-            "Key": self._key(job, work_id),
-            "UpdateExpression": update,
-            "ConditionExpression": condition,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            **e.params(update, condition),
-        }}
-
-    def _lease_check(self, lease: Fence) -> dict[str, Any]:
-        return {"ConditionCheck": {
-            "TableName": self.table_name,
-            "Key": {PARTITION_KEY: {"S": job_pk(lease.job)}, SORT_KEY: {"S": LEASE_SK}},
-            "ConditionExpression": "#r = :r AND #f = :f",
-            "ExpressionAttributeNames": {"#r": "run_id", "#f": "fence"},
-            "ExpressionAttributeValues": {":r": {"S": lease.run_id},
-                                          ":f": {"N": str(lease.fence)}},
-        }}
-
-    def _transact(self, lease: Fence, actions: list[tuple[str, dict[str, Any]]]) -> Result:
-        result = Result()
-        for start in range(0, len(actions), _PER_TRANSACTION):
-            pending = actions[start:start + _PER_TRANSACTION]
-            for attempt in range(_RETRIES):
-                if not pending:
-                    break
-                result.requests += 1
+    def _batch_get(self, job: str, work_ids: Sequence[str], *, with_row: bool,
+                   retry_errors: bool, call: Any,
+                   ) -> tuple[dict[str, ItemRecord], JobRow | None]:
+        found: dict[str, ItemRecord] = {}
+        row: JobRow | None = None
+        keys = [self._key(job, w) for w in dict.fromkeys(work_ids)]
+        if with_row:
+            keys.insert(0, self._row_key(job))
+        row_seen = False
+        for start in range(0, len(keys), GET_BATCH):
+            request: dict[str, Any] = {self.table_name: {
+                "Keys": keys[start:start + GET_BATCH], "ConsistentRead": True}}
+            for attempt in range(_RETRIES * 2):
                 try:
-                    self._client.transact_write_items(
-                        TransactItems=[self._lease_check(lease)] + [a for _, a in pending],
-                        ClientRequestToken=uuid.uuid4().hex,
-                    )
+                    response = call(request)
                 except (ClientError, BotoCoreError) as exc:
-                    if not isinstance(exc, ClientError) or (
-                            code(exc) != "TransactionCanceledException"):
-                        if transient(exc) and attempt < _RETRIES - 1:
-                            # Nothing applied (throttled), or unknown (5xx, timeout): the
-                            # same actions again are safe, each recognises its own effect.
-                            time.sleep(0.02 * 2**attempt)
-                            continue
-                        raise StoreError("transact", lease.job, str(exc)) from exc
-                    why = reasons(exc)
-                    if len(why) != len(pending) + 1:
-                        # Without a reason per action nothing can be split safely.
-                        raise StoreError("transact", lease.job,
-                                         f"cancelled with {len(why)} reasons for "
-                                         f"{len(pending) + 1} actions: {exc}") from exc
-                    if why[0].get("Code") == "ConditionalCheckFailed":
-                        raise LeaseLostError(lease.job, lease.run_id, lease.fence,
-                                             "the lease row no longer carries this fence") from None
-                    retry: list[tuple[str, dict[str, Any]]] = []
-                    conflict = False
-                    for (key, action), reason in zip(pending, why[1:], strict=False):
-                        if reason.get("Code") == "ConditionalCheckFailed":
-                            result.refused[key] = item_record(lease.job, reason.get("Item"))
-                        else:
-                            conflict = conflict or reason.get("Code") not in (None, "None")
-                            retry.append((key, action))
-                    pending = retry
-                    if conflict:
-                        time.sleep(0.02 * 2**attempt)
-                    continue
-                result.done.extend(key for key, _ in pending)
-                pending = []
-            if pending:
-                raise StoreError("transact", lease.job,
-                                 f"{len(pending)} actions still conflicting after {_RETRIES} tries")
-        return result
+                    if retry_errors and transient(exc) and attempt < _RETRIES * 2 - 1:
+                        _backoff(attempt)
+                        continue
+                    if retry_errors:
+                        raise StoreError("lookup", job, str(exc)) from exc
+                    raise
+                for raw in response.get("Responses", {}).get(self.table_name, []):
+                    if raw.get(SORT_KEY, {}).get("S") == FENCE_SK:
+                        row, row_seen = job_row(job, raw), True
+                        continue
+                    record = item_record(job, raw)
+                    if record is not None:
+                        found[record.work_id] = record
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                _backoff(attempt)
+            if request:
+                raise StoreError("lookup", job, "keys still unprocessed after retries")
+        if with_row and not row_seen:
+            row = JobRow(job=job)
+        return found, row
+
+    def _row_key(self, job: str) -> dict[str, Any]:
+        return {PARTITION_KEY: {"S": job_pk(job)}, SORT_KEY: {"S": FENCE_SK}}
 
     def _key(self, job: str, work_id: str) -> dict[str, Any]:
         return {PARTITION_KEY: {"S": item_pk(job, work_id)}, SORT_KEY: {"S": ITEM_SK}}
 
 
-_CHECKPOINT = "\x00checkpoint"
+def overlay(found: dict[str, ItemRecord], row: JobRow | None, work_ids: Sequence[str],
+            *, now_ms: int | None = None) -> dict[str, ItemRecord]:
+    """Rows, with the open claim's items that are not completed read as ``claimed``."""
+    claim = row.claim if row is not None else None
+    if claim is None or row is None:
+        return dict(found)
+    merged = dict(found)
+    for work_id in work_ids:
+        if work_id not in claim.items:
+            continue
+        current = merged.get(work_id)
+        if current is not None and current.state is ItemState.COMPLETED and (
+                now_ms is None or current.live(now_ms // 1000)):
+            continue  # a completion fact is final
+        claimed = claim.record(row.job, work_id)
+        if current is not None:
+            claimed = dataclasses.replace(
+                claimed, attempts=current.attempts, last_error=current.last_error,
+                payload_hash=current.payload_hash or claimed.payload_hash,
+                created_at_ms=current.created_at_ms)
+        merged[work_id] = claimed
+    return merged
 
 
-def _unresolved_pk(job: str, work_id: str) -> str:
-    return f"UNRESOLVED#{job}#{shard_of(work_id):02d}"
-
-
-def _unresolved_sk(state: ItemState, work_id: str) -> str:
-    return f"{state.value}#{work_id}"
-
-
-def _already_settled(row: ItemRecord, wanted: Settle, lease: Fence) -> bool:
-    """A refused settle whose effect is already there: our own write, response lost."""
-    if wanted.kind in ("complete", "found"):
-        return row.state is ItemState.COMPLETED and row.destination_id == wanted.destination_id
-    if wanted.kind == "release":
-        return False
-    if wanted.kind in ("fail", "not_found"):
-        return row.state is ItemState.FAILED and row.run_id == lease.run_id
-    return row.state is ItemState.UNCERTAIN and (
-        wanted.kind == "expire" or row.run_id == lease.run_id)
-
+def _backoff(attempt: int) -> None:
+    time.sleep(min(1.0, 0.02 * 2 ** attempt))

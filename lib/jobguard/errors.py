@@ -143,6 +143,13 @@ class LeaseBusyError(JobGuardError):
         self.holder_run_id = holder_run_id
         self.lease_expires_at_ms = lease_expires_at_ms
         self.paused_reason = paused_reason
+        if lease_expires_at_ms is None:
+            until = "an unknown time"
+        else:
+            from datetime import UTC, datetime
+
+            until = datetime.fromtimestamp(lease_expires_at_ms / 1000, tz=UTC).strftime(
+                "%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         what = (f"paused ({paused_reason})" if paused_reason is not None
-                else f"held by run {holder_run_id} until {lease_expires_at_ms} (epoch ms)")
+                else f"held by run {holder_run_id} until {until}")
         super().__init__(f"job {job!r} is {what}; try again after it ends")

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import os
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -46,7 +47,7 @@ from .triggers import (
     parse_queue_message,
 )
 
-__all__ = ["TICK_AHEAD_LIMIT", "GuardedJob", "guarded"]
+__all__ = ["TICK_AHEAD_LIMIT", "GuardedJob", "forget_runtimes", "guarded"]
 
 LAMBDA_MAX_EVENT_AGE = timedelta(hours=6)
 """The longest Lambda keeps retrying an asynchronous invocation (its default)."""
@@ -149,6 +150,7 @@ class GuardedJob:
         self._lease_ms = int(config.lease.total_seconds() * 1000)
         self._skew_ms = int(config.skew_margin.total_seconds() * 1000)
         functools.update_wrapper(self, handler)
+        _LIVE.add(self)
 
     # -- wiring (once per container, at first invocation) ------------------------------
 
@@ -765,6 +767,20 @@ class GuardedJob:
                                                 policy=self.config.policy.value)
             rt.queue = TriggerQueue(url, client=client("sqs"))
         return rt.queue
+
+
+_LIVE: weakref.WeakSet[GuardedJob] = weakref.WeakSet()
+"""Every guarded job of this process (weakly): :func:`forget_runtimes` reaches them."""
+
+
+def forget_runtimes() -> None:
+    """Make every guarded job of this process build its store, queue and clients again
+    from the environment at its next invocation (once per container on Lambda). For a
+    test that points the environment at a new emulator: a module's ``@guarded``
+    handler, called directly, then uses that test's table (the testing kit's sandbox
+    calls it when it starts and stops). Injected stores and queues are kept."""
+    for job in list(_LIVE):
+        job._runtime = None  # noqa: SLF001 - this module's own objects
 
 
 def guarded(

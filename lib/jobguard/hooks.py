@@ -18,9 +18,9 @@ Points fired by jobguard:
   not recorded yet.
 - ``after_lease_read`` (job, trigger_id): a trigger lost the race and holds ALL_OLD,
   before it records its decision.
-
-Jobs may fire points of their own; the example jobs fire ``before_destination`` (job,
-run_id, work_id) right before their destination call, so a drill can fail it.
+- ``before_destination`` (job, run_id, work_id): a destination helper
+  (:mod:`jobguard.destinations`) is about to write the work item's effect, so a drill
+  can fail, pause or crash the call there. Handlers fire nothing themselves.
 
 Example:
     >>> import threading

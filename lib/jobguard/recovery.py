@@ -28,12 +28,13 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import registry
+from .claims import payload_hash
 from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
-from .workitems import ClaimRequest, ItemRecord, ItemState, Settle
+from .workitems import ItemRecord, ItemState, payload_differs
 
 __all__ = ["Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan", "parse_request",
-           "recover"]
+           "recover", "resolve"]
 
 CONFIRM_THRESHOLD = 100
 DEFAULT_WAIT = timedelta(seconds=60)
@@ -244,17 +245,16 @@ def make_plan(job: Any, items: Any, request: RecoveryRequest, *, now_ms: int) ->
             "max_items", f"the range holds more than {request.max_items} records: narrow it "
             "or raise max_items")
     by_id = {str(job.work_id(r)): r for r in records}
-    read = items.get_many(job.config.name, list(by_id))
+    read = items.get_many(job.config.name, list(by_id), now_ms=now_ms)
     rows = {w: row for w, row in read.items() if row.live(now_ms // 1000)}
     plan = Plan(selected=len(by_id), records=records, rows=rows, expired=len(read) - len(rows))
     for work_id, record in by_id.items():
         row = rows.get(work_id)
-        if row is not None and row.payload_hash:
-            now_payload = job.payload(record)
-            if now_payload and now_payload != row.payload_hash:
-                plan.conflicts += 1
-                if len(plan.conflict_ids) < SAMPLE_SIZE:
-                    plan.conflict_ids.append(work_id)
+        if row is not None and payload_differs(row.payload_hash,
+                                               payload_hash(work_id, job.payload(record))):
+            plan.conflicts += 1
+            if len(plan.conflict_ids) < SAMPLE_SIZE:
+                plan.conflict_ids.append(work_id)
         if row is None:
             plan.never_attempted += 1
         elif row.state is ItemState.COMPLETED:
@@ -437,9 +437,10 @@ def _range(request: RecoveryRequest) -> dict[str, str | None]:
 
 
 def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: Summary) -> None:
-    """Reconcile uncertain items first, then replay the safe remainder."""
+    """Reconcile uncertain items first, then replay the safe remainder, a page at a time:
+    each page one lookup, one job-row write that claims it (with the previous page's
+    outcomes), and its completion facts 25 to a request."""
     claims = run.work_claims(reconcile=job.reconcile)
-    store, fence = claims.store, claims.fence
     by_id = {str(job.work_id(r)): r for r in plan.records}
     summary.selected = plan.selected
     summary.already_completed = plan.completed
@@ -447,54 +448,100 @@ def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: 
     summary.conflicts = plan.conflicts
     if plan.conflicts:
         run.telemetry_count("PayloadConflicts", plan.conflicts)
-    from .clock import to_ms
-
-    now_ms = to_ms(run.clock.now())
-    claim_ms = int(job.config.claim_for.total_seconds() * 1000)
-    ttl_s = int(job.config.item_ttl.total_seconds())
-    replay: list[ClaimRequest] = []
-    for work_id in plan.replay_ids:
-        row = plan.rows.get(work_id)
-        record = by_id[work_id]
-        if row is None:
-            replay.append(ClaimRequest(work_id, payload_hash=job.payload(record)))
-        elif row.state is ItemState.FAILED:
-            replay.append(ClaimRequest(work_id, payload_hash=job.payload(record),
-                                       after_failure=True))
-        else:
-            if row.state is ItemState.CLAIMED:
-                store.settle(fence, [Settle(work_id, "expire", observed_run_id=row.run_id)],
-                             now_ms=now_ms, ttl_s=ttl_s)
-            try:
-                found = job.reconcile(record, row)
-            except Exception:  # noqa: BLE001 - stays uncertain, counted
-                summary.still_uncertain += 1
-                continue
-            if found:
-                store.settle(fence, [Settle(work_id, "found", destination_id=found)],
-                             now_ms=now_ms, ttl_s=ttl_s)
-                summary.reconciled += 1
-                run.telemetry_count("ReconciliationFindings")
-            else:
-                replay.append(ClaimRequest(work_id, payload_hash=job.payload(record),
-                                           after_uncertain=True))
-    from .batch import ClaimedItem
-
-    for start in range(0, len(replay), job.config.batch_size):
-        chunk = replay[start:start + job.config.batch_size]
-        result = store.claim(fence, chunk, now_ms=to_ms(run.clock.now()), claim_ms=claim_ms)
-        mono = run.clock.monotonic()
-        before_failed = claims.report.failed
-        before_uncertain = claims.report.uncertain
-        for work_id in result.done:
-            item = ClaimedItem(claims, _work_id(job, by_id[work_id]), by_id[work_id], 1, mono)
+    report = claims.report
+    before = (report.reconciled, report.failed, report.uncertain, report.conflicts)
+    replay = [by_id[w] for w in plan.replay_ids]
+    size = job.config.batch_size
+    for start in range(0, len(replay), size):
+        items = claims.claim_page(replay[start:start + size], job.work_id, job.payload,
+                                  replay_failed=True)
+        for item in items:
             job.process_one(run, item)
-        claims.flush()
-        summary.replayed += len(result.done)
-        summary.failed += claims.report.failed - before_failed
-        summary.still_uncertain += claims.report.uncertain - before_uncertain
+        summary.replayed += len(items)
+    claims.flush()  # completions, then the last page's outcomes (never the checkpoint)
+    summary.reconciled = report.reconciled - before[0]
+    summary.failed = report.failed - before[1]
+    summary.still_uncertain = report.uncertain - before[2]
+    # the plan counted the conflicts; the claims report them again as it meets them
+    report.conflicts, report.conflict_ids = before[3], report.conflict_ids[:before[3]]
 
 
-def _work_id(job: Any, record: Any) -> Any:
-    return job.work_id(record)
+MAX_RESOLVE = 1000
 
+
+def resolve(config: Any, work_ids: list[str], *, found: str | None, reason: str,
+            requested_by: str | None, guard_options: dict[str, Any] | None = None,
+            wait: timedelta = DEFAULT_WAIT) -> dict[str, Any]:
+    """Record what an operator found at the destination for unresolved items: the path
+    for a job whose handler has no ``reconcile`` (a plain ``@guarded`` handler claiming
+    items without ``reconcile=``), whose uncertain items no run can resolve by itself.
+
+    ``found`` is the destination id the operator saw (the item is completed with it; one
+    item per call), or None: not found, the item becomes a retryable failure that the
+    next run (or a recovery) redoes. Takes the job's lease like any run (waiting up to
+    ``wait`` for a running one), writes under its fence, and leaves a run record (trigger
+    ``recovery``) naming who (``requested_by``) and why (``reason``). Only uncertain or
+    failed items, and those of a vanished run's open claim, are touched: a completed
+    item stays as it is, one never claimed is reported ``unknown``.
+
+    Raises:
+        InvalidRequestError: naming the field (``work_id``, ``found``, ``reason``,
+            ``requested_by``), before anything is written.
+        LeaseBusyError: a run still held the lease when ``wait`` ran out.
+
+    Example:
+        >>> resolve(REPORT_EXPORT.config(), ["report@2026-11-29T07:00:00Z:export"],
+        ...         found="3HL4kqtJlcpXroDTDmJ", reason="seen in the bucket",
+        ...         requested_by="alice")  # doctest: +SKIP
+    """
+    from .guard import GuardedJob
+    from .workitems import WorkId
+
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidRequestError("reason", "say why (it is written on the run record)")
+    if not isinstance(requested_by, str) or not requested_by.strip():
+        raise InvalidRequestError("requested_by", "say who (it is written on the run record)")
+    if not work_ids:
+        raise InvalidRequestError("work_id", "name at least one work item")
+    if len(work_ids) > MAX_RESOLVE:
+        raise InvalidRequestError("work_id", f"at most {MAX_RESOLVE} work items a call")
+    for text in work_ids:
+        try:
+            WorkId.parse(text)
+        except ValueError as exc:
+            raise InvalidRequestError("work_id", f"{text!r}: {exc}") from None
+    if found is not None:
+        if not isinstance(found, str) or not found.strip():
+            raise InvalidRequestError("found", "the destination id must be a non-empty string")
+        if len(set(work_ids)) != 1:
+            raise InvalidRequestError("found", "a destination id proves one work item: name "
+                                      "exactly one (not found: several at once is fine)")
+    import uuid
+
+    from ._bounds import bounded_text
+
+    name = config.name
+    trigger = Trigger(name, f"{name}@resolve:{uuid.uuid4().hex[:16]}", TriggerKind.RECOVERY,
+                      requested_by=requested_by.strip())
+    answer: dict[str, Any] = {"job": name, "reason": reason.strip(),
+                              "requested_by": requested_by.strip()}
+
+    def execute(event: Any, context: Any) -> dict[str, Any]:
+        from .run import current_run
+
+        run = current_run()
+        run.stats.update({"resolve_reason": bounded_text(reason.strip(), 1000) or "",
+                          "resolve_mode": "found" if found is not None else "not_found"})
+        report = run.work_claims().resolve(work_ids, destination_id=found,
+                                           reason=reason.strip())
+        run.stats.update({f"resolve_{k}": len(v) for k, v in report.as_dict().items()})
+        return {"run_id": run.run_id, **report.as_dict()}
+
+    guard = GuardedJob(config, execute, **(guard_options or {}))
+    outcome = guard.run_exclusive(trigger, wait=wait.total_seconds(), ignore_pause=True)
+    if isinstance(outcome, dict) and "run_id" in outcome:
+        answer.update(result="resolved", **outcome)
+    else:
+        answer.update(result=str(outcome.get("jobguard")) if isinstance(outcome, dict)
+                      else "failed", outcome=outcome)
+    return answer

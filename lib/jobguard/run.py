@@ -21,7 +21,7 @@ from .errors import JobGuardError, LeaseLostError, StoreError
 from .hooks import fire
 from .triggers import Trigger
 
-__all__ = ["Heartbeat", "Run", "current_run"]
+__all__ = ["Heartbeat", "Run", "active_run", "current_run"]
 
 _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
     "jobguard_run", default=None
@@ -252,6 +252,11 @@ def current_run() -> Run:
     if run is None:
         raise JobGuardError("current_run() called outside a guarded handler")
     return run
+
+
+def active_run() -> Run | None:
+    """The run of the guarded handler executing in this context, or None outside one."""
+    return _current.get()
 
 
 def _set_current(run: Run | None) -> contextvars.Token[Run | None]:

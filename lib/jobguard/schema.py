@@ -5,25 +5,28 @@ stack so that they cannot drift.
 |---|---|---|
 | lease row (one per job) | ``JOB#<job>`` | ``LEASE`` |
 | run record | ``JOB#<job>`` | ``RUN#<run id>`` (run ids sort by start time) |
-| checkpoint (one per job) | ``JOB#<job>`` | ``CHECKPOINT`` |
 | trigger (one per trigger, TTL'd) | ``JOB#<job>`` | ``TRIGGER#<trigger id>`` |
-| fence high-water mark (one per job) | ``JOB#<job>`` | ``FENCE`` |
-| work item | ``ITEM#<job>#<work id>`` | ``ITEM`` (one partition per item: no hot key) |
+| job row: fence mark, checkpoint, open claim (one per job) | ``JOB#<job>`` | ``FENCE`` |
+| work item: a completion, or a failed / uncertain row | ``ITEM#<job>#<work id>`` | ``ITEM`` |
 
-The sparse index ``unresolved`` (keys only) holds claimed, failed and uncertain items:
-``UNRESOLVED#<job>#<shard 00-15>`` / ``<state>#<work id>``; completed items leave it.
+(One partition per work item: no hot key.)
+
+The sparse index ``unresolved`` (keys only) holds failed and uncertain items:
+``UNRESOLVED#<job>#<shard 00-15>`` / ``<state>#<work id>``; a completion replaces the row
+and leaves it. Claimed items are the open claim on the job row (at most one per job).
 
 The lease row holds a fixed set of attributes (its size never grows with the trigger
 history); each trigger's state is an item of its own, written in the same transaction
 as the lease when they change together (:mod:`jobguard.trigger_state`). The fence
 high-water mark moves with every fence the lease row issues, in the same transaction,
-so a damaged or deleted lease row can never lower the next fence.
+so a damaged or deleted lease row can never lower the next fence; the checkpoint and
+the open claim live beside it, so a write of them conditioned on the run's fence is
+refused from the moment a higher fence is issued (:mod:`jobguard.dynamodb_items`).
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "CHECKPOINT_SK",
     "ITEM_SK",
     "LEASE_SK",
     "PARTITION_KEY",
@@ -49,7 +52,6 @@ LEASE_SK = "LEASE"
 RUN_PREFIX = "RUN#"
 TRIGGER_PREFIX = "TRIGGER#"
 FENCE_SK = "FENCE"
-CHECKPOINT_SK = "CHECKPOINT"
 ITEM_SK = "ITEM"
 UNRESOLVED_INDEX = "unresolved"
 UNRESOLVED_PK = "unresolved_pk"

@@ -1,4 +1,21 @@
-"""Helpers for testing guarded handlers: a clock you move by hand.
+"""The testing kit: your guarded handler on an in-process AWS, driven like AWS would.
+
+Install ``jobguard[testing]``; its pytest plugin (:mod:`jobguard.pytest_plugin`) gives
+the fixtures ``jobguard_sandbox`` (a :class:`Sandbox`), ``lambda_context`` and
+``manual_clock``. Without pytest, use :meth:`Sandbox.start` as a context manager.
+
+A :class:`Sandbox` is the embedded emulator (moto, every DynamoDB request serialized,
+so conditional writes are atomic as on AWS) with the jobguard table created and
+``JOBGUARD_TABLE`` set. :meth:`Sandbox.wire` takes your handler (a ``@guarded``
+function or a ``BatchJob``) and returns a :class:`WiredJob` bound to that table, to
+the job's own SQS FIFO trigger queue (created for ``QUEUE`` and ``COALESCE`` jobs) and
+to the sandbox's :class:`ManualClock`. The wired job delivers what AWS delivers: a
+Scheduler tick (:meth:`WiredJob.tick`), concurrent duplicate deliveries
+(:meth:`WiredJob.duplicates`), a tick that arrives while a run holds the lease
+(:meth:`WiredJob.holding`), and the trigger queue's messages through an SQS event
+source mapping, once or redelivered (:meth:`WiredJob.deliver_queued`). What it left
+behind is read back from the table: :meth:`WiredJob.runs`, :meth:`WiredJob.lease`,
+:meth:`WiredJob.item`.
 
 Example:
     >>> from datetime import timedelta
@@ -11,10 +28,25 @@ Example:
 
 from __future__ import annotations
 
+import os
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ManualClock"]
+if TYPE_CHECKING:
+    from .dynamodb import DynamoJobStore
+    from .guard import GuardedJob
+    from .lease import LeaseState
+    from .records import RunRecord
+    from .workitems import ItemRecord
+
+__all__ = ["Held", "LambdaContext", "ManualClock", "Sandbox", "WiredJob", "tick_event"]
+
+_TABLE_ENV = "JOBGUARD_TABLE"
 
 
 class ManualClock:
@@ -27,6 +59,9 @@ class ManualClock:
 
     def __init__(self, start: datetime | None = None, *, _base: ManualClock | None = None,
                  _offset: timedelta = timedelta(0)) -> None:
+        if start is not None and (not isinstance(start, datetime) or start.utcoffset() is None):
+            raise TypeError(f"ManualClock(start=...) must be a datetime with a timezone, "
+                            f"got {start!r}")
         self._base = _base
         self._offset = _offset
         self._lock = threading.Lock()
@@ -46,6 +81,9 @@ class ManualClock:
             return self._mono
 
     def advance(self, delta: timedelta) -> None:
+        if not isinstance(delta, timedelta) or delta < timedelta(0):
+            raise ValueError(f"advance() takes a timedelta >= 0 (time never runs back), "
+                             f"got {delta!r}")
         if self._base is not None:
             self._base.advance(delta)
             return
@@ -56,3 +94,311 @@ class ManualClock:
     def skewed(self, offset: timedelta) -> ManualClock:
         """The same clock, as seen by a worker whose wall clock is off by ``offset``."""
         return ManualClock(_base=self, _offset=offset)
+
+
+class LambdaContext:
+    """What a handler reads of Lambda's context object: its request id (a new one per
+    context, as per invocation), the function's name and ARN, its memory, and the time
+    left before its timeout (counted on ``clock``'s monotonic time when given, so a
+    :class:`ManualClock` moves it too).
+
+    Example:
+        >>> context = LambdaContext(timeout=timedelta(seconds=30))
+        >>> 0 < context.get_remaining_time_in_millis() <= 30_000
+        True
+    """
+
+    def __init__(self, *, function_name: str = "jobguard-test",
+                 timeout: timedelta = timedelta(minutes=15), memory_limit_in_mb: int = 256,
+                 clock: ManualClock | None = None, aws_request_id: str | None = None) -> None:
+        if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
+            raise ValueError(f"LambdaContext(timeout=...) must be a positive timedelta, "
+                             f"got {timeout!r}")
+        import time
+
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = memory_limit_in_mb
+        self.invoked_function_arn = (
+            f"arn:aws:lambda:us-east-1:000000000000:function:{function_name}")
+        self.aws_request_id = aws_request_id or str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = f"local/{self.aws_request_id}"
+        self._monotonic = clock.monotonic if clock is not None else time.monotonic
+        self._deadline = self._monotonic() + timeout.total_seconds()
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - self._monotonic()) * 1000))
+
+
+def tick_event(job: str, at: datetime) -> dict[str, Any]:
+    """The event an EventBridge Scheduler tick delivers for ``job`` scheduled at ``at``
+    (the stack's schedule input, ``<aws.scheduler.scheduled-time>`` filled in)."""
+    if not isinstance(at, datetime) or at.utcoffset() is None:
+        raise ValueError(f"a tick's time must be a datetime with a timezone, got {at!r}")
+    return {"job": job, "scheduled_at": at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+@dataclass
+class Held:
+    """The run :meth:`WiredJob.holding` started: its result (or exception) once the
+    ``with`` block has ended and the run finished."""
+
+    result: Any = None
+    error: BaseException | None = None
+    run_id: str | None = None
+    fence: int | None = None
+
+
+@dataclass
+class WiredJob:
+    """Your handler bound to a :class:`Sandbox`: call it like Lambda would."""
+
+    sandbox: Sandbox
+    guarded: GuardedJob
+    queue_url: str | None = None
+    _contexts: list[LambdaContext] = field(default_factory=list, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.guarded.config.name
+
+    def __call__(self, event: Any, context: Any = None) -> Any:
+        """Invoke the handler with ``event`` (any event: a tick, a manual invoke, an SQS
+        batch) and a fresh :class:`LambdaContext` unless one is given."""
+        return self.guarded(event, context if context is not None else self.context())
+
+    def context(self) -> LambdaContext:
+        """A new Lambda context (new request id) with this job's timeout."""
+        return LambdaContext(function_name=self.name, clock=self.sandbox.clock,
+                             timeout=self._timeout())
+
+    def tick(self, at: datetime | None = None, *, context: Any = None) -> Any:
+        """Deliver the Scheduler tick scheduled at ``at`` (default: the clock's current
+        minute). The same ``at`` again is another delivery of the same tick: a
+        duplicate."""
+        return self(tick_event(self.name, at or self.sandbox.minute()), context)
+
+    def duplicates(self, at: datetime | None = None, *, times: int = 3) -> list[Any]:
+        """Deliver the tick at ``at`` ``times`` times at once (threads released together,
+        as Scheduler's and Lambda's retries can arrive), and return every answer."""
+        if not isinstance(times, int) or times < 2:
+            raise ValueError(f"duplicates(times=...) must be an int >= 2, got {times!r}")
+        event = tick_event(self.name, at or self.sandbox.minute())
+        barrier = threading.Barrier(times)
+        answers: list[Any] = [None] * times
+
+        def deliver(index: int) -> None:
+            context = self.context()
+            barrier.wait()
+            try:
+                answers[index] = self.guarded(event, context)
+            except BaseException as exc:  # noqa: BLE001 - handed back to the test
+                answers[index] = exc
+
+        threads = [threading.Thread(target=deliver, args=(i,)) for i in range(times)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return answers
+
+    @contextmanager
+    def holding(self, at: datetime | None = None, *, event: Any = None,
+                timeout: timedelta = timedelta(seconds=30)) -> Iterator[Held]:
+        """Start a run (the tick at ``at``, or ``event``) in a thread and hold it right
+        after it acquired the lease, for the length of the ``with`` block: whatever the
+        block delivers meets a held lease. On leaving, the run goes on and is joined;
+        :class:`Held` has its result. Its heartbeat is not frozen (a paused worker, not
+        a dead one): advance the clock past the lease to stage a takeover instead."""
+        from . import hooks
+
+        held = Held()
+        acquired, resume = threading.Event(), threading.Event()
+        owner: list[int] = []
+
+        def on_acquire(**ctx: Any) -> None:
+            if ctx.get("job") == self.name and owner and threading.get_ident() == owner[0]:
+                held.run_id, held.fence = ctx.get("run_id"), ctx.get("fence")
+                acquired.set()
+                resume.wait(timeout.total_seconds() * 4)
+
+        def first() -> None:
+            owner.append(threading.get_ident())
+            try:
+                held.result = self(event if event is not None
+                                   else tick_event(self.name, at or self.sandbox.minute()))
+            except BaseException as exc:  # noqa: BLE001 - handed back to the test
+                held.error = exc
+            finally:
+                acquired.set()
+
+        with hooks.on("after_acquire", on_acquire):
+            thread = threading.Thread(target=first, name=f"held-{self.name}")
+            thread.start()
+            try:
+                if not acquired.wait(timeout.total_seconds()):
+                    raise AssertionError(f"the run of {self.name!r} did not acquire the lease "
+                                         f"within {timeout}")
+                if held.run_id is None:
+                    raise AssertionError(
+                        f"the trigger of {self.name!r} did not run, so nothing holds the lease "
+                        f"(it answered {held.result!r}, error {held.error!r}): a tick already "
+                        f"delivered is a duplicate; give holding() a new at=")
+                yield held
+            finally:
+                resume.set()
+                thread.join(timeout.total_seconds())
+
+    def deliver_queued(self, *, redeliver: bool = False, limit: int = 20) -> int:
+        """Deliver the messages waiting on the job's trigger queue (queued triggers,
+        follow-ups) to the handler as the SQS event source mapping does, one at a time,
+        until none is visible or ``limit`` were delivered; returns how many. With
+        ``redeliver``, each message is delivered twice before it is deleted (SQS's
+        at-least-once delivery: a visibility timeout that ran out, a delete that was
+        lost)."""
+        if self.queue_url is None:
+            raise ValueError(f"{self.name!r} has no trigger queue (policy "
+                             f"{self.guarded.config.policy.value}): nothing is queued")
+        from .local.esm import deliver_once
+
+        delivered = 0
+        while delivered < limit and deliver_once(
+                self.sandbox.client("sqs"), self.queue_url, self, context=self.context(),
+                times=2 if redeliver else 1):
+            delivered += 1
+        return delivered
+
+    def queued(self) -> int:
+        """Messages on the job's trigger queue (visible and in flight)."""
+        if self.queue_url is None:
+            return 0
+        attributes = self.sandbox.client("sqs").get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=[
+                "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return sum(int(v) for v in attributes.values())
+
+    def runs(self) -> list[RunRecord]:
+        """The job's run log, oldest first: one record per decision (runs and non-runs).
+        Records that started at the same instant (a :class:`ManualClock` that was not
+        advanced between them) are in no particular order among themselves."""
+        return list(reversed(self.sandbox.store.list_runs(self.name, limit=1000)))
+
+    def decisions(self) -> list[str]:
+        """Each run record's decision, oldest first (``ran``, ``skipped``, ...)."""
+        return [r.decision.value for r in self.runs()]
+
+    def lease(self) -> LeaseState:
+        """The job's lease row as it is now (holder, fence, expiry)."""
+        return self.sandbox.store.read_lease(self.name)
+
+    def item(self, work_id: str) -> ItemRecord | None:
+        """The item ledger's record of ``work_id`` (``WorkId`` or its text)."""
+        from .dynamodb_items import DynamoItemStore
+
+        items = DynamoItemStore(self.sandbox.table, client=self.sandbox.client("dynamodb"))
+        return items.get(self.name, str(work_id))
+
+    def _timeout(self) -> timedelta:
+        claim_for: timedelta = self.guarded.config.claim_for
+        return max(claim_for, timedelta(minutes=15))
+
+
+class Sandbox:
+    """The in-process emulator with the jobguard table created (see the module doc).
+
+    Example:
+        >>> with Sandbox.start() as sandbox:  # doctest: +SKIP
+        ...     job = sandbox.wire(lambda_handler)
+        ...     job.tick()["completed"]
+    """
+
+    def __init__(self, emulator: Any, table: str, clock: ManualClock) -> None:
+        from .dynamodb import DynamoJobStore
+
+        self._emulator = emulator
+        self.table = table
+        self.clock = clock
+        self.store: DynamoJobStore = DynamoJobStore(table, client=self.client("dynamodb"))
+        self._queues: dict[str, str] = {}
+
+    @classmethod
+    @contextmanager
+    def start(cls, *, clock: ManualClock | None = None, table: str | None = None,
+              region: str = "us-east-1", set_table_env: bool = True) -> Iterator[Sandbox]:
+        """The emulator for the ``with`` block: fake credentials, ``JOBGUARD_TABLE`` set
+        (unless ``set_table_env`` is false: a suite that tests that variable itself),
+        every boto3/botocore client made meanwhile (yours too) sent to it, and every
+        guarded job's store built anew at its next call
+        (:func:`jobguard.guard.forget_runtimes`), so a module's handler may also be
+        called directly with :func:`tick_event`. The environment is restored on
+        leaving. One sandbox at a time: the emulator's state is the process's."""
+        import importlib.util
+
+        if importlib.util.find_spec("moto") is None:
+            raise ImportError("the testing kit's sandbox needs the embedded emulator (moto): "
+                              "pip install 'jobguard[testing]'")
+        from .dynamodb import create_table
+        from .guard import forget_runtimes
+        from .local.emulator import in_process
+
+        name = table or f"jobguard-{uuid.uuid4().hex[:8]}"
+        with ExitStack() as stack:
+            emulator = stack.enter_context(in_process(region=region))
+            # a module's @guarded handler called directly builds its store anew: this
+            # sandbox's table, not an earlier test's
+            forget_runtimes()
+            stack.callback(forget_runtimes)
+            create_table(emulator.client("dynamodb"), name)
+            if set_table_env:
+                stack.callback(_restore, _TABLE_ENV, os.environ.get(_TABLE_ENV))
+                os.environ[_TABLE_ENV] = name
+            yield cls(emulator, name, clock or ManualClock())
+
+    def client(self, service: str) -> Any:
+        """A client of the emulator (``dynamodb``, ``sqs``, ``s3``, ...)."""
+        return self._emulator.client(service)
+
+    def minute(self) -> datetime:
+        """The clock's current minute: when a tick fired now was scheduled."""
+        return self.clock.now().astimezone(UTC).replace(second=0, microsecond=0)
+
+    def trigger_queue(self, job: str) -> str:
+        """The job's SQS FIFO trigger queue (created once), as the stack makes it."""
+        if job not in self._queues:
+            self._queues[job] = self.client("sqs").create_queue(
+                QueueName=f"{job[:60]}-{uuid.uuid4().hex[:8]}-triggers.fifo",
+                Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"},
+            )["QueueUrl"]
+        return self._queues[job]
+
+    def wire(self, handler: Any, *, clock: ManualClock | None = None) -> WiredJob:
+        """``handler`` (a ``@guarded`` function, a ``GuardedJob``, or a ``BatchJob``)
+        bound to this sandbox's table, the job's trigger queue and ``clock`` (default:
+        the sandbox's). Your module's own object is left as it is."""
+        from .batch import BatchJob
+        from .guard import GuardedJob
+        from .triggerqueue import TriggerQueue
+
+        if isinstance(handler, BatchJob):
+            handler = handler.handler()
+        if isinstance(handler, type):
+            raise TypeError(f"wire() takes a @guarded handler, a GuardedJob or a BatchJob, "
+                            f"got the class {handler.__name__}: pass an instance")
+        if not isinstance(handler, GuardedJob):
+            raise TypeError(f"wire() takes a @guarded handler, a GuardedJob or a BatchJob, "
+                            f"got {type(handler).__name__}")
+        config = handler.config
+        url = self.trigger_queue(config.name) if config.needs_queue else None
+        queue = TriggerQueue(url, client=self.client("sqs")) if url else None
+        wired = GuardedJob(config, handler.handler, store=self.store, queue=queue,
+                           clock=clock or self.clock, serves_triggers=handler.serves_triggers)
+        return WiredJob(self, wired, url)
+
+
+def _restore(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

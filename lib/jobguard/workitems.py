@@ -10,11 +10,16 @@ Ledger states::
                           │  │
                           │  └──fail(retryable)──► failed ──claim──► claimed
                           │
-                          └── outcome unknown, or claim expired with no result ──► uncertain
+                          └── outcome unknown, or its run lost the fence first ──► uncertain
                                   uncertain ──reconcile: found──► completed
                                   uncertain ──reconcile: not found──► claimed (safe retry)
 
-Unresolved items (claimed, failed, uncertain) never expire.
+Where each state lives (:mod:`jobguard.dynamodb_items`): ``claimed`` is the run's open
+claim on the job row (one fenced write per page, whatever its size); ``completed`` is an
+immutable completion fact keyed by work id, written without a fence (it only states
+what the destination holds); ``failed`` and ``uncertain`` are rows of their own,
+written under the fence and findable through the sparse index. Unresolved items
+(claimed, failed, uncertain) never expire.
 """
 
 from __future__ import annotations
@@ -26,16 +31,22 @@ from enum import StrEnum
 from .errors import JobGuardError
 
 __all__ = [
+    "CLAIM_HASH_CHARS",
     "Checkpoint",
-    "ClaimRequest",
+    "Commit",
+    "Committed",
+    "Completion",
     "Fence",
     "ItemRecord",
     "ItemState",
+    "JobRow",
+    "OpenClaim",
     "OutcomeUnknown",
-    "Result",
-    "Settle",
+    "Unresolved",
     "WorkId",
+    "claim_hash",
     "is_outcome_unknown",
+    "payload_differs",
 ]
 
 _SOURCE_MAX = 256
@@ -191,48 +202,35 @@ def is_outcome_unknown(exc: BaseException) -> bool:
     return any((cls.__module__, cls.__name__) in _UNKNOWN_BY_NAME for cls in type(exc).__mro__)
 
 
-# -- the requests a run makes of the ledger (storage-independent) ----------------------
+# -- what the ledger holds and what a run writes to it (storage-independent) -----------
+
+
+CLAIM_HASH_CHARS = 16
+"""An open claim keeps this many leading characters of each item's payload hash: enough
+to tell a reused work id from the same content, and the claim stays small (every write
+to the job row is billed by the row's whole size)."""
+
+
+def claim_hash(payload_hash: str | None) -> str:
+    """The part of a payload hash an open claim keeps ('' for none)."""
+    return (payload_hash or "")[:CLAIM_HASH_CHARS]
+
+
+def payload_differs(stored: str | None, payload_hash: str | None) -> bool:
+    """Whether a stored payload hash (whole, or an open claim's prefix of one) names
+    other content than ``payload_hash``. Unknown on either side: not a difference."""
+    if not stored or not payload_hash:
+        return False
+    return not payload_hash.startswith(stored) and not stored.startswith(payload_hash)
 
 
 @dataclass(frozen=True, slots=True)
 class Fence:
-    """The lease a write is made under: every write checks it is still current."""
+    """The lease a write is made under: every fenced write checks it is still current."""
 
     job: str
     run_id: str
     fence: int
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimRequest:
-    """Claim ``work_id``. ``after_uncertain`` claims an uncertain item that reconciliation
-    did not find at the destination (a safe retry); otherwise the item must be absent,
-    retryable-failed, or a completed row whose TTL has passed."""
-
-    work_id: str
-    payload_hash: str | None = None
-    after_uncertain: bool = False
-    after_failure: bool = False
-    """Recovery only: claim a failed item even if it was not retryable."""
-
-
-@dataclass(frozen=True, slots=True)
-class Settle:
-    """One outcome to record.
-
-    ``kind``: ``complete`` / ``fail`` / ``uncertain`` (the run holds the claim);
-    ``expire`` (mark a claim whose holder vanished uncertain: ``observed_run_id`` is the
-    claim seen); ``found`` (reconciliation found it at the destination: uncertain to
-    completed); ``not_found`` (reconciliation did not: uncertain to retryable failed);
-    ``release`` (the run never started this item: the claim is given back).
-    """
-
-    work_id: str
-    kind: str
-    destination_id: str | None = None
-    error: str | None = None
-    retryable: bool = False
-    observed_run_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,10 +244,91 @@ class Checkpoint:
     updated_at_ms: int | None = None
 
 
-@dataclass
-class Result:
-    """Which actions were applied, and the current rows of those that were refused."""
+@dataclass(frozen=True, slots=True)
+class OpenClaim:
+    """The page(s) a run has claimed: at most one open claim per job, on the job row.
 
-    done: list[str] = field(default_factory=list)
-    refused: dict[str, ItemRecord | None] = field(default_factory=dict)
+    ``items`` maps each claimed work id to its payload hash prefix (:func:`claim_hash`).
+    Only the fence holder can write it, so a claim whose ``fence`` is below the job's
+    current fence belongs to a run that can write nothing more: its items without a
+    completion are uncertain until reconciled.
+    """
+
+    run_id: str
+    fence: int
+    expires_at_ms: int
+    items: dict[str, str] = field(default_factory=dict)
+
+    def record(self, job: str, work_id: str) -> ItemRecord:
+        """The item as this claim holds it (a claimed :class:`ItemRecord`)."""
+        return ItemRecord(job=job, work_id=work_id, state=ItemState.CLAIMED,
+                          run_id=self.run_id, fence=self.fence,
+                          claim_expires_at_ms=self.expires_at_ms,
+                          payload_hash=self.items.get(work_id) or None)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """The job's row of the ledger: the fence high-water mark (moved by every lease
+    acquisition and force release), the checkpoint and the open claim. ``token`` names
+    the last write of the checkpoint or claim: the next one is conditioned on it."""
+
+    job: str
+    fence: int = 0
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    claim: OpenClaim | None = None
+    token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A completion fact: the destination holds this item's effect (``destination_id``).
+
+    True whoever observed it, so it is written without a fence and never conditioned:
+    a later write of the same fact changes nothing that matters."""
+
+    work_id: str
+    destination_id: str
+    run_id: str
+    fence: int
+    payload_hash: str | None = None
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    """A failed or uncertain outcome: a row of its own, findable through the sparse
+    index, written under the fence and never over a completion."""
+
+    work_id: str
+    state: ItemState
+    error: str | None = None
+    retryable: bool = False
+    payload_hash: str | None = None
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One fenced write of the job row, and the unresolved rows that go with it.
+
+    ``expected`` is the row as this run knows it (its ``token``): the write is refused if
+    anything else wrote the row since. ``claim`` is the run's whole open claim after
+    the write (None: no open claim); ``checkpoint`` is ``(expected seq, new cursor)``.
+    """
+
+    expected: JobRow
+    claim: dict[str, str] | None = None
+    claim_expires_at_ms: int = 0
+    checkpoint: tuple[int, str | None] | None = None
+    rows: tuple[Unresolved, ...] = ()
+
+
+@dataclass
+class Committed:
+    """What a commit did: the row now, and the unresolved rows it did not write
+    because the item was completed meanwhile (a completion fact is final)."""
+
+    row: JobRow
+    completed: list[str] = field(default_factory=list)
     requests: int = 0

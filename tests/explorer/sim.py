@@ -70,6 +70,8 @@ OUTAGES = (("dynamodb", "throttle"), ("dynamodb", "timeout"), ("dynamodb", "lost
            ("sqs", "5xx"), ("sqs", "timeout"), ("sqs", "lost-after"))
 OUTAGE_LENGTHS = (2, 3, 4, 6, 9)
 LAMBDA_TIMEOUT = timedelta(minutes=15)
+MAX_EVENT_AGE = timedelta(hours=6)
+"""Lambda's longest maximum event age: no retry of an asynchronous invoke comes later."""
 """The longest a Lambda invocation runs before Lambda stops it."""
 CLOCK_STEPS = (timedelta(seconds=1), timedelta(seconds=7), timedelta(seconds=20),
                LEASE + SKEW + timedelta(seconds=1), timedelta(minutes=3),
@@ -303,6 +305,8 @@ class Sim:
         self.ticks: list[datetime] = []
         self.manuals: list[str] = []
         self.manual_at: dict[str, Any] = {}
+        self.dropped_by_lambda: set[str] = set()
+        """Manual triggers a failed delivery of which was too old for Lambda to retry."""
         self.last_outcome: dict[str, str] = {}
         self.paused = False
         self.damaged: str | None = None
@@ -697,11 +701,18 @@ class Sim:
                                      true_now_ms=self._now_ms(), clock_offset_ms=offset_ms)
             self.model.lease_size(item_size(self.raw_row), self.step)
             self.model.lease_names(self.row)
-            if req.op == "TransactWriteItems" and req.run is not None:
+            if req.run is not None and self._writes_job_row(req):
                 self._check_checkpoint()
             if (before.get("run_id") is not None and self.row.get("run_id") is None
                     and req.run is not None and before.get("run_id") == req.run[0]):
                 req.actor.released = req.run[0]
+        if req.service == "sqs" and req.op == "SendMessage" and req.status == 200:
+            try:
+                kind = json.loads(req.params.get("MessageBody", "{}")).get("kind")
+            except ValueError:
+                kind = None
+            if kind == "follow_up":
+                self.model.follow_up_sends.append(self.step)
         if req.service == "sqs" and req.op == "ChangeMessageVisibility" and req.status == 200 \
                 and int(req.params.get("VisibilityTimeout", 0)) > 0:
             for m in self.queue.messages:
@@ -715,6 +726,15 @@ class Sim:
             line += f" | row {row_text}"
         self.log(line)
         self._note_violations()
+
+    def _writes_job_row(self, req: Req) -> bool:
+        """The request wrote the job row (checkpoint, open claim): an ``UpdateItem`` of it,
+        or a transaction with one."""
+        p = req.params
+        bodies = ([body for a in p.get("TransactItems", []) for body in a.values()]
+                  if req.op == "TransactWriteItems" else [p] if req.op == "UpdateItem" else [])
+        return any(b.get("TableName") == self.table
+                   and (b.get("Key") or {}).get("sk", {}).get("S") == "FENCE" for b in bodies)
 
     def _describe(self, req: Req) -> str:
         p = req.params
@@ -742,6 +762,14 @@ class Sim:
                 for kind, body in a.items():
                     acts.append(f"{kind}({key(body)})")
             return "ddb.Transact[" + " ".join(acts) + "]"
+        if req.op in ("BatchWriteItem", "BatchGetItem"):
+            entries = next(iter((p.get("RequestItems") or {}).values()), [])
+            if req.op == "BatchGetItem":
+                keys = [key({"Key": k}) for k in entries.get("Keys", [])]
+            else:
+                keys = [key(e.get("PutRequest") or e.get("DeleteRequest") or {})
+                        for e in entries]
+            return f"ddb.{req.op}[{' '.join(keys)}]"
         return f"ddb.{req.op}({key(p)})"
 
     def _note_violations(self) -> None:
@@ -772,6 +800,31 @@ class Sim:
         unfinished = [w for w in ids if w not in rows
                       or rows[w].state not in (ItemState.COMPLETED, ItemState.FAILED)]
         self.model.checkpoint_moved(cp.seq, cursor, unfinished, self.step)
+
+    def _check_ledger(self) -> None:
+        """After the fresh tick (no faults): END, every item of the source completed or
+        failed, none claimed or uncertain, no claim left open; ONCE, every completion's
+        proof is the note the destination holds."""
+        from jobguard.workitems import ItemState, WorkId
+
+        ids = [str(WorkId(r["id"], "create-note")) for r in self.source]
+        rows = self.items_view.get_many(JOB, ids)
+        notes = {i["work_id"]["S"]: i["destination_id"]["S"]
+                 for i in self.observer.scan(TableName=self.notes_table,
+                                             ConsistentRead=True)["Items"]}
+        for work_id in ids:
+            row = rows.get(work_id)
+            if row is None or row.state not in (ItemState.COMPLETED, ItemState.FAILED):
+                self.model.violate("END/item-unfinished", f"after the fresh tick {work_id} is "
+                                   f"{row.state.value if row else 'absent'}",
+                                   key=row.state.value if row else "absent")
+            elif row.state is ItemState.COMPLETED and notes.get(work_id) != row.destination_id:
+                self.model.violate("ONCE/false-proof", f"{work_id} is completed with "
+                                   f"{row.destination_id}, the destination holds "
+                                   f"{notes.get(work_id)}")
+        if self.items_view.read_row(JOB).claim is not None:
+            self.model.violate("END/claim-left-open", "a claim is still open on the job row "
+                               "after the fresh tick")
 
     def _finished(self, actor: Actor) -> None:
         if actor in self.actors:
@@ -1212,7 +1265,7 @@ class Sim:
         c = self._container()
         if c is None:
             return
-        # as handlers/reconciler.py builds it: SKIP, serving no trigger, and (a queued
+        # as lib/jobguard/functions/reconciler.py builds it: SKIP, serving no trigger, and (a queued
         # job's, as the stack deploys it) with the job's queue, to wake and resend
         queued = self.config.needs_queue
         config = replace(self.config, policy=OverlapPolicy.SKIP,
@@ -1400,7 +1453,7 @@ class Sim:
         self.model.settle_checks(
             runs=runs, dlq=dlq, queue_live=[m.trigger_id() for m in self.queue.live()],
             undecided=undecided, queued_n=int(queued_n) if isinstance(queued_n, int) else -1,
-            invocations_after={})
+            invocations_after={}, failed_events=frozenset(self.dropped_by_lambda))
         self._note_violations()
         # a fresh tick runs
         self._advance(TICK_EVERY)
@@ -1420,6 +1473,8 @@ class Sim:
             self.model.violate("LIVE/fresh-tick", f"a fresh tick after settling did not run: "
                                f"{last.outcome} {last.error or ''}".strip(),
                                key=str(last.outcome))
+        else:
+            self._check_ledger()
         self._note_violations()
         self.log(f"--- end: {len(self.model.violations)} violation(s) ---")
 
@@ -1461,7 +1516,7 @@ class Sim:
                 continue
             ok = d.outcome not in (None, "error", "killed")
             got[d.trigger_id] = got.get(d.trigger_id, False) or ok
-        return sorted(t for t, ok in got.items() if not ok)
+        return sorted(t for t, ok in got.items() if not ok and t not in self.dropped_by_lambda)
 
     def _retry_undecided(self) -> list[str]:
         """Lambda retries each asynchronous invocation that failed (raised, or its process
@@ -1473,6 +1528,16 @@ class Sim:
         for d in todo:
             d.retried = True
             tid = d.trigger_id
+            first = self.manual_at.get(tid.split("@manual:", 1)[1]) \
+                if tid.startswith(f"{JOB}@manual:") else None
+            if first is not None and self.clock.now() - first > MAX_EVENT_AGE:
+                # Lambda retries an asynchronous event for at most 6 hours from the event
+                # (every copy of a manual trigger is one, as in _ev_remanual): past that
+                # it went to the on-failure destination
+                self.log(f"ENV delivery #{d.n} of {tid} too old to be retried by Lambda "
+                         "(over 6 h): on the failed-ticks queue")
+                self.dropped_by_lambda.add(tid)
+                continue
             if tid.startswith(f"{JOB}@manual:"):
                 event, _ = self._manual_event(tid.split("@manual:", 1)[1])
                 label = "manual-retry"

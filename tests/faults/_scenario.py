@@ -38,7 +38,7 @@ from jobguard.records import RunRecord
 from jobguard.testing import ManualClock
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind, format_instant
-from jobguard.workitems import ClaimRequest, Fence, ItemRecord, WorkId
+from jobguard.workitems import Commit, Fence, ItemRecord, WorkId
 
 JOB = "crm-sync"
 LEASE = timedelta(seconds=60)
@@ -143,8 +143,9 @@ def run_scenario(rules: list[Rule], *, destination: str = "dynamodb") -> Outcome
                            owner="gone/pid-0", now_ms=to_ms(clock.now()),
                            lease_ms=int(LEASE.total_seconds() * 1000), skew_ms=5000)
         assert not hasattr(r0, "state")
-        items.claim(Fence(JOB, "R0", 1), [ClaimRequest(ids[0])], now_ms=to_ms(clock.now()),
-                    claim_ms=900_000)
+        items.commit(Fence(JOB, "R0", 1), Commit(
+            expected=items.read_row(JOB), claim={ids[0]: ""},
+            claim_expires_at_ms=to_ms(clock.now()) + 900_000), now_ms=to_ms(clock.now()))
         if s3 is not None:
             exports.put(ids[0], b"by R0")
         else:

@@ -27,9 +27,13 @@ RUN_PATH = {
     "dynamodb.release": [],
     "dynamodb.record_decision": [],
     "dynamodb.set_wake": [],
-    "items.claim": [],
-    "items.settle": [],
-    "items.read_checkpoint": [],
+    "items.read_row": [],
+    "items.lookup": [],
+    "items.write_facts": [],
+    "items.commit": [],
+    # failed and uncertain rows go with the job row in a transaction: a known failure at
+    # the destination (a throttled put) makes the first
+    "items.commit_rows": [Rule(Fault.THROTTLE, site="destination.dynamodb.put", nth=2)],
     "queue.send": [],
     "queue.defer": [],
     "queue.wake": [],
@@ -42,8 +46,9 @@ RUN_PATH = {
 S3_SITES = {"destination.s3.put", "destination.s3.head"}
 # Sites the run makes its own (a failure there is R1's); the others belong to the second
 # trigger, the follow-up delivery, or the companions above.
-R1_SITES = {"dynamodb.put_run", "dynamodb.renew", "dynamodb.release", "items.claim",
-            "items.settle", "items.read_checkpoint", "destination.dynamodb.put",
+R1_SITES = {"dynamodb.put_run", "dynamodb.renew", "dynamodb.release", "items.read_row",
+            "items.lookup", "items.write_facts", "items.commit", "items.commit_rows",
+            "destination.dynamodb.put",
             "destination.dynamodb.reconcile", "queue.wake", *S3_SITES}
 
 

@@ -47,7 +47,7 @@ from jobguard.local.load import (
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind
-from jobguard.workitems import ClaimRequest, Fence, Settle, WorkId
+from jobguard.workitems import Commit, Fence, ItemState, Unresolved, WorkId
 
 SITES = {s.name: s for s in all_sites()}
 JOB = "crm-sync"
@@ -71,7 +71,7 @@ COMMANDS: dict[str, list[str]] = {
                            "--execute", "--function-name", FUNCTION],
     "cli.known_jobs.scan": ["status", "crm-synk"],
 }
-STORE_CALLS = ("items.get", "queue.depth")
+STORE_CALLS = ("queue.depth",)
 OPERATOR_SITES = sorted([*COMMANDS, *STORE_CALLS])
 FAULTS = list(Fault)
 
@@ -111,7 +111,7 @@ def _recovery_lambda(job: NotesJob, monkeypatch: pytest.MonkeyPatch) -> None:
             try:
                 with redirect_stdout(io.StringIO()):  # its logs and metrics: CloudWatch's
                     answer.update(recover(event, job=job))
-            except JobGuardError as exc:  # as handlers/recovery.py answers
+            except JobGuardError as exc:  # as lib/jobguard/functions/recovery.py answers
                 answer.update(result="refused", field=getattr(exc, "field", None),
                               error=str(exc))
 
@@ -162,8 +162,9 @@ def job(monkeypatch: pytest.MonkeyPatch) -> Iterator[Job]:
                                  run_id=stuck_id, owner="crm-sync/pid-1", now_ms=now_ms,
                                  lease_ms=3_600_000, skew_ms=5000)
         fence = getattr(acquired, "fence")  # noqa: B009 - Acquired, asserted below
-        items.claim(Fence(JOB, stuck_id, fence), [ClaimRequest(CLAIMED)], now_ms=now_ms,
-                    claim_ms=3_600_000)
+        items.commit(Fence(JOB, stuck_id, fence), Commit(
+            expected=items.read_row(JOB), claim={CLAIMED: ""},
+            claim_expires_at_ms=now_ms + 3_600_000), now_ms=now_ms)
         queue.send(Trigger(JOB, f"{JOB}@manual:queued", TriggerKind.MANUAL), event={"job": JOB})
         stuck = RunRecord(job=JOB, run_id=stuck_id, trigger_id="", trigger_kind="manual",
                           policy="COALESCE", decision=Decision.RAN, status=RunStatus.RUNNING,
@@ -211,8 +212,7 @@ def test_cell(job: Job, site: str, fault: Fault, monkeypatch: pytest.MonkeyPatch
             code, out, err = cli(argv)
         else:
             try:
-                answer = (job.items.get(JOB, CLAIMED) if site == "items.get"
-                          else job.queue.depth())
+                answer = job.queue.depth()
             except Exception as exc:  # noqa: BLE001 - what the caller gets
                 error = exc
     # The fault landed where the cell says.
@@ -244,10 +244,7 @@ def test_cell(job: Job, site: str, fault: Fault, monkeypatch: pytest.MonkeyPatch
     assert any(c.site == site and c.reached for c in faults.injected)
     if site in STORE_CALLS:
         assert error is None, error
-        if site == "items.get":
-            assert answer is not None and answer.work_id == CLAIMED
-        else:
-            assert answer == 1
+        assert answer == 1
         assert after == before
         return
     if site == "cli.known_jobs.scan":
@@ -286,16 +283,20 @@ def test_cell(job: Job, site: str, fault: Fault, monkeypatch: pytest.MonkeyPatch
 
 
 def _fenced_out(job: Job) -> None:
-    """FENCE: the stuck run's claim, settle and renewal with its old fence are refused."""
+    """FENCE: the stuck run's claim, failure record, checkpoint and renewal with its old
+    fence are refused."""
     lease = Fence(JOB, job.stuck.run_id, job.stuck.fence or 0)
-    with pytest.raises(LeaseLostError):
-        job.items.claim(lease, [ClaimRequest("late:create-note")], now_ms=0, claim_ms=1000)
-    with pytest.raises(LeaseLostError):
-        job.items.settle(lease, [Settle(CLAIMED, "complete", destination_id="x")], now_ms=0,
-                         ttl_s=1)
+    row = job.items.read_row(JOB)
+    for change in (Commit(expected=row, claim={CLAIMED: "", "late:create-note": ""}),
+                   Commit(expected=row, rows=(Unresolved(CLAIMED, ItemState.FAILED,
+                                                         error="late"),)),
+                   Commit(expected=row, claim={CLAIMED: ""}, checkpoint=(0, "1"))):
+        with pytest.raises(LeaseLostError):
+            job.items.commit(lease, change, now_ms=0)
     assert not job.store.renew(JOB, run_id=lease.run_id, fence=lease.fence, now_ms=0,
                                lease_ms=1000)
     assert job.items.get(JOB, "late:create-note") is None
+    assert job.items.read_checkpoint(JOB).seq == 0
 
 
 def _recovered_once(job: Job, faults: Faults) -> None:

@@ -1,6 +1,6 @@
 """A lost response on the lease write, the renewal, the claim, the completion and the
-checkpoint: the worker recognises its own earlier write (owner + run id + fence) and
-neither fails nor applies anything twice."""
+checkpoint: the worker recognises its own earlier write (owner + run id + fence; the job
+row's token) and neither fails nor applies anything twice."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_lost_response_on_the_renewal_keeps_the_lease():
 
 
 def test_lost_response_on_the_claim_is_our_claim():
-    out, call = _lost_at("items.claim")
+    out, call = _lost_at("items.commit")  # the first page's claim (R0's dropped with it)
+    assert "claim" in call.params["ExpressionAttributeNames"].values()
     _clean(out)
     rows = out.items_after_r1
     # Claimed once (attempts 1), completed by R1 under its fence: not refused as "held".
@@ -54,16 +55,16 @@ def test_lost_response_on_the_claim_is_our_claim():
 
 
 def test_lost_response_on_the_completion_is_our_completion():
-    out, call = _lost_at("items.settle", nth=3)  # expire, found, then the page's outcomes
-    assert any("Update" in a and "destination_id" in str(a) for a in call.params["TransactItems"])
+    out, call = _lost_at("items.write_facts", nth=2)  # R0's note found, then page 1's
+    assert "destination_id" in str(call.params["RequestItems"])
     _clean(out)
     for work_id in work_ids()[1:]:
         assert out.items_after_r1[work_id].state.value == "completed"
 
 
 def test_lost_response_on_the_checkpoint_is_our_checkpoint():
-    out, call = _lost_at("items.settle", nth=4)  # the second page's outcomes + checkpoint
-    assert any("CHECKPOINT" in str(a) for a in call.params["TransactItems"])
+    out, call = _lost_at("items.commit", nth=2)  # the checkpoint past page 1, claim of 2
+    assert "cursor" in call.params["ExpressionAttributeNames"].values()
     _clean(out)
     # The checkpoint advanced once per page, never back, and ends past the last item.
     assert out.checkpoint_seqs == sorted(out.checkpoint_seqs)

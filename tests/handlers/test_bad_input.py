@@ -215,7 +215,7 @@ def test_a_malformed_trigger_message_fails_alone_names_the_field_and_writes_noth
 
 @pytest.fixture
 def recovery(aws, crm, monkeypatch):
-    from handlers import recovery
+    from jobguard.functions import recovery
 
     monkeypatch.setenv(environment.TABLE, aws.table)
     monkeypatch.setenv(environment.RECOVERY_MODULES, "handlers.crm_sync")

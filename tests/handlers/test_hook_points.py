@@ -1,6 +1,7 @@
-"""The example jobs fire ``before_destination`` right before each destination call (a
-drill's fault switch can pause, crash or fail it there), and honour drill switches only
-when their function's environment enables drills."""
+"""The library fires ``before_destination`` right before each destination helper's write
+(a drill's fault switch can pause, crash or fail it there; the handlers fire nothing),
+and the example jobs honour drill switches only when their function's environment
+enables drills."""
 
 from __future__ import annotations
 

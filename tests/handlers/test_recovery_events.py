@@ -16,7 +16,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "events" / "recovery"
 
 @pytest.fixture
 def recovery(aws, crm, monkeypatch):
-    from handlers import recovery
+    from jobguard.functions import recovery
 
     monkeypatch.setenv("JOBGUARD_TABLE", aws.table)
     monkeypatch.setenv("JOBGUARD_RECOVERY_MODULES", "handlers.crm_sync")

@@ -18,10 +18,10 @@ import botocore.client
 import pytest
 
 from handlers.jobs import CRM_SYNC
-from infra.constructs.guarded_job import job_paths
-from infra.constructs.table import leading_keys
 from jobguard import hooks
 from jobguard.callsites import Target, required_actions
+from jobguard.cdk.guarded_job import job_paths
+from jobguard.cdk.table import leading_keys
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 _PARTS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
@@ -114,7 +114,7 @@ def test_a_drill_deployments_run_makes_only_calls_its_role_allows(aws, crm_sync,
         hooks._hooks.update(saved)  # noqa: SLF001
         switches._installed.discard("crm-sync")  # noqa: SLF001
     # a drills deployment adds exactly the switch rows' Query on the job's own keys
-    # (infra.constructs.table.JobTable.grant_drill_switches; tests/infra/test_drills.py)
+    # (jobguard.cdk.table.JobTable.grant_drill_switches; tests/infra/test_drills.py)
     denied = _denied(calls, required_actions(job_paths(CRM_SYNC), Target.TABLE),
                      ["crm-sync"])
     assert set(denied) <= {("dynamodb:Query", "JOB#crm-sync")}, denied

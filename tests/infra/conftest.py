@@ -31,9 +31,9 @@ from constructs import IConstruct  # noqa: E402
 import infra.stack  # noqa: E402
 from handlers.jobs import JOBS  # noqa: E402
 from infra.app import build_app  # noqa: E402
-from infra.constructs.bundle import LambdaBundle  # noqa: E402
 from infra.stack import JobGuardStack  # noqa: E402
 from jobguard import OverlapPolicy  # noqa: E402
+from jobguard.cdk.bundle import LambdaBundle  # noqa: E402
 from jobguard.definitions import JobDefinition  # noqa: E402
 
 INVOKER = "arn:aws:iam::123456789012:role/oncall"

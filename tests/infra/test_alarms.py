@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.alarms import DECIDE
+from jobguard.cdk.alarms import DECIDE
 from jobguard.observability import NAMESPACE
 
 from .conftest import EXPORT, NIGHTLY, PRICES, TOPIC, Synth

@@ -10,7 +10,9 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
-from infra.constructs.bundle import (
+from infra.settings import StackSettings
+from infra.stack import HANDLER_PACKAGES
+from jobguard.cdk.bundle import (
     Dependencies,
     LambdaBundle,
     build_layer,
@@ -18,8 +20,6 @@ from infra.constructs.bundle import (
     pip_command,
     stage_code,
 )
-from infra.settings import StackSettings
-from infra.stack import HANDLER_PACKAGES
 
 
 def _package(root: Path, name: str, files: dict[str, str]) -> Path:
@@ -149,20 +149,22 @@ def _files(code_dir: Path) -> set[str]:
 def test_the_production_asset_carries_no_drill_cli_fault_or_test_code(synth) -> None:
     files = _files(synth.stack.bundle.code_dir)
     shipped_tools = {f for f in files if f.startswith(("jobguard/drill/", "jobguard/local/",
-                                                       "jobguard/timeline/"))
-                     or f in ("jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py")}
+                                                       "jobguard/timeline/", "jobguard/cdk/"))
+                     or f in ("jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py",
+                              "jobguard/pytest_plugin.py")}
     assert shipped_tools == set()
     assert {"jobguard/guard.py", "jobguard/dynamodb.py", "jobguard/_drills.py",
-            "handlers/crm_sync.py", "handlers/report_export.py", "handlers/recovery.py",
-            "handlers/reconciler.py"} <= files
+            "handlers/crm_sync.py", "handlers/report_export.py",
+            "jobguard/functions/recovery.py", "jobguard/functions/reconciler.py"} <= files
 
 
 def test_a_drill_deployments_asset_carries_the_switches_and_no_tools(drill) -> None:
     stack, _, _ = drill
     files = _files(stack.bundle.code_dir)
     assert "jobguard/drill/switches.py" in files
-    assert not {"jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py"} & files
-    assert not any(f.startswith("jobguard/local/") for f in files)
+    assert not {"jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py",
+                "jobguard/pytest_plugin.py"} & files
+    assert not any(f.startswith(("jobguard/local/", "jobguard/cdk/")) for f in files)
 
 
 def test_every_handler_imports_from_the_production_asset_alone(synth) -> None:
@@ -174,8 +176,8 @@ def test_every_handler_imports_from_the_production_asset_alone(synth) -> None:
     script = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "import importlib\n"
-        "for m in ('handlers.crm_sync', 'handlers.report_export', 'handlers.recovery',\n"
-        "          'handlers.reconciler'):\n"
+        "for m in ('handlers.crm_sync', 'handlers.report_export', 'jobguard.functions.recovery',\n"
+        "          'jobguard.functions.reconciler'):\n"
         "    importlib.import_module(m)\n"
         "import jobguard\n"
         "assert jobguard.__file__.startswith(sys.argv[1]), jobguard.__file__\n"

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from handlers.jobs import CRM_SYNC, JOBS, REPORT_EXPORT, deployed
-from infra.constructs.guarded_job import VISIBILITY_FACTOR, receive_budget
 from infra.settings import StackSettings
 from infra.stack import JobGuardStack
+from jobguard.cdk.guarded_job import VISIBILITY_FACTOR, receive_budget
 from jobguard.definitions import DRILL_HEARTBEAT, DRILL_LEASE, DRILL_TIMEOUT
 from jobguard.drill.switches import DRILLS
 from jobguard.errors import ConfigError
@@ -105,7 +105,7 @@ def test_the_drill_deployment_passes_cdk_nag(drill) -> None:
 def test_the_drills_deliver_the_tick_the_schedule_would_send() -> None:
     from datetime import UTC, datetime
 
-    from infra.constructs.guarded_job import tick_input
+    from jobguard.cdk.guarded_job import tick_input
     from jobguard.drill.stack import tick_payload
 
     for job in (CRM_SYNC, REPORT_EXPORT):

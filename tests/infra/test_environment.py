@@ -11,10 +11,10 @@ from aws_cdk import Stack
 from aws_cdk.assertions import Template
 
 from handlers.jobs import CRM_SYNC
-from infra.constructs import JobTable, LambdaBundle, RecoveryFunction
-from infra.constructs.recovery import OPTIONAL_ENVIRONMENT
 from infra.stack import HANDLER_PACKAGES
 from jobguard import environment
+from jobguard.cdk import JobTable, LambdaBundle, RecoveryFunction
+from jobguard.cdk.recovery import OPTIONAL_ENVIRONMENT
 
 from .conftest import EXPORT, NIGHTLY, PRICES, Synth
 

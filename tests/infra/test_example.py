@@ -10,8 +10,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from infra.constructs.bundle import POWERTOOLS_LAYER_VERSION
 from infra.examples import own_stack
+from jobguard.cdk.bundle import POWERTOOLS_LAYER_VERSION
 
 from .conftest import ROOT
 

@@ -19,14 +19,14 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 
-from infra.constructs._function import LOG_ACTIONS
-from infra.constructs.guarded_job import FAILED_EVENT_ACTIONS, MAPPING_ACTIONS, job_paths
-from infra.constructs.reconciler import reconciler_paths
-from infra.constructs.recovery import RECOVERY_PATHS
-from infra.constructs.table import leading_keys
 from infra.crm_sync import FEED_ACTIONS, NOTES_RECONCILE_ACTIONS, NOTES_WRITE_ACTIONS
 from infra.report_export import BUCKET_ACTIONS, OBJECT_ACTIONS
 from jobguard.callsites import Path, Target, all_sites, required_actions
+from jobguard.cdk._function import LOG_ACTIONS
+from jobguard.cdk.guarded_job import FAILED_EVENT_ACTIONS, MAPPING_ACTIONS, job_paths
+from jobguard.cdk.reconciler import reconciler_paths
+from jobguard.cdk.recovery import RECOVERY_PATHS
+from jobguard.cdk.table import leading_keys
 
 from .conftest import EXPORT, INVOKER, NIGHTLY, PRICES, Synth
 
@@ -130,19 +130,24 @@ def _compare(function: lambda_.Function, granted: Grant, expected: Grant) -> Non
 
 def test_every_transaction_part_is_authorized_by_its_own_action() -> None:
     sites = {s.name: s for s in all_sites()}
-    # giving back an unstarted claim is a Delete inside TransactWriteItems
-    assert "dynamodb:DeleteItem" in sites["items.settle"].iam_actions()
+    # failed / uncertain rows are Puts beside the job row's Update (or a check of it)
+    assert sites["items.commit_rows"].iam_actions() == (
+        "dynamodb:ConditionCheckItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+    # taking back a queued decision deletes its record inside TransactWriteItems
     assert "dynamodb:DeleteItem" in sites["dynamodb.undo_queued"].iam_actions()
-    assert sites["items.claim"].iam_actions() == ("dynamodb:ConditionCheckItem",
-                                                  "dynamodb:UpdateItem")
+    # the claim and the checkpoint: one UpdateItem; completions: BatchWriteItem
+    assert sites["items.commit"].iam_actions() == ("dynamodb:UpdateItem",)
+    assert sites["items.write_facts"].iam_actions() == ("dynamodb:BatchWriteItem",)
     for site in sites.values():
         assert site.iam_actions(), site.name
         assert "dynamodb:TransactWriteItems" not in site.iam_actions()  # not an IAM action
 
 
-def test_a_job_run_needs_no_query_of_the_table_and_no_batch_read() -> None:
+def test_a_job_run_needs_no_query_of_the_table() -> None:
     run = required_actions({Path.RUN, Path.QUEUE}, Target.TABLE)
-    assert run == ("dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
+    # a page's lookup and its completions are batch calls, key-scoped like the rest
+    assert run == ("dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
+                   "dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
                    "dynamodb:PutItem", "dynamodb:UpdateItem")
     assert required_actions({Path.RUN, Path.QUEUE}, Target.INDEX) == ()
     # only operators (CLI, drills) query the table itself

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.bundle import POWERTOOLS_LAYER_VERSION
-from infra.constructs.guarded_job import GuardedJob, receive_budget
 from jobguard import OverlapPolicy
+from jobguard.cdk.bundle import POWERTOOLS_LAYER_VERSION
+from jobguard.cdk.guarded_job import GuardedJob, receive_budget
 from jobguard.triggers import TriggerKind, parse_event
 
 from .conftest import EXPORT, NIGHTLY, PRICES, Synth
@@ -59,7 +59,7 @@ def test_the_code_asset_is_the_library_and_the_handlers_only(synth: Synth) -> No
     code_dir = synth.stack.bundle.code_dir
     files = {p.relative_to(code_dir).as_posix() for p in code_dir.rglob("*") if p.is_file()}
     assert "jobguard/guard.py" in files and "handlers/crm_sync.py" in files
-    assert "handlers/recovery.py" in files and "handlers/reconciler.py" in files
+    assert {"jobguard/functions/recovery.py", "jobguard/functions/reconciler.py"} <= files
     assert not any(f.startswith("jobguard/local/") for f in files)  # the emulator
     assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
     # every function runs from the one asset

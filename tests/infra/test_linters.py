@@ -1,6 +1,6 @@
 """cfn-lint and checkov on every template a deployment makes: production, drills (a test
 account) and local (``make demo``). Zero findings that are not acknowledged on their
-resource with a reason (``infra.constructs._lint.acknowledge``), and no acknowledgement
+resource with a reason (``jobguard.cdk._lint.acknowledge``), and no acknowledgement
 without one."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from infra.constructs._lint import acknowledgements
+from jobguard.cdk._lint import acknowledgements
 
 from .conftest import Synth
 

@@ -15,10 +15,10 @@ import pytest
 
 from handlers.jobs import JOBS
 from infra.app import build_app
-from infra.constructs.alarm_topic import CLOUDWATCH
 from infra.settings import StackSettings
 from infra.stack import JobGuardStack
 from jobguard import environment
+from jobguard.cdk.alarm_topic import CLOUDWATCH
 from jobguard.errors import ConfigError
 
 from .conftest import DRILLS_ACCOUNT, INVOKER, Synth

@@ -8,7 +8,7 @@ import re
 import tomllib
 
 from infra.app import cdk_json_context
-from infra.constructs.bundle import POWERTOOLS_LAYER_RELEASES, POWERTOOLS_LAYER_VERSION
+from jobguard.cdk.bundle import POWERTOOLS_LAYER_RELEASES, POWERTOOLS_LAYER_VERSION
 
 from .conftest import ROOT
 

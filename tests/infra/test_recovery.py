@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from handlers.jobs import CRM_SYNC
-from infra.constructs.reconciler import RECONCILER_HANDLER
-from infra.constructs.recovery import RECOVERY_HANDLER
+from jobguard.cdk.reconciler import RECONCILER_HANDLER
+from jobguard.cdk.recovery import RECOVERY_HANDLER
 
 from .conftest import EXTRA_JOBS, Synth
 

@@ -15,9 +15,9 @@ import pytest
 from aws_cdk import aws_iam as iam
 
 from handlers.jobs import CRM_SYNC
-from infra.constructs import GuardedJob, JobTable, LambdaBundle, Reconciler, RecoveryFunction
 from infra.settings import StackSettings
 from infra.stack import HANDLER_PACKAGES, JobGuardStack
+from jobguard.cdk import GuardedJob, JobTable, LambdaBundle, Reconciler, RecoveryFunction
 from jobguard.errors import ConfigError
 
 from .conftest import NIGHTLY

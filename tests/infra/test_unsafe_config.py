@@ -18,8 +18,8 @@ import aws_cdk as cdk
 import pytest
 
 from handlers.jobs import CRM_SYNC
-from infra.constructs import GuardedJob, JobTable, LambdaBundle, Reconciler, RecoveryFunction
 from infra.stack import HANDLER_PACKAGES
+from jobguard.cdk import GuardedJob, JobTable, LambdaBundle, Reconciler, RecoveryFunction
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 

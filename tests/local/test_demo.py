@@ -31,12 +31,13 @@ EXPECTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("demo") / "summary.json"
+def run_demo(out: Path, *args: str) -> dict[str, Any]:
+    """``python -m jobguard.local.demo ARGS --json OUT``, its JSON summary with its exit
+    code and output."""
     # Its own process group: if it runs out of time, SIGTERM lets it stop the local AWS
     # and remove its files, and then nothing it started is left running.
-    proc = subprocess.Popen([sys.executable, "-m", "jobguard.local.demo", "--json", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "jobguard.local.demo", *args, "--json",
+                             str(out)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
@@ -54,6 +55,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     summary["exit_code"] = proc.returncode
     summary["stdout"] = stdout
     return summary
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run_demo(tmp_path_factory.mktemp("demo") / "summary.json")
 
 
 def test_the_deployed_stack_has_what_the_library_needs(demo: dict[str, Any]) -> None:

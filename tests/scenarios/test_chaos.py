@@ -10,8 +10,9 @@ per worker process):
 - SIGSTOP a worker (often the holder) for longer than its lease, then SIGCONT it: a
   paused holder that wakes up after a takeover, whose writes must all be refused;
 - lost responses, injected by a botocore ``after-call`` hook in the worker after a
-  ``TransactWriteItems`` (ledger, checkpoint, release, decisions) or a destination
-  write succeeded: either a ``ReadTimeoutError`` (the caller never learns the outcome)
+  ``TransactWriteItems`` (failed / uncertain rows, release, decisions), an ``UpdateItem``
+  (the claim and checkpoint, renewals), a ``BatchWriteItem`` (completions) or a
+  destination write succeeded: either a ``ReadTimeoutError`` (the caller never learns the outcome)
   or a replay of the same request (an SDK retry of a committed write: the caller gets
   the retry's answer, refused by its own earlier write).
 
@@ -73,8 +74,9 @@ pytestmark = [pytest.mark.server,
 
 JOB = "crm-sync"
 OPERATION = "create-note"
-# 130: claims and page outcomes span two transactions (99 + 31); a 99-item transaction
-# can hold the emulator long enough for the holder's renewals to miss its deadline.
+# 130: a page's lookup spans two BatchGetItem calls (100 + 30) and its completions six
+# BatchWriteItem calls; a long page can hold the emulator long enough for the holder's
+# renewals to miss its deadline.
 BATCH_SIZES = (5, 10, 25, 40, 60, 130)
 HEARTBEAT = timedelta(milliseconds=400)
 SKEW = timedelta(milliseconds=200)
@@ -306,7 +308,8 @@ def worker(slot: str, table: str, notes: Notes, phase: Any, logs: Path) -> None:
     log = JsonLog(logs / f"{slot}.jsonl")
     ledger, destination = client(), client()
     lost = LostResponses(random.Random(f"{SEED}:{slot}:lost"), phase, log)
-    lost.install(ledger, "TransactWriteItems", "ledger")
+    for operation in ("TransactWriteItems", "UpdateItem", "BatchWriteItem"):
+        lost.install(ledger, operation, "ledger")
     lost.install(destination, "UpdateItem", "destination")
     notes = Notes(destination, notes.notes, notes.lookups, client())
     store = DynamoJobStore(table, client=ledger)
@@ -375,24 +378,26 @@ def stream_records(ddb: Any, table: str) -> Iterator[dict[str, Any]]:
 
 @dataclass
 class StreamAudit:
-    """Every write to the job's lease row, item rows and checkpoint, in commit order."""
+    """Every write to the job's lease row, job row (claim, checkpoint) and item rows, in
+    commit order."""
 
     acquisitions: dict[int, str] = field(default_factory=dict)  # fence -> run id
     taken_over: dict[str, str] = field(default_factory=dict)  # run never released -> taker
-    writes_by: Counter[str] = field(default_factory=Counter)  # item + checkpoint writes
+    writes_by: Counter[str] = field(default_factory=Counter)  # item + job-row writes
     checkpoints: list[tuple[int, int]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     history: dict[str, list[str]] = field(default_factory=dict)  # work id -> its writes
-    releases: int = 0  # claims given back unstarted (deleted rows)
+    claims: int = 0  # job-row writes of a claim or checkpoint
+    stale_facts: int = 0  # completions written by a run that no longer held the lease
 
     @classmethod
     def of(cls, images: Iterator[dict[str, Any]], items: int) -> StreamAudit:
         audit = cls()
         holder: tuple[str | None, int] = (None, 0)
         state: dict[int, str] = {}
-        writers: dict[str, tuple[Any, ...]] = {}  # work id -> (state, run id, fence)
+        proof: dict[str, str] = {}  # work id -> the destination id its completion names
         frontier = 0  # every item below it is finished
-        seq, cursor = 0, 0
+        seq, cursor, token = 0, 0, None
         for row in images:
             key = (row["pk"], row["sk"])
             if key == (f"JOB#{JOB}", "LEASE"):
@@ -405,51 +410,65 @@ class StreamAudit:
                     audit.acquisitions[fence] = row["run_id"]
                 holder = (row.get("run_id"), fence)
                 continue
-            if row.get("removed") and key[0].startswith(f"ITEM#{JOB}#"):
-                # A run gave back a claim it never started (it ran out of time): only its
-                # own claim, and only while it holds the lease.
-                work = key[0].split("#", 2)[2]
-                claim = writers.pop(work, None)
-                audit.writes_by[str(holder[0])] += 1
-                audit.releases += 1
-                if claim != ("claimed", *holder):
-                    audit.violations.append(f"{work} released under {holder}, row was {claim}")
-                state.pop(index_of(work), None)
-                audit.history.setdefault(work, []).append(f"released (lease {holder})")
+            if row.get("removed"):
+                if key[0].startswith(f"ITEM#{JOB}#") or key == (f"JOB#{JOB}", "FENCE"):
+                    audit.violations.append(f"{key} was deleted")
                 continue
-            is_item = key[0].startswith(f"ITEM#{JOB}#") and "state" in row
-            is_checkpoint = key == (f"JOB#{JOB}", "CHECKPOINT") and "seq" in row
-            if not (is_item or is_checkpoint):
+            if key == (f"JOB#{JOB}", "FENCE"):
+                if row.get("commit_token") == token:
+                    continue  # an acquisition moving the fence mark (hw)
+                token = row.get("commit_token")
+                # FENCE: the claim and the checkpoint are written only by the holder, under
+                # its fence (the token names the writer's fence)
+                writer = int(str(token).split("-", 1)[0])
+                audit.claims += 1
+                audit.writes_by[audit.acquisitions.get(writer, str(writer))] += 1
+                if (writer, int(row.get("hw", -1))) != (holder[1], holder[1]) \
+                        or holder[0] is None:
+                    audit.violations.append(f"the job row written under fence {writer} while "
+                                            f"the lease was {holder}: {row}")
+                if "seq" not in row or int(row["seq"]) == seq:
+                    continue
+                # CKPT: one step forward at a time, never past an unfinished item.
+                new_seq, new_cursor = int(row["seq"]), int(row["cursor"])
+                if new_seq != seq + 1 or new_cursor <= cursor:
+                    audit.violations.append(
+                        f"checkpoint moved ({seq}, {cursor}) -> ({new_seq}, {new_cursor})")
+                while frontier < items and state.get(frontier) in ("completed", "failed"):
+                    frontier += 1
+                if new_cursor > frontier:
+                    audit.violations.append(
+                        f"checkpoint {new_cursor} passed unfinished item {work_id(frontier)} "
+                        f"({state.get(frontier)})")
+                seq, cursor = new_seq, new_cursor
+                audit.checkpoints.append((seq, cursor))
+                continue
+            if not (key[0].startswith(f"ITEM#{JOB}#") and "state" in row):
                 continue  # run records; the key-only row moto inserts before an update
-            # FENCE: a write lands only while its writer holds the lease, with its fence.
             writer = (row.get("run_id"), int(row.get("fence", -1)))
             audit.writes_by[str(writer[0])] += 1
-            if writer != holder:
-                audit.violations.append(
-                    f"{row.get('work_id', 'checkpoint')} written by {writer} while the lease "
-                    f"was {holder}: {row}")
-            if is_item:
-                writers[row["work_id"]] = (row["state"], *writer)
-                audit.history.setdefault(row["work_id"], []).append(
-                    f"{row['state']} by {writer} (lease {holder})")
-                index = index_of(row["work_id"])
+            work, index = row["work_id"], index_of(row["work_id"])
+            audit.history.setdefault(work, []).append(
+                f"{row['state']} by {writer} (lease {holder})")
+            if row["state"] == "completed":
+                # A completion is a fact: written by whoever saw it (a run that lost its
+                # lease too), never changed once there, never undone
+                audit.stale_facts += writer != holder
+                if audit.acquisitions.get(writer[1]) != writer[0]:
+                    audit.violations.append(f"{work} completed by {writer}, which never held "
+                                            f"fence {writer[1]}")
+                if proof.setdefault(work, row["destination_id"]) != row["destination_id"]:
+                    audit.violations.append(f"{work} completed twice with other proofs: "
+                                            f"{proof[work]}, {row['destination_id']}")
+            else:
+                # FENCE: a failed or uncertain row lands only while its writer holds the
+                # lease, with its fence; never over a completion
+                if writer != holder:
+                    audit.violations.append(f"{work} written {row['state']} by {writer} while "
+                                            f"the lease was {holder}: {row}")
                 if state.get(index) == "completed":
-                    audit.violations.append(f"{row['work_id']} left completed: {row['state']}")
-                state[index] = row["state"]
-                continue
-            # CKPT: one step forward at a time, never past an unfinished item.
-            new_seq, new_cursor = int(row["seq"]), int(row["cursor"])
-            if new_seq != seq + 1 or new_cursor <= cursor:
-                audit.violations.append(
-                    f"checkpoint moved ({seq}, {cursor}) -> ({new_seq}, {new_cursor})")
-            while frontier < items and state.get(frontier) in ("completed", "failed"):
-                frontier += 1
-            if new_cursor > frontier:
-                audit.violations.append(
-                    f"checkpoint {new_cursor} passed unfinished item {work_id(frontier)} "
-                    f"({state.get(frontier)})")
-            seq, cursor = new_seq, new_cursor
-            audit.checkpoints.append((seq, cursor))
+                    audit.violations.append(f"{work} left completed: {row['state']}")
+            state[index] = row["state"]
         return audit
 
     def unrecorded(self, runs: dict[str, Any]) -> set[str]:
@@ -684,17 +703,19 @@ def test_chaos_kills_pauses_and_lost_responses_keep_once_end_fence_ckpt(emulator
     assert {w: ledger[w].destination_id for w in ids} == {w: written[w]["note_id"] for w in ids}
     calls = destination_calls(written, notes.rows(notes.lookups), audit.history)
 
-    # FENCE: in commit order, every item and checkpoint write carried the fence of the run
-    # holding the lease at that moment, so nothing was written by a run after a higher
-    # fence had been acquired (a paused holder waking up after a takeover included) ...
+    # FENCE: in commit order, every claim, checkpoint and failed or uncertain row carried
+    # the fence of the run holding the lease at that moment, so none was written by a run
+    # after a higher fence had been acquired (a paused holder waking up after a takeover
+    # included); a completion, which only states what the destination holds, names a run
+    # that held its fence ...
     unrecorded = audit.unrecorded(runs)
     assert audit.violations == []
     assert all(runs[r].fence == f for f, r in audit.acquisitions.items() if r in runs)
     # ... every completion names a run that really held the lease under that fence ...
     for row in scan(ddb, table, FilterExpression="begins_with(pk, :item)",
                     ExpressionAttributeValues={":item": {"S": f"ITEM#{JOB}#"}}):
-        assert audit.acquisitions[int(row["fence"])] == row["completed_by"] == row["run_id"]
-        assert row["completed_by"] in runs or row["completed_by"] in unrecorded
+        assert audit.acquisitions[int(row["fence"])] == row["run_id"]
+        assert row["run_id"] in runs or row["run_id"] in unrecorded
     # ... and a run whose lease was taken over (killed or paused) never reports success
     displaced = Counter(runs[r].status.value if r in runs else "unrecorded"
                         for r in audit.taken_over)
@@ -758,7 +779,7 @@ def summary(faults: Faults, audit: StreamAudit, runs: dict[str, Any], unrecorded
         f"unrecorded={len(unrecorded)} writes refused by the fence={refused} "
         f"decisions {dict(sorted(decisions.items()))} | work {dict(work)} destination "
         f"{dict(calls)} | writes={sum(audit.writes_by.values())} "
-        f"(unstarted claims given back {audit.releases}) "
+        f"(job row {audit.claims}, completions by a stale run {audit.stale_facts}) "
         f"checkpoints={len(audit.checkpoints)} drain runs={len(drained)} | "
         f"faults {faults.seconds:.0f}s, drain {faults.drain_seconds:.0f}s, "
         f"stream {faults.audit_seconds:.0f}s"

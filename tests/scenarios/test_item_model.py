@@ -2,30 +2,34 @@
 
 Three simulated workers take cooperative steps (no threads) through the real stores
 (``DynamoJobStore``, ``DynamoItemStore``) on the in-process emulator and a shared
-``ManualClock`` (each worker's wall clock is off by less than the skew margin): take the
-lease (a takeover gets a higher fence), heartbeat, release, claim, call the destination,
-record an outcome (complete, fail, uncertain), reconcile a vanished claim (``expire``,
-then ``found`` or a claim ``after_uncertain``), advance the checkpoint, crash (forget
-everything), pause (keep stale state, act later), let time pass, and receive duplicate
-deliveries (a lost response: the same request twice, or once more much later). A
-reference model predicts every answer and every row.
+``ManualClock`` (each worker's wall clock is off by less than the skew margin), each
+following the ledger's protocol as ``WorkClaims`` does: take the lease (a takeover gets
+a higher fence), heartbeat, release, look items up and claim the free ones (one fenced
+write of the job row; a vanished run's open claim is replaced, its items written
+uncertain), call the destination, record an outcome (a completion fact, unfenced; a
+failed or uncertain row with the job row's write), reconcile (an uncertain item or a
+vanished claim's: found completes it, not found makes it safe to claim), advance the
+checkpoint, crash (forget everything), pause (keep stale state, act later), let time
+pass, lose a response (the SDK's retry is refused by the write itself) and receive a
+request again much later. A reference model predicts every answer and every row.
 
-After every step: FENCE (a write under a fence that is not the lease row's changes
+After every step: FENCE (a job-row write under a fence that is not the newest changes
 nothing), ONCE (the destination is never called for a work id whose effect exists, and
-every completion's proof is that effect), END so far (every ledger row is the one the
-model explains; the unresolved index agrees), CKPT (the checkpoint never moves back).
+every completion's proof is that effect), END so far (every ledger row and the open
+claim are what the model explains; the unresolved index agrees), CKPT (the checkpoint
+never moves back).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 from botocore import xform_name
-from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -38,9 +42,11 @@ from jobguard import (
     StoreError,
     WorkId,
 )
+from jobguard.callsites import Fault
 from jobguard.clock import to_ms
 from jobguard.dynamodb import DynamoJobStore, create_table, lease_state
-from jobguard.dynamodb_items import DynamoItemStore, item_record
+from jobguard.dynamodb_items import DynamoItemStore, item_record, job_row
+from jobguard.faults import Faults, Rule
 from jobguard.ids import new_run_id
 from jobguard.lease import Acquired
 from jobguard.local.emulator import in_process
@@ -48,7 +54,15 @@ from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.testing import ManualClock
 from jobguard.trigger_state import State
 from jobguard.triggers import Trigger, TriggerKind
-from jobguard.workitems import Checkpoint, ClaimRequest, Fence, ItemState, Settle
+from jobguard.workitems import (
+    Checkpoint,
+    Commit,
+    Completion,
+    Fence,
+    ItemState,
+    JobRow,
+    Unresolved,
+)
 
 JOB = "model-job"
 ITEMS = tuple(str(WorkId(f"contact-{i}", "create-note")) for i in range(4))
@@ -56,26 +70,23 @@ WORKERS = ("a", "b", "c")
 CLOCK_OFFSET_MS = {"a": -400, "b": 0, "c": 400}  # each within half the skew margin
 LEASE_MS, SKEW_MS, CLAIM_MS = 10_000, 1_000, 20_000
 TTL_S = 15 * 86_400
-CHECKPOINT = "\x00checkpoint"  # the key DynamoItemStore reports the checkpoint under
+WRITES = ("UpdateItem", "TransactWriteItems", "BatchWriteItem")
 
 
 @dataclass
 class Row:
-    """What the model says a ledger row holds."""
+    """What the model says an item row holds (a completion fact, or failed / uncertain)."""
 
     state: str
     run_id: str
     fence: int
-    claim_expires_at_ms: int | None = None
     destination_id: str | None = None
     retryable: bool = False
-    attempts: int = 0
 
 
 def seen(record: ItemRecord) -> Row:
     return Row(record.state.value, str(record.run_id), int(record.fence or 0),
-               record.claim_expires_at_ms, record.destination_id, record.retryable,
-               record.attempts)
+               record.destination_id, record.retryable)
 
 
 @dataclass
@@ -87,13 +98,13 @@ class Worker:
     lease: Fence | None = None
     trigger_id: str = ""
     deadline: float = 0.0  # monotonic: last confirmed renewal sent + lease - skew margin
-    claims: dict[str, float] = field(default_factory=dict)  # work id -> claimed at
+    row: JobRow | None = None  # the job row as it last wrote or read it
+    version: int = -1  # the model's version of that row
+    claims: dict[str, float] = field(default_factory=dict)  # its open claim: id -> at
     called: dict[str, str | None] = field(default_factory=dict)  # -> note id; None: unknown
     failed: set[str] = field(default_factory=set)  # called, refused before it was sent
-    observed: dict[str, ItemRecord] = field(default_factory=dict)
     not_found: set[str] = field(default_factory=set)  # its reconciliation found nothing
-    checkpoint: Checkpoint | None = None
-    last: tuple[Any, ...] | None = None  # the last write, to deliver again
+    last: tuple[str, dict[str, Any]] | None = None  # its last write, to deliver again
     paused: bool = False
 
     def now_ms(self) -> int:
@@ -118,6 +129,18 @@ class FakeDestination:
         return self.notes.setdefault(work_id, f"note-{len(self.notes) + 1}")
 
 
+class Recorder:
+    """The last write request the stores sent (to deliver it again, much later)."""
+
+    def __init__(self, client: Any) -> None:
+        self.last: tuple[str, dict[str, Any]] | None = None
+        client.meta.events.register("provide-client-params.dynamodb", self._remember)
+
+    def _remember(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name in WRITES:
+            self.last = (model.name, dict(params))
+
+
 class ItemLedgerModel(RuleBasedStateMachine):
     """Workers, the real stores on a fresh in-process emulator, and the model."""
 
@@ -125,27 +148,33 @@ class ItemLedgerModel(RuleBasedStateMachine):
         super().__init__()
         self._emulator = in_process()
         emulator = self._emulator.__enter__()
-        ddb = emulator.client("dynamodb")
+        self.ddb = emulator.client("dynamodb")
         table = f"model-{uuid.uuid4().hex[:8]}"
-        create_table(ddb, table)
-        self.store = DynamoJobStore(table, client=ddb)
-        self.items = DynamoItemStore(table, client=ddb)
+        create_table(self.ddb, table)
+        self.store = DynamoJobStore(table, client=self.ddb)
+        self.items = DynamoItemStore(table, client=self.ddb)
+        self.recorder = Recorder(self.ddb)
         self.clock = ManualClock()
         self.workers = {n: Worker(n, self.clock.skewed(timedelta(milliseconds=CLOCK_OFFSET_MS[n])))
                         for n in WORKERS}
         self.destination = FakeDestination()
         # the model
         self.rows: dict[str, Row] = {}
+        self.claim: tuple[str, int, frozenset[str]] | None = None  # run, fence, items
+        self.version = 0  # grows with every applied write of the job row's claim/checkpoint
         self.lease: tuple[str | None, int, int | None] = (None, 0, None)  # run, fence, expiry
         self.checkpoint = Checkpoint()
         self.high_water = (0, 0)
         self.triggers = 0
 
     def teardown(self) -> None:
-        try:  # END: the unresolved index holds exactly the claimed, failed, uncertain items
+        try:  # END: unresolved() holds exactly the claimed, failed and uncertain items
             unresolved = {r.work_id: r.state.value for r in self.items.unresolved(JOB)}
-            assert unresolved == {w: r.state for w, r in self.rows.items()
-                                  if r.state != "completed"}
+            expected = {w: r.state for w, r in self.rows.items() if r.state != "completed"}
+            if self.claim is not None:
+                expected.update({w: "claimed" for w in self.claim[2]
+                                 if self.rows.get(w, Row("", "", 0)).state != "completed"})
+            assert unresolved == expected
         finally:
             self._emulator.__exit__(None, None, None)
 
@@ -154,32 +183,29 @@ class ItemLedgerModel(RuleBasedStateMachine):
     def holds(self, lease: Fence) -> bool:
         return self.lease[:2] == (lease.run_id, lease.fence)
 
-    def fenced(self, lease: Fence, send: Any) -> Any:
-        """Send a write under ``lease``. FENCE: if the lease row does not carry that
-        fence, the write raises LeaseLostError and changes nothing."""
-        stale = not self.holds(lease)  # the model's lease row (checked after every step)
-        before = self.table() if stale else None
-        try:
-            result = send()
-        except LeaseLostError:
-            event("a write under a stale fence was refused")
-            assert stale, "a current fence was refused"
-            assert self.table() == before
-            return LeaseLostError
-        assert not stale, f"a write under stale fence {lease} was accepted"
-        return result
-
     def table(self) -> dict[str, dict[str, Any]]:
-        """Every row of the job (items, lease, checkpoint) in one consistent batch read."""
+        """Every row of the job (items, lease, job row) in one consistent batch read."""
         keys = [{"pk": {"S": f"ITEM#{JOB}#{w}"}, "sk": {"S": "ITEM"}} for w in ITEMS]
-        keys += [{"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": sk}} for sk in ("LEASE", "CHECKPOINT")]
-        client = self.store.client
-        found = client.batch_get_item(RequestItems={self.store.table_name: {
+        keys += [{"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": sk}} for sk in ("LEASE", "FENCE")]
+        found = self.ddb.batch_get_item(RequestItems={self.store.table_name: {
             "Keys": keys, "ConsistentRead": True}})["Responses"][self.store.table_name]
         return {f"{row['pk']['S']}|{row['sk']['S']}": row for row in found}
 
     def pick(self, data: Any, options: Any) -> Any:
         return data.draw(st.sampled_from(sorted(options)))
+
+    def send(self, worker: Worker, call: Any, lost_response: bool) -> Any:
+        """Send one store call; ``lost_response``: its first write is applied and its
+        answer lost (the SDK sends it again and the caller gets that answer)."""
+        if not lost_response:
+            result = call()
+        else:
+            with Faults([Rule(Fault.LOST, nth=1)], seed=1, backoff_scale=0.001,
+                        clients=[self.ddb]):
+                result = call()
+            event("a lost response was recognised by the write itself")
+        worker.last = self.recorder.last
+        return result
 
     # Who can take which step (preconditions: every step does something).
 
@@ -201,123 +227,63 @@ class ItemLedgerModel(RuleBasedStateMachine):
     def repeaters(self) -> list[str]:
         return [n for n in self.awake() if self.workers[n].last is not None]
 
-    # -- the model's predictions -------------------------------------------------------
+    # -- the job row: the model's prediction and the write ---------------------------------
 
-    def expect_claim(self, lease: Fence, requests: list[ClaimRequest],
-                     now_ms: int) -> set[str] | type[LeaseLostError]:
-        if not self.holds(lease):
-            return LeaseLostError
-        done = set()
-        for request in requests:
-            row = self.rows.get(request.work_id)
-            if request.after_uncertain:
-                free = row is not None and row.state == "uncertain"
-            else:  # absent, or failed and retryable (completed rows outlive the test)
-                free = row is None or (row.state == "failed" and row.retryable)
-            if free:
-                self.rows[request.work_id] = Row(
-                    "claimed", lease.run_id, lease.fence, now_ms + CLAIM_MS,
-                    row.destination_id if row else None, False, (row.attempts if row else 0) + 1)
-                done.add(request.work_id)
-            elif row and row.state == "claimed" and (row.run_id, row.fence) == (
-                    lease.run_id, lease.fence):
-                event("a claim found its own earlier claim")
-                done.add(request.work_id)  # its own claim: a lost response
-        return done
-
-    def expect_settle(self, lease: Fence, outcomes: list[Settle],
-                      checkpoint: tuple[int, str] | None,
-                      now_ms: int) -> tuple[set[str], bool] | type[LeaseLostError]:
-        """Done work ids, and whether the checkpoint part is refused (StoreError)."""
-        if not self.holds(lease):
-            return LeaseLostError
-        done = set()
-        for o in outcomes:
-            row = self.rows.get(o.work_id)
-            ours = row is not None and row.state == "claimed" and (row.run_id, row.fence) == (
-                lease.run_id, lease.fence)
-            if o.kind in ("complete", "fail", "uncertain"):
-                applies = ours
-            elif o.kind == "found":
-                applies = row is not None and row.state == "uncertain"
-            else:  # expire
-                applies = row is not None and row.state == "claimed" and (
-                    row.run_id == o.observed_run_id)
-            if applies:
-                assert row is not None
-                stamp = ({"run_id": lease.run_id, "fence": lease.fence}
-                         if o.kind in ("found", "expire") else {})
-                if o.kind in ("complete", "found"):
-                    self.rows[o.work_id] = replace(row, state="completed",
-                                                   destination_id=o.destination_id,
-                                                   claim_expires_at_ms=None, **stamp)
-                else:
-                    self.rows[o.work_id] = replace(
-                        row, state="failed" if o.kind == "fail" else "uncertain",
-                        retryable=o.kind == "fail" and o.retryable, **stamp)
-                event(f"settle {o.kind} applied")
-                done.add(o.work_id)
-            elif row is not None and (  # already there: its own write, response lost
-                    (o.kind in ("complete", "found") and row.state == "completed"
-                     and row.destination_id == o.destination_id)
-                    or (o.kind == "fail" and row.state == "failed"
-                        and row.run_id == lease.run_id)
-                    or (o.kind in ("uncertain", "expire") and row.state == "uncertain"
-                        and (o.kind == "expire" or row.run_id == lease.run_id))):
-                event(f"settle {o.kind} found its own earlier write")
-                done.add(o.work_id)
-            else:
-                event(f"settle {o.kind} refused")
-        refused = False
+    def commit(self, worker: Worker, *, claim: set[str], rows: list[Unresolved],
+               checkpoint: tuple[int, str] | None, lost_response: bool) -> bool:
+        """One job-row write (with ``rows``): applied iff the worker holds the newest
+        fence and knows the row as it is; else LeaseLostError / StoreError and nothing
+        changes. Returns whether it was applied."""
+        assert worker.lease is not None and worker.row is not None
+        lease, now_ms = worker.lease, worker.now_ms()
+        before = self.table()
+        change = Commit(expected=worker.row, claim=dict.fromkeys(claim, "") or None,
+                        claim_expires_at_ms=now_ms + CLAIM_MS, checkpoint=checkpoint,
+                        rows=tuple(rows))
+        try:
+            done = self.send(worker, lambda: self.items.commit(lease, change, now_ms=now_ms),
+                             lost_response)
+        except LeaseLostError:
+            event("a job-row write under a stale fence was refused")
+            assert not self.holds(lease), "a current fence was refused"
+            assert self.table() == before
+            return False
+        except StoreError as exc:
+            event("a job-row write over a row it did not know was refused")
+            assert self.holds(lease) and worker.version != self.version, exc
+            assert self.table() == before
+            return False
+        assert self.holds(lease), f"a write under stale fence {lease} was accepted"
+        assert worker.version == self.version, "a write over a row it did not know landed"
+        # applied: the model follows
+        completed = set(done.completed)
+        for r in rows:
+            current = self.rows.get(r.work_id)
+            if current is not None and current.state == "completed":
+                assert r.work_id in completed, "an unresolved row went over a completion"
+                continue
+            assert r.work_id not in completed
+            self.rows[r.work_id] = Row(r.state.value, lease.run_id, lease.fence, None,
+                                       r.retryable)
+        self.claim = (lease.run_id, lease.fence, frozenset(claim)) if claim else None
         if checkpoint is not None:
             seq, cursor = checkpoint
-            if self.checkpoint.seq == seq:
-                self.checkpoint = Checkpoint(cursor, seq + 1, lease.run_id, lease.fence)
-                event("checkpoint advanced")
-            else:
-                refused = not (self.checkpoint.run_id == lease.run_id
-                               and self.checkpoint.cursor == cursor)
-                event("checkpoint refused" if refused else "checkpoint found its own write")
-        return done, refused
+            assert self.checkpoint.seq == seq
+            self.checkpoint = Checkpoint(cursor, seq + 1, lease.run_id, lease.fence)
+            event("checkpoint advanced")
+        self.version += 1
+        worker.row, worker.version = done.row, self.version
+        return True
 
-    # -- sending writes (also used by duplicate deliveries) ------------------------------
+    def know_row(self, worker: Worker) -> JobRow:
+        """The worker reads the job row (a consistent read: the row as it is)."""
+        worker.row, worker.version = self.items.read_row(JOB), self.version
+        return worker.row
 
-    def send_claim(self, lease: Fence, requests: list[ClaimRequest],
-                   now_ms: int) -> set[str] | None:
-        expected = self.expect_claim(lease, requests, now_ms)
-        result = self.fenced(lease, lambda: self.items.claim(
-            lease, requests, now_ms=now_ms, claim_ms=CLAIM_MS))
-        if result is LeaseLostError:
-            assert expected is LeaseLostError
-            return None
-        assert set(result.done) == expected
-        assert set(result.refused) == {r.work_id for r in requests} - expected
-        return expected
-
-    def send_settle(self, lease: Fence, outcomes: list[Settle],
-                    checkpoint: tuple[int, str] | None, now_ms: int) -> set[str] | None:
-        expected = self.expect_settle(lease, outcomes, checkpoint, now_ms)
-
-        def send() -> Any:
-            try:
-                return self.items.settle(lease, outcomes, now_ms=now_ms, ttl_s=TTL_S,
-                                         checkpoint=checkpoint)
-            except StoreError as exc:
-                return exc
-
-        result = self.fenced(lease, send)
-        if result is LeaseLostError:
-            assert expected is LeaseLostError
-            return None
-        assert expected is not LeaseLostError
-        done, checkpoint_refused = expected
-        if isinstance(result, StoreError):
-            assert checkpoint_refused, result  # the outcomes landed all the same
-            return done
-        assert not checkpoint_refused
-        assert set(result.done) - {CHECKPOINT} == done
-        assert set(result.refused) == {o.work_id for o in outcomes} - done
-        return done
+    def foreign(self, worker: Worker) -> tuple[str, int, frozenset[str]] | None:
+        assert worker.lease is not None
+        claim = self.claim
+        return claim if claim is not None and claim[0] != worker.lease.run_id else None
 
     # -- the rules -----------------------------------------------------------------------
 
@@ -399,28 +365,43 @@ class ItemLedgerModel(RuleBasedStateMachine):
 
     # -- steps: work items ---------------------------------------------------------------
 
-    def claim(self, data: Any) -> None:
-        """Claim a few items; or retry one its own reconciliation did not find (only
-        those: an uncertain item is never retried blindly)."""
+    def claim_items(self, data: Any) -> None:
+        """Look a few items up and claim the free ones (absent, failed and retryable, or
+        uncertain and not found by its own reconciliation: never an uncertain item
+        blindly, nor one in a vanished run's claim). The write replaces a vanished run's
+        claim: its items without a completion are written uncertain."""
         worker = self.workers[self.pick(data, self.holders())]
-        lost_response = data.draw(st.booleans(), label="lost_response")
-        if worker.not_found and data.draw(st.booleans()):
-            work_id = self.pick(data, worker.not_found)
-            worker.not_found.discard(work_id)  # consumed: look again before another retry
-            self._claim(worker, [ClaimRequest(work_id, after_uncertain=True)], lost_response)
-            return
-        ids = data.draw(st.lists(st.sampled_from(ITEMS), min_size=1, max_size=3, unique=True))
-        self._claim(worker, [ClaimRequest(w) for w in ids], lost_response)
-
-    def _claim(self, worker: Worker, requests: list[ClaimRequest], lost_response: bool) -> None:
         assert worker.lease is not None
-        lease, now_ms, at = worker.lease, worker.now_ms(), self.clock.monotonic()
-        worker.last = ("claim", lease, requests, now_ms)
-        if lost_response:  # the first answer is lost; the SDK's retry answers
-            self.send_claim(lease, requests, now_ms)
-        done = self.send_claim(lease, requests, now_ms)
-        for work_id in done or ():
-            if work_id not in worker.claims:
+        ids = data.draw(st.lists(st.sampled_from(ITEMS), min_size=1, max_size=3, unique=True))
+        lost_response = data.draw(st.booleans(), label="lost_response")
+        found, row = self.items.lookup(JOB, ids, with_row=worker.row is None)
+        if row is not None:
+            worker.row, worker.version = row, self.version
+        assert worker.row is not None
+        known = worker.row.claim
+        vanished = set(known.items) if known is not None and known.run_id != \
+            worker.lease.run_id else set()
+        free = set()
+        for work_id in ids:
+            record = found.get(work_id)
+            if work_id in worker.claims or work_id in vanished:
+                continue
+            if record is None or (record.state is ItemState.FAILED and record.retryable):
+                free.add(work_id)
+            elif record.state is ItemState.UNCERTAIN and work_id in worker.not_found:
+                free.add(work_id)
+                worker.not_found.discard(work_id)  # consumed: look again before another
+        rows = []
+        if vanished:
+            others, _ = self.items.lookup(JOB, sorted(vanished))
+            for work_id in sorted(vanished):
+                record = others.get(work_id)
+                if record is None or record.state is ItemState.FAILED:
+                    rows.append(Unresolved(work_id, ItemState.UNCERTAIN, error="vanished"))
+        at = self.clock.monotonic()
+        if self.commit(worker, claim=set(worker.claims) | free, rows=rows, checkpoint=None,
+                       lost_response=lost_response):
+            for work_id in free:
                 worker.claims[work_id] = at
                 worker.called.pop(work_id, None)
                 worker.failed.discard(work_id)
@@ -443,107 +424,118 @@ class ItemLedgerModel(RuleBasedStateMachine):
         worker.called[work_id] = note if outcome == "ok" else None
 
     def settle(self, data: Any) -> None:
-        """Record the outcome the worker knows (complete, fail, or uncertain when the
-        call's outcome is unknown or it never called), with the checkpoint or not."""
+        """Record the outcome the worker knows: a completion fact (written unfenced, then
+        the item dropped from its claim), a failure, an uncertain outcome (called, answer
+        unknown) or a release (never called), each with the job row's write; with the
+        checkpoint or not."""
         worker = self.workers[self.pick(data, self.settlers())]
+        assert worker.lease is not None
         work_id = self.pick(data, worker.claims)
         note = worker.called.get(work_id)
-        if work_id in worker.failed:
-            outcome = Settle(work_id, "fail", error="refused", retryable=True)
-        elif note is not None:
-            outcome = Settle(work_id, "complete", destination_id=note)
-        else:
-            outcome = Settle(work_id, "uncertain", error="outcome unknown")
         lost_response = data.draw(st.booleans(), label="lost_response")
+        rows: list[Unresolved] = []
+        if work_id in worker.failed:
+            rows = [Unresolved(work_id, ItemState.FAILED, error="refused", retryable=True)]
+        elif note is not None:
+            self._fact(worker, work_id, note, lost_response)
+        elif work_id in worker.called:
+            rows = [Unresolved(work_id, ItemState.UNCERTAIN, error="outcome unknown")]
         step = data.draw(st.sampled_from([0, 1, 2]), label="checkpoint step")
         checkpoint = None
-        if step:
-            read = worker.checkpoint or self.items.read_checkpoint(JOB)
+        if step and worker.row is not None:
+            read = worker.row.checkpoint
             checkpoint = (read.seq, str(int(read.cursor or 0) + step))
-        self._settle(worker, [outcome], checkpoint, lost_response)
+        if worker.row is None:
+            self.know_row(worker)
+        self.commit(worker, claim=set(worker.claims) - {work_id}, rows=rows,
+                    checkpoint=checkpoint, lost_response=lost_response)
         worker.claims.pop(work_id, None)
         worker.called.pop(work_id, None)
         worker.failed.discard(work_id)
 
-    def _settle(self, worker: Worker, outcomes: list[Settle],
-                checkpoint: tuple[int, str] | None, lost_response: bool) -> None:
+    def _fact(self, worker: Worker, work_id: str, note: str, lost_response: bool) -> None:
+        """A completion fact: written whoever holds the lease (it states what the
+        destination holds), over anything but a completion."""
         assert worker.lease is not None
         lease, now_ms = worker.lease, worker.now_ms()
-        worker.last = ("settle", lease, outcomes, checkpoint, now_ms)
-        before = self.checkpoint
-        if lost_response:
-            self.send_settle(lease, outcomes, checkpoint, now_ms)
-        self.send_settle(lease, outcomes, checkpoint, now_ms)
-        if checkpoint is not None and self.checkpoint != before:
-            worker.checkpoint = self.checkpoint  # it knows its own advance
+        fact = Completion(work_id, note, lease.run_id, lease.fence)
+        self.send(worker, lambda: self.items.write_facts(JOB, [fact], now_ms=now_ms,
+                                                         ttl_s=TTL_S), lost_response)
+        current = self.rows.get(work_id)
+        if current is not None and current.state == "completed":
+            assert current.destination_id == note  # the same fact, seen twice
+        event("completion fact written" + ("" if self.holds(lease) else " by a stale run"))
+        self.rows[work_id] = Row("completed", lease.run_id, lease.fence, note)
 
     # -- steps: reconciliation ---------------------------------------------------------------
 
-    def look(self, data: Any) -> None:
-        """A worker reads the checkpoint and some rows (stale by the time it acts?)."""
-        worker = self.workers[self.pick(data, self.awake())]
-        worker.checkpoint = self.items.read_checkpoint(JOB)
-        ids = data.draw(st.lists(st.sampled_from(ITEMS), min_size=1, max_size=4, unique=True))
-        rows = self.items.get_many(JOB, ids)
-        for work_id in ids:
-            if work_id in rows:
-                worker.observed[work_id] = rows[work_id]
-            else:
-                worker.observed.pop(work_id, None)
-
     def reconcile(self, data: Any) -> None:
-        """Act on a row as the worker saw it (reading it now if it never looked): a
-        claim whose holder vanished (lower fence, or claim expired) becomes uncertain
-        (``expire``); an uncertain item is looked up at the destination: found
-        completes it, not found makes it safe to retry (see ``claim``)."""
+        """An uncertain item, or one in a vanished run's claim, is looked up at the
+        destination: found completes it (a fact), not found makes it safe to claim."""
         worker = self.workers[self.pick(data, self.holders())]
         assert worker.lease is not None
         work_id = self.pick(data, ITEMS)
-        observed = worker.observed.pop(work_id, None) or self.items.get(JOB, work_id)
-        now_ms = worker.now_ms()
+        observed = self.items.get(JOB, work_id)
         lost_response = data.draw(st.booleans(), label="lost_response")
         if observed is None or observed.state in (ItemState.COMPLETED, ItemState.FAILED):
             return
-        if observed.state is ItemState.CLAIMED:
-            if (observed.fence or 0) < worker.lease.fence or observed.claim_expired(
-                    now_ms, SKEW_MS):
-                self._settle(worker, [Settle(work_id, "expire", observed_run_id=observed.run_id,
-                                             error="vanished")], None, lost_response)
-                worker.claims.pop(work_id, None)
-            return
+        if observed.state is ItemState.CLAIMED and (
+                observed.run_id == worker.lease.run_id or (
+                    observed.fence or 0) >= worker.lease.fence):
+            return  # its own claim, or a newer run's: not vanished
         note = self.destination.notes.get(work_id)
         if note is None:
             event("reconciled: not found")
-            worker.not_found.add(work_id)
+            if observed.state is ItemState.UNCERTAIN:
+                worker.not_found.add(work_id)
         else:
-            self._settle(worker, [Settle(work_id, "found", destination_id=note)], None,
-                         lost_response)
+            event("reconciled: found")
+            self._fact(worker, work_id, note, lost_response)
 
     # -- steps: the checkpoint -------------------------------------------------------------
 
     def advance_checkpoint(self, data: Any) -> None:
-        """Forward from what the worker last read (now, if never), guarded by the
-        sequence it read."""
+        """Forward from the job row as the worker knows it (read now, if it never did),
+        guarded by the sequence it read."""
         worker = self.workers[self.pick(data, self.holders())]
         step = data.draw(st.integers(1, 3), label="step")
         lost_response = data.draw(st.booleans(), label="lost_response")
-        read = worker.checkpoint or self.items.read_checkpoint(JOB)
-        self._settle(worker, [], (read.seq, str(int(read.cursor or 0) + step)), lost_response)
+        if worker.row is None or data.draw(st.booleans(), label="read again"):
+            self.know_row(worker)
+        assert worker.row is not None
+        read = worker.row.checkpoint
+        on_row = worker.row.claim
+        if on_row is not None and worker.lease is not None and \
+                on_row.run_id != worker.lease.run_id:
+            return  # a vanished run's claim: the claim step replaces it (with its rows)
+        self.commit(worker, claim=set(worker.claims), rows=[],
+                    checkpoint=(read.seq, str(int(read.cursor or 0) + step)),
+                    lost_response=lost_response)
 
     # -- steps: faults -----------------------------------------------------------------------
 
     def duplicate_delivery(self, data: Any) -> None:
-        """The worker's last write arrives once more, late (a retry of a lost response)."""
+        """The worker's last write arrives once more, late (a request delayed in the
+        network): a job-row write is refused by the row's newer token, a completion fact
+        is the same fact again. Nothing changes."""
         worker = self.workers[self.pick(data, self.repeaters())]
         assert worker.last is not None
-        kind, lease, *request = worker.last
-        event(f"late duplicate of a {kind}")
-        if kind == "claim":
-            requests, now_ms = request
-            self.send_claim(lease, requests, now_ms)
+        operation, params = worker.last
+        event(f"late duplicate of a {operation}")
+        before = self.table()
+        try:
+            getattr(self.ddb, xform_name(operation))(**params)
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] in (
+                "ConditionalCheckFailedException", "TransactionCanceledException"), exc
+        after = self.table()
+        if operation == "BatchWriteItem":
+            for key in before:  # a fact written again, identical (or over its own fact)
+                if key.startswith("ITEM#") and key in after and before[key] != after[key]:
+                    assert before[key].get("state", {}).get("S") == "completed", key
+                    assert after[key]["destination_id"] == before[key]["destination_id"]
         else:
-            outcomes, checkpoint, now_ms = request
-            self.send_settle(lease, outcomes, checkpoint, now_ms)
+            assert after == before, "a late duplicate of a job-row write changed the table"
 
     def crash(self, data: Any) -> None:
         """The worker forgets everything; its lease and claims stay behind."""
@@ -579,11 +571,17 @@ class ItemLedgerModel(RuleBasedStateMachine):
         ledger = {r.work_id: seen(r) for key, raw in rows.items() if key.startswith("ITEM#")
                   if (r := item_record(JOB, raw)) is not None}
         lease = lease_state(JOB, rows.get(f"JOB#{JOB}|LEASE"))
-        checkpoint = {k: TypeDeserializer().deserialize(v)
-                      for k, v in rows.get(f"JOB#{JOB}|CHECKPOINT", {}).items()}
-        # END so far: every row is one the model explains (and the lease row too)
+        stored = job_row(JOB, rows.get(f"JOB#{JOB}|FENCE"))
+        raw_row = {k: TypeDeserializer().deserialize(v)
+                   for k, v in rows.get(f"JOB#{JOB}|FENCE", {}).items()}
+        # END so far: every row is one the model explains; the open claim too
         assert ledger == self.rows
         assert (lease.run_id, lease.fence, lease.expires_at_ms) == self.lease
+        claim = (None if stored.claim is None else
+                 (stored.claim.run_id, stored.claim.fence, frozenset(stored.claim.items)))
+        assert claim == self.claim
+        # FENCE: the job row carries the newest fence; a claim on it, one issued then
+        assert stored.fence == self.lease[1] and int(raw_row.get("hw", 0)) == self.lease[1]
         # ONCE: never a call for an effect that exists; every proof is that effect
         repeated = [c for c in self.destination.calls if c[2]]
         assert not repeated, f"destination called for an existing effect: {repeated}"
@@ -591,12 +589,11 @@ class ItemLedgerModel(RuleBasedStateMachine):
             if row.state == "completed":
                 assert row.destination_id == self.destination.notes[work_id]
         # CKPT: the checkpoint never moves back
-        fence = checkpoint.get("fence")
-        stored = (checkpoint.get("cursor"), int(checkpoint.get("seq", 0)),
-                  checkpoint.get("run_id"), None if fence is None else int(fence))
         model = self.checkpoint
-        assert stored == (model.cursor, model.seq, model.run_id, model.fence)
-        position = (stored[1], int(stored[0] or 0))
+        checkpoint = stored.checkpoint
+        assert (checkpoint.cursor, checkpoint.seq, checkpoint.run_id, checkpoint.fence) == (
+            model.cursor, model.seq, model.run_id, model.fence)
+        position = (checkpoint.seq, int(checkpoint.cursor or 0))
         assert position[0] >= self.high_water[0] and position[1] >= self.high_water[1]
         self.high_water = position
 
@@ -604,10 +601,9 @@ class ItemLedgerModel(RuleBasedStateMachine):
 # step -> (weight, who can take it now)
 STEPS: dict[str, tuple[int, Any]] = {
     "start_run": (3, ItemLedgerModel.awake),
-    "claim": (4, ItemLedgerModel.holders),
+    "claim_items": (4, ItemLedgerModel.holders),
     "call_destination": (5, ItemLedgerModel.callers),
     "settle": (4, ItemLedgerModel.settlers),
-    "look": (2, ItemLedgerModel.awake),
     "reconcile": (3, ItemLedgerModel.holders),
     "advance_checkpoint": (2, ItemLedgerModel.holders),
     "duplicate_delivery": (2, ItemLedgerModel.repeaters),
@@ -689,21 +685,27 @@ def test_a_cancellation_without_reasons_is_an_error_not_a_silent_skip():
                                  skew_ms=SKEW_MS)
         assert isinstance(acquired, Acquired)
         lease = Fence(JOB, "R1", acquired.fence)
-        items.claim(lease, [ClaimRequest(ITEMS[0])], now_ms=1_000, claim_ms=CLAIM_MS)
+        row = items.commit(lease, Commit(expected=items.read_row(JOB),
+                                         claim=dict.fromkeys(ITEMS[:2], "")),
+                           now_ms=1_000).row
+        # ITEMS[0] is completed meanwhile (its fact: the destination holds it)
+        items.write_facts(JOB, [Completion(ITEMS[0], "note-1", "R0", 1)], now_ms=1_000,
+                          ttl_s=TTL_S)
 
         # GIVEN an endpoint that cancels a transaction without saying why
         ddb.meta.events.register(
             "after-call.dynamodb.TransactWriteItems",
             lambda parsed, **_: parsed.pop("CancellationReasons", None))
 
-        # WHEN a claim of an item we hold and a free one is cancelled (ours refuses it)
-        # THEN the store says so, rather than reporting neither as done nor as refused
+        # WHEN both are recorded uncertain (the completed one's row is refused)
+        # THEN the store says so, rather than dropping one silently or writing neither
+        change = Commit(expected=row, rows=tuple(
+            Unresolved(w, ItemState.UNCERTAIN, error="x") for w in ITEMS[:2]))
         try:
-            result = items.claim(lease, [ClaimRequest(ITEMS[0]), ClaimRequest(ITEMS[1])],
-                                 now_ms=1_000, claim_ms=CLAIM_MS)
+            items.commit(lease, change, now_ms=1_000)
         except StoreError:
             return
-        assert set(result.done) | set(result.refused) == {ITEMS[0], ITEMS[1]}
+        raise AssertionError("a cancelled transaction without reasons was taken as done")
 
 
 class _TimeRunsOut:

@@ -146,12 +146,13 @@ def test_paused_after_claiming_until_the_lease_expires_then_recovered_without_du
     assert DynamoItemStore(aws.table, client=aws.ddb).read_checkpoint(JOB).cursor == "15"
 
 
-def test_a_stale_workers_completion_is_rejected_by_the_fence(aws, clock):
-    # GIVEN run A holds claims, then loses the lease to B (fence 2)
+def test_a_stale_workers_claim_outcomes_and_checkpoint_are_rejected_by_the_fence(aws, clock):
+    # GIVEN run A holds a claim, then loses the lease to B (fence 2)
     from jobguard import LeaseLostError
-    from jobguard.workitems import ClaimRequest, Fence, Settle
+    from jobguard.workitems import Commit, Completion, Fence, ItemState, Unresolved
 
     items = DynamoItemStore(aws.table, client=aws.ddb)
+    notes = NotesTable.create(aws.ddb)
     release_a = threading.Event()
     claimed = threading.Event()
     box_a: dict[str, Any] = {}
@@ -159,8 +160,10 @@ def test_a_stale_workers_completion_is_rejected_by_the_fence(aws, clock):
     def handler_a(event, context):
         run = current_run()
         box_a["fence"] = Fence(JOB, run.run_id, run.fence)
-        items.claim(box_a["fence"], [ClaimRequest("contact-1:create-note")],
-                    now_ms=0, claim_ms=60_000)
+        row = items.read_row(JOB)
+        box_a["row"] = items.commit(box_a["fence"], Commit(
+            expected=row, claim={"contact-1:create-note": ""}, claim_expires_at_ms=60_000),
+            now_ms=0).row
         claimed.set()
         release_a.wait(20)
         return "done"
@@ -174,20 +177,36 @@ def test_a_stale_workers_completion_is_rejected_by_the_fence(aws, clock):
     job_b = make_job(aws, clock, lambda e, c: "b ran", name=JOB)
     assert job_b(manual("b"), None) == "b ran"
 
-    # WHEN A tries to complete its item, or claim another
-    with pytest.raises(LeaseLostError):
-        items.settle(box_a["fence"], [Settle("contact-1:create-note", "complete",
-                                             destination_id="note-x")], now_ms=1, ttl_s=86400)
-    with pytest.raises(LeaseLostError):
-        items.claim(box_a["fence"], [ClaimRequest("contact-2:create-note")], now_ms=1,
-                    claim_ms=1)
+    # WHEN A tries to claim another item, record its item failed, or move the checkpoint
+    stale, row = box_a["fence"], box_a["row"]
+    attempts = [
+        Commit(expected=row, claim={"contact-1:create-note": "", "contact-2:create-note": ""}),
+        Commit(expected=row, rows=(Unresolved("contact-1:create-note", ItemState.FAILED,
+                                              error="x", retryable=True),)),
+        Commit(expected=row, claim={"contact-1:create-note": ""}, checkpoint=(0, "1")),
+    ]
+    for attempt in attempts:
+        with pytest.raises(LeaseLostError):
+            items.commit(stale, attempt, now_ms=1)
     release_a.set()
     thread.join(10)
 
-    # THEN nothing A sent was written
-    row = items.get(JOB, "contact-1:create-note")
-    assert row is not None and row.state is ItemState.CLAIMED and row.destination_id is None
-    assert items.get(JOB, "contact-2:create-note") is None
+    # THEN nothing of that was written: the claim is still A's, fence 1, nothing else
+    rows = items.get_many(JOB, ["contact-1:create-note", "contact-2:create-note"])
+    assert list(rows) == ["contact-1:create-note"]
+    assert rows["contact-1:create-note"].state is ItemState.CLAIMED
+    assert (rows["contact-1:create-note"].run_id, rows["contact-1:create-note"].fence) == (
+        stale.run_id, 1)
+    assert items.read_checkpoint(JOB).seq == 0
+    assert items.unresolved(JOB, states=[ItemState.FAILED]) == []
+
+    # A completion is not fenced: it states what the destination holds, whoever saw it
+    note = notes.put("contact-1:create-note", "created by A before it lost the lease")
+    items.write_facts(JOB, [Completion("contact-1:create-note", note, stale.run_id, 1)],
+                      now_ms=1, ttl_s=86_400)
+    done = items.get(JOB, "contact-1:create-note")
+    assert done is not None and done.state is ItemState.COMPLETED
+    assert done.destination_id == notes.find("contact-1:create-note")
 
 
 def test_the_same_work_id_with_a_different_payload_is_reported_not_completed(aws, clock):
@@ -287,3 +306,198 @@ def test_a_sweep_resolves_uncertain_items_without_redoing_any(aws, clock):
     assert notes.calls == ["contact-00000:x"]  # the sweep itself calls nothing
     sweep_run = [r for r in aws.runs(JOB) if r.trigger_id.endswith("sweep")][0]
     assert sweep_run.extra["sweep_found"] == 1
+
+
+# -- bad answers from the job's own code (found reviewing the ledger redesign) -----------
+
+
+def test_a_reconcile_answer_that_is_not_a_destination_id_leaves_the_item_uncertain(aws, clock):
+    # GIVEN an uncertain item (its note was created, the answer lost)
+    notes = NotesTable.create(aws.ddb)
+    records = contacts(1)
+    lost = {"contact-00000"}
+
+    def lambda_handler(event, context):
+        run = current_run()
+        for item in run.claim(records, work_id=lambda r: WorkId(r["id"], "create-note"),
+                              reconcile=lambda record, row: {"note": notes.find(row.work_id)}):
+            with item:
+                note_id = notes.put(item.key, item.record["change"])
+                if item.record["id"] in lost:
+                    lost.clear()
+                    raise TimeoutError("response lost after the note was created")
+                item.complete(destination_id=note_id)
+        return run.stats
+
+    from ._support import make_job
+
+    job = make_job(aws, clock, lambda_handler, name=JOB)
+    job(manual("first"), None)
+
+    # WHEN a later run's reconcile answers with something that is neither a destination
+    # id nor None (here a dict: truthy, and not a proof)
+    second = job(manual("second"), None)
+
+    # THEN the item is not redone on the strength of it (ONCE): it stays uncertain
+    assert second["uncertain"] == 1 and second.get("retried", 0) == 0
+    assert notes.calls == ["contact-00000:create-note"]
+    assert ledger(aws)["contact-00000:create-note"].state is ItemState.UNCERTAIN
+
+
+def test_a_destination_id_too_long_to_keep_is_refused_and_the_item_left_uncertain(aws, clock):
+    from jobguard import JobGuardError
+
+    notes = NotesTable.create(aws.ddb)
+
+    def lambda_handler(event, context):
+        run = current_run()
+        for item in run.claim(contacts(1), work_id=lambda r: WorkId(r["id"], "create-note")):
+            with item:
+                notes.put(item.key, item.record["change"])
+                item.complete(destination_id="x" * 1025)  # a bug in the job's code
+        return run.stats
+
+    from ._support import make_job
+
+    with pytest.raises(JobGuardError, match="destination_id must be at most 1024 bytes"):
+        make_job(aws, clock, lambda_handler, name=JOB)(manual("first"), None)
+    row = ledger(aws)["contact-00000:create-note"]
+    assert row.state is ItemState.UNCERTAIN  # the call happened: reconciled, not redone
+    assert "destination_id" in (row.last_error or "")
+    (run,) = aws.runs(JOB)
+    assert run.status.value == "failed" and "destination_id" in (run.error or "")
+
+
+def test_a_payload_that_is_not_a_short_hash_is_kept_as_its_hash(aws, clock):
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(config(aws, batch_size=5), contacts(2), notes, store=aws.store, clock=clock)
+    job.payload = lambda record: "content:" + record["change"] * 40  # type: ignore[method-assign]
+    job.handler()(manual("first"), None)
+    rows = ledger(aws)
+    assert {r.state for r in rows.values()} == {ItemState.COMPLETED}
+    assert all(len(r.payload_hash or "") == 32 for r in rows.values())
+    # the same content later: already done, not a conflict (the same hash of it)
+    job.source.append(dict(contacts(1)[0]))
+    again = job.handler()(manual("again"), None)
+    assert again.get("conflicts", 0) == 0
+
+    job.payload = lambda record: 42  # type: ignore[method-assign]
+    from jobguard import JobGuardError
+
+    job.source.append({"id": "contact-00099", "change": "x"})
+    with pytest.raises(JobGuardError, match="payload\\(\\) must return a string or None"):
+        job.handler()(manual("third"), None)
+
+
+def test_items_settled_from_several_threads_of_one_run_do_not_collide(aws, clock):
+    # GIVEN a run whose items are processed by two threads, flushed per item (a failure
+    # writes the job row at once), one thread held inside its job-row write until the
+    # other has recorded its outcome
+    from concurrent.futures import ThreadPoolExecutor
+
+    records = contacts(2)
+    in_commit, other_settling = threading.Event(), threading.Event()
+
+    def hold_first_commit(**kwargs: Any) -> None:
+        if threading.current_thread().name.endswith("_0") and not in_commit.is_set():
+            in_commit.set()
+            other_settling.wait(2)  # the other thread tries to write meanwhile
+
+    def lambda_handler(event, context):
+        run = current_run()
+        claims = run.work_claims()
+        items = claims.claim_page(records, lambda r: WorkId(r["id"], "create-note"))
+
+        def work(item):
+            if item.record["id"] == "contact-00000":
+                item.fail("refused")  # a failure: written at once, with the job row
+            else:
+                assert in_commit.wait(10)
+                other_settling.set()
+                item.fail("refused too")
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(work, items))
+        claims.flush()
+        return claims.report.as_dict()
+
+    from ._support import make_job
+
+    job = make_job(aws, clock, lambda_handler, name=JOB, flush="item")
+    aws.ddb.meta.events.register("before-send.dynamodb.TransactWriteItems", hold_first_commit)
+    try:
+        report = job(manual("threads"), None)
+    finally:
+        aws.ddb.meta.events.unregister("before-send.dynamodb.TransactWriteItems",
+                                       hold_first_commit)
+
+    # THEN both outcomes are written, the run is not failed by its own second write
+    assert report["failed"] == 2, report
+    rows = ledger(aws)
+    assert {rows[f"contact-0000{i}:create-note"].state for i in range(2)} == {ItemState.FAILED}
+    assert DynamoItemStore(aws.table, client=aws.ddb).read_row(JOB).claim is None
+
+
+class Crash(BaseException):
+    """The process dies here (not an error any code records)."""
+
+
+def test_a_crash_between_a_pages_completions_and_its_job_row_write(aws, clock):
+    # GIVEN a run that wrote page 1's completions and died before the job-row write that
+    # drops page 1 from its claim and moves the checkpoint past it
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(config(aws, batch_size=5), contacts(10), notes, store=aws.store, clock=clock)
+    state = {"armed": True}
+
+    def die_after_the_facts(http_response: Any, **kwargs: Any) -> None:
+        if state["armed"] and http_response.status_code < 300:
+            state["armed"] = False
+            raise Crash()
+
+    aws.ddb.meta.events.register("after-call.dynamodb.BatchWriteItem", die_after_the_facts)
+    try:
+        with pytest.raises(Crash):
+            job.handler()(manual("dies"), None)
+    finally:
+        aws.ddb.meta.events.unregister("after-call.dynamodb.BatchWriteItem",
+                                       die_after_the_facts)
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    first_page = [f"contact-0000{i}:create-note" for i in range(5)]
+    assert items.read_checkpoint(JOB).seq == 0  # CKPT: not past the page
+    row = items.read_row(JOB)
+    assert row.claim is not None and set(row.claim.items) == set(first_page)
+    assert {r.state for r in items.get_many(JOB, first_page).values()} == {
+        ItemState.COMPLETED}  # the completions landed: final, whatever the claim says
+
+    # WHEN the next run takes over
+    clock.advance(timedelta(seconds=66))
+    report = job.handler()(manual("next"), None)
+
+    # THEN it finds page 1 completed (no reconciliation, no second call), does page 2
+    # once, and moves the checkpoint to the end (END, ONCE, CKPT)
+    assert (report["already_done"], report.get("reconciled", 0), report["completed"]) == (
+        5, 0, 5)
+    assert sorted(notes.calls) == sorted(set(notes.calls)) and len(notes.calls) == 10
+    assert_once_and_end(aws, notes, 10)
+    assert items.read_checkpoint(JOB).cursor == "10" and items.read_row(JOB).claim is None
+
+
+def test_a_completion_past_its_ttl_counts_as_absent(aws, clock):
+    # GIVEN an item completed longer ago than item_ttl (DynamoDB has not deleted it yet)
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(config(aws, batch_size=5), contacts(1), notes, store=aws.store, clock=clock)
+    job.handler()(manual("first"), None)
+    before = ledger(aws)["contact-00000:create-note"]
+    clock.advance(timedelta(days=16))
+
+    # WHEN the source yields it again
+    job.source.append(dict(contacts(1)[0]))
+    report = job.handler()(manual("later"), None)
+
+    # THEN it is claimed and done again (the destination's idempotency key answers with
+    # the note it holds), and its completion is written afresh with a new TTL
+    assert report["completed"] == 1 and report.get("already_done", 0) == 0
+    after = ledger(aws)["contact-00000:create-note"]
+    assert after.state is ItemState.COMPLETED and after.destination_id == before.destination_id
+    assert (after.ttl_epoch_s or 0) > (before.ttl_epoch_s or 0)
+    assert len(notes.all()) == 1  # one note at the destination

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import jobguard
 from jobguard.ids import new_run_id
@@ -16,7 +17,7 @@ def test_public_names_are_pinned():
         "Clock", "ConfigError", "Decision", "GuardedJob", "InvalidTriggerError", "JobConfig",
         "JobGuardError", "LeaseLostError", "LeaseState", "OverlapPolicy", "Outcome", "Run",
         "RunRecord", "RunStatus", "StoreError", "SystemClock", "Trigger", "TriggerKind",
-        "current_run", "guarded",
+        "aws_client", "current_run", "guarded",
     ])
     assert [p.value for p in jobguard.OverlapPolicy] == ["SKIP", "QUEUE", "COALESCE", "REPLACE"]
     for name in ("ConfigError", "InvalidTriggerError", "LeaseLostError", "StoreError"):
@@ -36,6 +37,55 @@ def test_importing_jobguard_keeps_heavy_modules_off_the_cold_start():
     assert loaded == ""
 
 
+def test_the_runtime_never_imports_the_extras():
+    # GIVEN every runtime module (what a production asset carries: LambdaBundle leaves
+    # out the cdk constructs, the CLI, the fault harness, the testing kit, the emulator)
+    from jobguard.cdk.bundle import DRILL_CODE, NEVER_SHIPPED
+
+    package = Path(jobguard.__file__).parent
+    left_out = {part for _, part in NEVER_SHIPPED | DRILL_CODE}
+    runtime = sorted(
+        "jobguard." + ".".join(p.relative_to(package).with_suffix("").parts)
+        for p in package.rglob("*.py")
+        if p.relative_to(package).parts[0] not in left_out)
+    runtime = [m.removesuffix(".__init__") for m in runtime]
+    assert "jobguard.guard" in runtime and "jobguard.destinations" in runtime
+    # WHEN all of them are imported in a fresh interpreter
+    code = ("import importlib, sys\n"
+            f"for m in {runtime!r}: importlib.import_module(m)\n"
+            "print(','.join(sorted(m for m in sys.modules if m.split('.')[:2] in "
+            "(['jobguard', 'cdk'], ['jobguard', 'testing'], ['jobguard', 'local'], "
+            "['jobguard', 'cli'], ['jobguard', 'faults'], ['jobguard', 'pytest_plugin'], "
+            "['jobguard', 'drill']) or m.split('.')[0] in ('aws_cdk', 'moto', 'pytest'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    # THEN none of the left-out code (nor CDK, moto, pytest) was pulled in
+    assert loaded == ""
+
+
 def test_run_ids_sort_by_start_time():
     ids = [new_run_id(ms) for ms in (1, 2, 10**12, 10**13)]
     assert ids == sorted(ids) and len({len(i) for i in ids}) == 1
+
+
+def test_without_an_extra_the_error_names_the_extra_to_install():
+    # GIVEN an environment without moto (the [local]/[testing] extras) or aws_cdk ([cdk])
+    code = (
+        "import sys\n"
+        "sys.modules['moto'] = None; sys.modules['aws_cdk'] = None\n"
+        "from jobguard.cli import main\n"
+        "print('cli', main(['local', '--triggers', '1']))\n"
+        "try:\n"
+        "    from jobguard.testing import Sandbox\n"
+        "    with Sandbox.start(): pass\n"
+        "except ImportError as exc: print('kit', exc)\n"
+        "try:\n"
+        "    import jobguard.cdk\n"
+        "except ImportError as exc: print('cdk', exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    # THEN each says which extra to install, and the CLI ends without a traceback
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "pip install 'jobguard[local]'" in done.stderr and "cli 2" in done.stdout
+    assert "kit " in done.stdout and "pip install 'jobguard[testing]'" in done.stdout
+    assert "cdk " in done.stdout and "pip install 'jobguard[cdk]'" in done.stdout

@@ -17,6 +17,7 @@ from bench.write_units import (
     attribute_bytes,
     index_units,
     item_bytes,
+    read_units,
     size_units,
     write_actions,
 )
@@ -172,6 +173,28 @@ def test_a_put_takes_its_key_from_the_item() -> None:
     assert put.key_in(shape) == {"pk": s("J"), "sk": s("RUN#1")}
 
 
+# -- reads -----------------------------------------------------------------------------------
+
+
+def test_read_units_per_item_of_a_consistent_read_half_for_an_eventual_one() -> None:
+    key = {"pk": s("J"), "sk": s("FENCE")}
+    get = {"TableName": "t", "Key": key, "ConsistentRead": True}
+    assert read_units("GetItem", get, {"Item": sized(5000)}) == {"t": 2.0}  # 4 KB units
+    assert read_units("GetItem", get, {}) == {"t": 1.0}  # no item: still one
+    assert read_units("GetItem", {**get, "ConsistentRead": False}, {"Item": sized(10)}) == {
+        "t": 0.5}
+    keys = [{"pk": s(f"I{i}"), "sk": s("ITEM")} for i in range(5)]
+    batch = {"RequestItems": {"t": {"Keys": keys, "ConsistentRead": True}}}
+    found = {"Responses": {"t": [sized(100), sized(9000)]}}
+    assert read_units("BatchGetItem", batch, found) == {"t": 1 + 3 + 3}  # 3 keys not there
+    left = {**found, "UnprocessedKeys": {"t": {"Keys": keys[:1]}}}
+    assert read_units("BatchGetItem", batch, left) == {"t": 1 + 3 + 2}  # not read: not paid
+    query = {"TableName": "t", "ConsistentRead": True}
+    assert read_units("Query", query, {"Items": [sized(3000), sized(3000)]}) == {"t": 2.0}
+    assert read_units("Query", {"TableName": "t"}, {"Items": []}) == {"t": 0.5}
+    assert read_units("PutItem", {"TableName": "t"}, {}) == {}
+
+
 # -- on the emulator ------------------------------------------------------------------------
 
 
@@ -220,6 +243,11 @@ def test_meter_on_the_in_process_emulator() -> None:
                     "ConditionExpression": "attribute_not_exists(pk)"}}])
             assert meter.operations() == {"TransactWriteItems.check LEASE (refused)": 6,
                                           "TransactWriteItems.put RUN (refused)": 2}
+
+            with meter.metering(aws):  # a consistent read of the 2,500-byte item: 1 unit
+                ddb.get_item(TableName="wcu", Key=key, ConsistentRead=True)
+            assert meter.read_operations() == {"GetItem LEASE": 1.0}
+            assert meter.operations() == {}
 
             unmetered = meter.side_client(aws)
             with meter.metering(aws):

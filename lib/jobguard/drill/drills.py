@@ -20,7 +20,7 @@ from typing import Any
 from ..records import Decision, RunRecord, RunStatus
 from ..workitems import ItemState
 from . import switches
-from .report import DrillResult, tally
+from .report import DrillResult, JobTally, tally
 from .stack import DeployedStack, now_utc
 
 __all__ = ["CRM", "DRILLS", "REPORT", "Drill", "DrillContext"]
@@ -525,9 +525,16 @@ _OVERLAP_EXPECT: dict[str, tuple[str, Callable[[Counter[str], list[RunRecord]], 
 }
 
 
+def _job_tally(stack: DeployedStack, job: str, records: list[RunRecord]) -> JobTally:
+    """A job's row, its done/fail/uncert counted on the ledger: the items its drill's
+    runs last wrote (whatever work ids the job's code gives them)."""
+    return tally(job, records, stack.items_of_runs(job, [r.run_id for r in records]))
+
+
 def job_drills(job: str) -> tuple[Drill, ...]:
     """Drills for any deployed guarded job (the library installs its switches): they
-    check the run log and the lease (the destination is the job's own to check)."""
+    check the run log and the lease, and count the items its runs left in the ledger
+    (what lands at the destination is the job's own to check)."""
 
     def overlap(ctx: DrillContext, result: DrillResult) -> None:
         stack, since = ctx.stack, _ms()
@@ -551,7 +558,7 @@ def job_drills(job: str) -> tuple[Drill, ...]:
         decisions = _decisions(records)
         result.check("runs", f"{policy}: {dict(decisions)}: {what}", holds(decisions, records))
         result.keep_runs(records)
-        result.tallies.append(tally(job, records, []))
+        result.tallies.append(_job_tally(stack, job, records))
 
     def duplicates(ctx: DrillContext, result: DrillResult) -> None:
         stack, since = ctx.stack, _ms()
@@ -569,7 +576,7 @@ def job_drills(job: str) -> tuple[Drill, ...]:
         result.check("runs", f"{dict(decisions)}: one run, two duplicates",
                      decisions["ran"] == 1 and decisions["duplicate"] == 2)
         result.keep_runs(records)
-        result.tallies.append(tally(job, records, []))
+        result.tallies.append(_job_tally(stack, job, records))
 
     def expiry(ctx: DrillContext, result: DrillResult) -> None:
         stack, since = ctx.stack, _ms()
@@ -594,7 +601,7 @@ def job_drills(job: str) -> tuple[Drill, ...]:
                      (taker.fence or 0) > expired.fence)
         records = stack.runs(job, since)
         result.keep_runs(records)
-        result.tallies.append(tally(job, records, []))
+        result.tallies.append(_job_tally(stack, job, records))
 
     return (
         Drill(f"{job}:overlap", "a trigger while a run is paused: the job's policy", overlap),

@@ -28,7 +28,7 @@ __all__ = ["DeployedStack", "JobHandle", "tick_payload"]
 
 
 def tick_payload(job: str, policy: str, at: datetime, execution_id: str) -> dict[str, str]:
-    """What the stack's schedule sends (``infra.constructs.guarded_job.tick_input``), with
+    """What the stack's schedule sends (``jobguard.cdk.guarded_job.tick_input``), with
     the placeholders filled as Scheduler fills them on AWS."""
     return {"job": job, "scheduled_at": format_instant(at), "execution_id": execution_id,
             "policy": policy}
@@ -120,6 +120,36 @@ class DeployedStack:
 
     def ledger(self, job: str, work_ids: Sequence[str]) -> dict[str, ItemRecord]:
         return self.items.get_many(job, list(work_ids))
+
+    def items_of_runs(self, job: str, run_ids: Sequence[str]) -> list[ItemRecord]:
+        """The job's ledger rows last written by one of ``run_ids`` (claimed, completed,
+        failed, uncertain): for the drills of any deployed job, whose work ids only its
+        code knows. A consistent Scan of the table filtered to the job's item
+        partitions: a drill deployment's table is a test table, small by design."""
+        from ..dynamodb_items import item_record
+        from ..schema import item_pk
+
+        wanted = sorted(set(run_ids))
+        found: list[ItemRecord] = []
+        for start in range(0, len(wanted), 90):  # IN takes at most 100 operands
+            chunk = wanted[start:start + 90]
+            values: dict[str, Any] = {":prefix": {"S": item_pk(job, "")}}
+            values.update({f":r{i}": {"S": r} for i, r in enumerate(chunk)})
+            request: dict[str, Any] = {
+                "TableName": self.table, "ConsistentRead": True,
+                "FilterExpression": f"begins_with(#pk, :prefix) AND #run IN "
+                                    f"({', '.join(f':r{i}' for i in range(len(chunk)))})",
+                "ExpressionAttributeNames": {"#pk": "pk", "#run": "run_id"},
+                "ExpressionAttributeValues": values,
+            }
+            while True:
+                page = self.ddb.scan(**request)
+                found += [r for r in (item_record(job, raw) for raw in page.get("Items", []))
+                          if r is not None]
+                if "LastEvaluatedKey" not in page:
+                    break
+                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return found
 
     def queue_depth(self, job: str) -> int:
         url = self.jobs[job].queue_url

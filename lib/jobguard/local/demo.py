@@ -161,25 +161,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{'every drill held' if held else 'A DRILL FAILED'}: "
               f"{len(results)} drills, 0 duplicates allowed at any destination "
               f"({report['seconds']:.0f} s in all)")
-        if page is not None:
-            print(f"drills page (every drill's checks and timeline): {page}\n"
-                  f"  open {page.resolve().as_uri()}")
+        cli = _cli_path()
         if args.keep:
             pid = aws.process.pid if aws.process else "?"
-            print(f"local AWS left running at {aws.endpoint} (pid {pid}; stop it with "
-                  f"kill {pid}). Point jobguard at it:\n"
+            print(f"local AWS left running at {aws.endpoint} (pid {pid}). Point jobguard at "
+                  f"it, in this shell:\n"
                   f"  export AWS_ENDPOINT_URL={aws.endpoint} AWS_DEFAULT_REGION=us-east-1 "
                   f"AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
-                  f"JOBGUARD_TABLE={outputs['TableName']}\n"
-                  "  jobguard status crm-sync; jobguard runs crm-sync; jobguard drill\n"
-                  "  jobguard timeline crm-sync report-export --since 1h "
-                  "[--html timeline.html]")
+                  f"JOBGUARD_TABLE={outputs['TableName']} JOBGUARD_STACK={DEFAULT_STACK}\n"
+                  f"  {cli} status crm-sync; {cli} runs crm-sync; {cli} drill\n"
+                  f"  {cli} timeline crm-sync report-export --since 1h [--html timeline.html]\n"
+                  f"When done: kill {pid}; rm -rf {aws.workdir}")
             aws.process = None  # not stopped below
             aws.workdir = None  # its workers still use it
+        else:
+            print(f"jobguard, the operator's command, is {cli} (or `. {Path(cli).parent}/activate`"
+                  f" puts it on PATH); DEMO_ARGS=\"--keep\" leaves the local AWS running for it")
+        if page is not None:  # last: the page's path is what the demo leaves behind
+            print(f"drills page (every drill's checks and timeline): {page}\n"
+                  f"  open {page.resolve().as_uri()}")
         return 0 if held else 1
     finally:
         progress.close()
         aws.stop()
+
+
+def _cli_path() -> str:
+    """How to run ``jobguard`` from here: this interpreter's script, relative to the
+    current folder when it is below it (``.venv/bin/jobguard`` after ``make demo``)."""
+    script = Path(sys.executable).parent / "jobguard"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
 
 
 if __name__ == "__main__":

@@ -167,10 +167,14 @@ class _ClientFactory:
                     aws_session_token=FAKE_CREDENTIAL,
                     region_name=self._region,
                 )
+            # The retry policy jobguard's own clients use in a Lambda (standard mode, 3
+            # attempts): code under test meets the SDK's retries as deployed, and a
+            # fault's backoff is the one `Faults(backoff_scale=...)` scales.
             return self._session.client(
                 service,
                 endpoint_url=self._endpoint_url,
-                config=Config(max_pool_connections=_MAX_POOL_CONNECTIONS),
+                config=Config(max_pool_connections=_MAX_POOL_CONNECTIONS,
+                              retries={"mode": "standard", "max_attempts": 3}),
             )
 
 

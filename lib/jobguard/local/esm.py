@@ -24,8 +24,14 @@ def deliver_once(
     context: Any = None,
     wait_s: int = 0,
     visibility_s: int = 30,
+    times: int = 1,
 ) -> int:
-    """Deliver at most one message. Returns the number of messages delivered."""
+    """Deliver at most one message. Returns the number of messages delivered.
+
+    ``times`` > 1 hands the same message to the handler that many times before it is
+    deleted: SQS's at-least-once delivery (a visibility timeout that ran out while the
+    first delivery worked, a delete that was lost). It is deleted unless the last
+    delivery reported it failed."""
     response = sqs.receive_message(
         QueueUrl=queue_url,
         MaxNumberOfMessages=1,
@@ -54,7 +60,8 @@ def deliver_once(
         }
         for m in messages
     ]
-    result = handler({"Records": records}, context) or {}
+    for _ in range(max(1, times)):
+        result = handler({"Records": records}, context) or {}
     failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
     for m in messages:
         if m["MessageId"] not in failed:

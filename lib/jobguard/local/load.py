@@ -147,7 +147,7 @@ def check_invariants(world: World, job: str, work_ids: list[str], notes: dict[st
     """
     from ..dynamodb_items import DynamoItemStore
     from ..errors import LeaseLostError
-    from ..workitems import ClaimRequest, Fence, Settle
+    from ..workitems import Commit, Fence, Unresolved
 
     inv = found or Invariants()
     items = DynamoItemStore(world.table, client=world.ddb)
@@ -171,16 +171,18 @@ def check_invariants(world: World, job: str, work_ids: list[str], notes: dict[st
     inv.require("CKPT", final.cursor == f"{len(work_ids):06d}",
                 f"{job}: final checkpoint {final.cursor}, source has {len(work_ids)}")
     if stale is not None:
+        # A stale run's claim, failure record and checkpoint are refused (its completion
+        # facts are not fenced: they state what the destination holds)
         run_id, fence = stale
         lease = Fence(job, run_id, fence)
-        for attempt in ("claim", "settle"):
+        now = items.read_row(job)
+        for attempt, change in (
+                ("claim", Commit(expected=now, claim={"stale:create-note": ""})),
+                ("failure", Commit(expected=now, rows=(Unresolved(
+                    work_ids[0], ItemState.FAILED, error="stale", retryable=True),))),
+                ("checkpoint", Commit(expected=now, checkpoint=(now.checkpoint.seq, "0")))):
             try:
-                if attempt == "claim":
-                    items.claim(lease, [ClaimRequest("stale:create-note")], now_ms=0,
-                                claim_ms=1000)
-                else:
-                    items.settle(lease, [Settle(work_ids[0], "complete", destination_id="x")],
-                                 now_ms=0, ttl_s=1)
+                items.commit(lease, change, now_ms=0)
                 inv.require("FENCE", False, f"{job}: a {attempt} with fence {fence} was applied")
             except LeaseLostError:
                 inv.require("FENCE", True, "")

@@ -47,8 +47,9 @@ class JobGuardDashboard(Construct):
         for job in jobs:
             for row in job.widgets():
                 self.dashboard.add_widgets(*row)
-        others = [_function_widget(r.function, f"{r.job.name} reconciler") for r in reconcilers]
+        functions = [_function_widget(r.function, f"{r.job.name} reconciler")
+                     for r in reconcilers]
         if recovery is not None:
-            others.append(_function_widget(recovery.function, "recovery"))
-        if others:
-            self.dashboard.add_widgets(*others)
+            functions.append(_function_widget(recovery.function, "recovery"))
+        if functions:
+            self.dashboard.add_widgets(*functions)

@@ -41,7 +41,7 @@ from .table import JobTable
 
 __all__ = ["RECONCILER_HANDLER", "Reconciler", "reconciler_paths"]
 
-RECONCILER_HANDLER = "handlers.reconciler.lambda_handler"
+RECONCILER_HANDLER = "jobguard.functions.reconciler.lambda_handler"
 SWEEP_MAX_EVENT_AGE = timedelta(hours=1)
 """A sweep not delivered within an hour is dropped: the next sweep covers it."""
 
@@ -60,7 +60,7 @@ class Reconciler(Construct):
             a new one, with its alarm, when not given.
         schedule_enabled: False creates the sweep's schedule DISABLED (a local
             deployment, where only what a drill delivers runs).
-        encryption_key, tracing: as for :class:`infra.constructs.GuardedJob`.
+        encryption_key, tracing: as for :class:`jobguard.cdk.GuardedJob`.
         trigger_queue: the job's trigger queue (a ``QUEUE``/``COALESCE`` job): the sweep
             may send and wake its follow-ups there, nothing else.
     """

@@ -1,4 +1,5 @@
-"""Reusable jobguard constructs: import them into your own CDK app.
+"""Reusable jobguard constructs: import them into your own CDK app
+(``pip install 'jobguard[cdk]'``).
 
 - :class:`JobTable`: the DynamoDB table (keys, TTL, PITR, encryption, the ``unresolved``
   index), retained on stack deletion;
@@ -11,6 +12,12 @@
   principals you name;
 - :class:`JobGuardDashboard`: one dashboard, alarm states then a few rows per job.
 """
+
+try:
+    import aws_cdk  # noqa: F401 - the construct library this package needs
+except ImportError as exc:  # pragma: no cover - only without the extra
+    raise ImportError("jobguard.cdk needs the CDK construct library: "
+                      "pip install 'jobguard[cdk]'") from exc
 
 from .bundle import Dependencies, LambdaBundle
 from .dashboard import JobGuardDashboard

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobguard import registry
-from jobguard.errors import InvalidRequestError, JobGuardError, LeaseBusyError
-from jobguard.recovery import recover
+from .. import registry
+from ..errors import InvalidRequestError, JobGuardError, LeaseBusyError
+from ..recovery import recover
 
 _loaded: list[str] = []
 

@@ -73,8 +73,10 @@ POWERTOOLS_LAYER_RELEASES = {36: "3.31.1"}
 Powertools to the default layer's release, so the tests run what the functions run
 (``tests/infra/test_pins`` checks)."""
 
-BUILD_DIR = Path(__file__).resolve().parents[2] / ".local" / "cdk-build"
-"""The build cache: staged code and pip-built layers (ignored by git)."""
+BUILD_DIR = Path(os.environ.get("JOBGUARD_CDK_BUILD_DIR") or Path.cwd() / ".local" / "cdk-build")
+"""The build cache: staged code and pip-built layers. ``.local/cdk-build`` in the folder
+the CDK app runs from (the one holding ``cdk.json``; ignore it in git), or
+``JOBGUARD_CDK_BUILD_DIR``."""
 
 WHEEL_PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")
 """Wheels Lambda's arm64 Amazon Linux 2023 runs (glibc 2.34)."""
@@ -89,10 +91,12 @@ botocore must not be shadowed)."""
 _EXCLUDED_PARTS = {"__pycache__"}
 _EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
 NEVER_SHIPPED = frozenset({("jobguard", "cli.py"), ("jobguard", "faults.py"),
-                           ("jobguard", "testing.py"), ("jobguard", "local"),
+                           ("jobguard", "testing.py"), ("jobguard", "pytest_plugin.py"),
+                           ("jobguard", "local"), ("jobguard", "cdk"),
                            ("jobguard", "timeline")})
-"""Operator and test tools no function imports: ``jobguard`` (the CLI), the fault
-harness, the test helpers, the local emulator, the timeline (``jobguard timeline``)."""
+"""Operator, test and deployment tools no function imports: ``jobguard`` (the CLI), the
+fault harness, the testing kit and its pytest plugin, the local emulator, these
+constructs, the timeline (``jobguard timeline``)."""
 DRILL_CODE = frozenset({("jobguard", "drill")})
 """The drill package: imported by a function only when ``JOBGUARD_DRILLS=1`` (a drill
 deployment), so only a drill deployment's asset carries it."""

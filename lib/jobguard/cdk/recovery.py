@@ -39,7 +39,7 @@ from .table import JobTable
 
 __all__ = ["OPTIONAL_ENVIRONMENT", "RECOVERY_HANDLER", "RECOVERY_PATHS", "RecoveryFunction"]
 
-RECOVERY_HANDLER = "handlers.recovery.lambda_handler"
+RECOVERY_HANDLER = "jobguard.functions.recovery.lambda_handler"
 
 RECOVERY_PATHS = frozenset({Path.RUN, Path.SWEEP})
 """A recovery is a run (it takes the job's lease) that plans by reading items. It has no
@@ -60,7 +60,7 @@ class RecoveryFunction(Construct):
         invokers: the principals allowed to invoke it (never ``*``).
         confirm_above: plans larger than this many items need the dry run's token
             (jobguard's default when not given).
-        encryption_key, tracing: as for :class:`infra.constructs.GuardedJob`.
+        encryption_key, tracing: as for :class:`jobguard.cdk.GuardedJob`.
 
     It is invoked by an operator (synchronously, for its answer), never by a schedule,
     so it has no on-failure destination: a failed recovery answers with its error.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobguard import environment, registry
-from jobguard.batch import sweep
-from jobguard.guard import GuardedJob
-from jobguard.run import current_run
+from .. import environment, registry
+from ..batch import sweep
+from ..guard import GuardedJob
+from ..run import current_run
 
 _guards: dict[str, GuardedJob] = {}
 

@@ -1,0 +1,165 @@
+"""The README as written works: every Python snippet compiles and runs here (on the
+testing kit's sandbox where it touches AWS, with the names it leaves to you, such as
+``changed_contacts()``, given by the test), and every shell command is run by a named
+test or marked as needing an AWS account. A snippet or command added without one fails
+here."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobguard.destinations import DynamoDBDestination
+from jobguard.testing import Sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+PYTHON = re.findall(r"```python\n(.*?)```", README, re.S)
+SHELL = re.findall(r"```sh\n(.*?)```", README, re.S)
+
+FILES = {"myjobs/jobs.py", "myjobs/invoice_mailer.py", "app.py", "tests/test_invoice_mailer.py"}
+"""The ``# file:`` snippets: a user's project, run by tests/ship/test_as_a_user.py."""
+
+
+def snippet(first_line: str) -> str:
+    """The one Python snippet that has ``first_line`` among its lines."""
+    (found,) = [s for s in PYTHON if first_line in s.splitlines()]
+    return found
+
+
+WRAP = snippet("    for page in pages_to_sync():")
+CLAIM = snippet("            note_id = notes.put(item.key, {\"text\": item.record[\"change\"]})")
+BATCH = snippet("class CrmSync(BatchJob[dict]):")
+JOBS_EXCERPT = snippet("# handlers/jobs.py: one more definition, and one more entry in JOBS")
+
+
+def test_every_python_snippet_compiles_and_is_run_by_a_test() -> None:
+    files = {s.splitlines()[0].removeprefix("# file: ") for s in PYTHON
+             if s.startswith("# file: ")}
+    assert files == FILES
+    for code in PYTHON:
+        compile(code, "README.md", "exec")
+    run_here = [WRAP, CLAIM, BATCH, JOBS_EXCERPT]
+    assert len(PYTHON) == len(FILES) + len(run_here), "a README snippet no test runs"
+
+
+def _run(code: str, **given: Any) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": "readme_snippet", **given}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's code
+    return namespace
+
+
+def test_wrap_an_existing_handler(jobguard_sandbox: Sandbox) -> None:
+    synced: list[int] = []
+    snippet_ns = _run(WRAP, pages_to_sync=lambda: [1, 2, 3], sync=synced.append)
+    job = jobguard_sandbox.wire(snippet_ns["lambda_handler"])
+    assert job.tick() == {"synced": True} and synced == [1, 2, 3]
+    assert job.decisions() == ["ran"] and job.lease().fence == 1
+
+
+def _changes(n: int) -> list[dict[str, str]]:
+    return [{"id": f"contact-{i:03d}", "change": f"email changed #{i}"} for i in range(n)]
+
+
+def _notes(sandbox: Sandbox) -> list[str]:
+    items = sandbox.client("dynamodb").scan(TableName="crm-notes")["Items"]
+    return sorted(i["work_id"]["S"] for i in items)
+
+
+def test_claim_every_work_item(jobguard_sandbox: Sandbox) -> None:
+    DynamoDBDestination.create_table(jobguard_sandbox.client("dynamodb"), "crm-notes")
+    snippet_ns = _run(CLAIM, changed_contacts=lambda: _changes(4))
+    job = jobguard_sandbox.wire(snippet_ns["lambda_handler"])
+    first = job.tick()
+    assert (first["selected"], first["completed"]) == (4, 4)
+    later = jobguard_sandbox.minute() + timedelta(minutes=5)
+    assert job.tick(later)["already_done"] == 4  # completed items are skipped
+    assert _notes(jobguard_sandbox) == [f"contact-{i:03d}:create-note" for i in range(4)]
+    assert job.item("contact-000:create-note").destination_id
+
+
+def test_write_the_job_as_four_functions(jobguard_sandbox: Sandbox) -> None:
+    DynamoDBDestination.create_table(jobguard_sandbox.client("dynamodb"), "crm-notes")
+    feed = _changes(5)
+
+    class Crm:  # the CRM the snippet pages through: changes after a cursor, by id
+        @staticmethod
+        def changed_contacts(*, after: str | None, limit: int) -> list[dict[str, str]]:
+            return [c for c in feed if after is None or c["id"] > after][:limit]
+
+    snippet_ns = _run(BATCH, crm=Crm())
+    job = jobguard_sandbox.wire(snippet_ns["lambda_handler"])
+    assert job.tick()["completed"] == 5
+    feed.append({"id": "contact-005", "change": "new"})
+    later = jobguard_sandbox.minute() + timedelta(minutes=5)
+    assert job.tick(later)["completed"] == 1  # from the checkpoint on: only the new one
+    assert len(_notes(jobguard_sandbox)) == 6
+
+
+def test_the_drill_section_adds_a_definition_the_stack_would_deploy() -> None:
+    import handlers.jobs
+
+    snippet_ns = _run(JOBS_EXCERPT, **vars(handlers.jobs))
+    jobs = snippet_ns["JOBS"]
+    assert [j.name for j in jobs] == ["crm-sync", "report-export", "invoice-mailer"]
+    mailer = snippet_ns["INVOICE_MAILER"]
+    assert mailer.for_drills().config().lease == timedelta(seconds=12)  # the drill clock
+    # the same job as the user's project defines, handler aside
+    user = _run(snippet("# file: myjobs/jobs.py"))["INVOICE_MAILER"]
+    assert user == mailer.__class__(**{**vars(mailer), "handler": user.handler})
+
+
+EXERCISED = {
+    # command (its start): the test that runs it as written
+    "make demo   #": "tests/local/test_demo.py",
+    "make test   #": "the suite itself (CI runs `make test`)",
+    "python3 -m pip wheel --no-deps -w dist .": "tests/ship/test_as_a_user.py",
+    "python3 -m venv .venv": "tests/ship/test_as_a_user.py",
+    "pip install 'path/to/dist/": "tests/ship/test_as_a_user.py",
+    "CDK_OUTDIR=cdk.out python app.py": "tests/ship/test_as_a_user.py",
+    "python -m pytest -q": "tests/ship/test_as_a_user.py",
+    "make synth": "tests/infra/conftest.py (the app's synth) and tests/local (cdk deploy)",
+    'make demo DEMO_ARGS="--job': "tests/local/test_job_drills.py",
+    "jobguard ": "tests/local/test_job_drills.py",
+    "$ jobguard recover": "tests/local/test_job_drills.py",
+}
+AWS_ACCOUNT = "needs an AWS account"
+
+
+def _commands() -> list[str]:
+    """Each command of the README's shell blocks (a continued line joined; a transcript's
+    output lines, which follow a ``$ `` line, left out)."""
+    commands: list[str] = []
+    for block in SHELL:
+        transcript = block.lstrip().startswith("$ ")
+        lines = iter(block.splitlines())
+        for line in lines:
+            while line.endswith("\\"):
+                line = line[:-1] + next(lines).strip()
+            if line.strip() and (not transcript or line.startswith("$ ")):
+                commands.append(line)
+    return commands
+
+
+def test_every_shell_command_is_run_by_a_test_or_needs_an_aws_account() -> None:
+    commands = _commands()
+    assert len(commands) >= 20
+    for command in commands:
+        if AWS_ACCOUNT in command:
+            continue
+        (prefix,) = [p for p in EXERCISED if command.startswith(p)] or [None]
+        assert prefix is not None, f"no test runs this README command: {command}"
+        where = EXERCISED[prefix].split(" ")[0]
+        if where.startswith("tests/"):
+            assert (ROOT / where).is_file(), where
+
+
+@pytest.mark.parametrize("path", sorted(EXERCISED.values()))
+def test_the_tests_named_exist(path: str) -> None:
+    where = path.split(" ")[0]
+    if where.startswith("tests/"):
+        assert (ROOT / where).is_file()
