@@ -656,8 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     meta["targets_met"] = {r.figure: r.ok for r in lines if r.ok is not None}
     meta["targets_met"]["faults_load_violations"] = not faults_load["violations"]
     meta["runtime_s"] = round(time.perf_counter() - started, 1)
-    args.output.write_text(json.dumps({**_rounded(figures), "faults_load": faults_load,
-                                       "meta": meta}, indent=2) + "\n")
+    merged = merge_results(json.loads(args.output.read_text()) if args.output.exists() else {},
+                           {**_rounded(figures), "faults_load": faults_load}, meta)
+    args.output.write_text(json.dumps(merged, indent=2) + "\n")
     say("")
     say(table(lines))
     if "wcu_per_item_b100" in figures:
@@ -672,6 +673,21 @@ def main(argv: list[str] | None = None) -> int:
     if not meta["contention"]["verified_1_run_and_rest_skipped"]:
         return 1
     return 1 if args.strict and not all(meta["targets_met"].values()) else 0
+
+
+def merge_results(previous: dict[str, Any], figures: dict[str, Any],
+                  meta: dict[str, Any]) -> dict[str, Any]:
+    """The full bench's figures and meta laid over what the results file already holds:
+    what other parts wrote (the explorer's and mutation testing's figures, a
+    ``--timeline-only`` or ``--faults-load-only`` run, ``meta.mutation``) is kept; a
+    figure or target this run measured replaces its old value."""
+    merged = {**previous, **figures}
+    old_meta = previous.get("meta") if isinstance(previous.get("meta"), dict) else {}
+    old_met = old_meta.get("targets_met") if isinstance(old_meta.get("targets_met"), dict) \
+        else {}
+    merged["meta"] = {**old_meta, **meta,
+                      "targets_met": {**old_met, **meta.get("targets_met", {})}}
+    return merged
 
 
 def _rounded(figures: Figures) -> Figures:
