@@ -34,7 +34,8 @@ def test_no_runtime_module_imports_the_timeline():
 
 
 def test_a_handler_loads_without_the_timeline():
-    code = ("import sys, handlers.crm_sync, handlers.report_export, handlers.recovery; "
+    code = ("import sys, handlers.crm_sync, handlers.report_export, "
+            "jobguard.functions.recovery, jobguard.functions.reconciler; "
             "print([m for m in sys.modules if m.startswith('jobguard.timeline')])")
     root = LIB.parents[1]
     env = {"JOBGUARD_TABLE": "t", "AWS_DEFAULT_REGION": "us-east-1",
