@@ -166,6 +166,7 @@ from bench.common import (  # noqa: E402
     create_idempotency_table,
     create_jobguard_table,
 )
+from bench.results_file import merge_results  # noqa: E402
 from jobguard.local.emulator import LocalAWS  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -673,21 +674,6 @@ def main(argv: list[str] | None = None) -> int:
     if not meta["contention"]["verified_1_run_and_rest_skipped"]:
         return 1
     return 1 if args.strict and not all(meta["targets_met"].values()) else 0
-
-
-def merge_results(previous: dict[str, Any], figures: dict[str, Any],
-                  meta: dict[str, Any]) -> dict[str, Any]:
-    """The full bench's figures and meta laid over what the results file already holds:
-    what other parts wrote (the explorer's and mutation testing's figures, a
-    ``--timeline-only`` or ``--faults-load-only`` run, ``meta.mutation``) is kept; a
-    figure or target this run measured replaces its old value."""
-    merged = {**previous, **figures}
-    old_meta = previous.get("meta") if isinstance(previous.get("meta"), dict) else {}
-    old_met = old_meta.get("targets_met") if isinstance(old_meta.get("targets_met"), dict) \
-        else {}
-    merged["meta"] = {**old_meta, **meta,
-                      "targets_met": {**old_met, **meta.get("targets_met", {})}}
-    return merged
 
 
 def _rounded(figures: Figures) -> Figures:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.run import merge_results
+from bench.results_file import merge_results
 
 ROOT = Path(__file__).resolve().parents[2]
 
