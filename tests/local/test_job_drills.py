@@ -52,10 +52,11 @@ def _shell(summary: dict[str, Any]) -> tuple[str, dict[str, str]]:
 
 
 def _readme_commands() -> list[str]:
-    """The commands of the README's "Operating a job" block, comments dropped."""
+    """The commands of the README's "Operating a job" block (the section's first, before
+    its subsections), comments dropped."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Operating a job"):text.index("### Recovery, step by step")]
-    (block,) = re.findall(r"```sh\n(.*?)```", section, re.S)
+    (block,) = re.findall(r"```sh\n(.*?)```", section.split("\n### ", 1)[0], re.S)
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
 
 
@@ -85,7 +86,7 @@ def test_the_readme_operator_commands_work_against_the_deployed_stack(
                           env=env, capture_output=True, text=True, timeout=120, check=True)
     run_id = json.loads(runs.stdout)[0]["run_id"]  # for the README's example run id
     commands = _readme_commands()
-    assert len(commands) == 9 and all(c.startswith("jobguard ") for c in commands)
+    assert len(commands) == 11 and all(c.startswith("jobguard ") for c in commands)
     for command in commands:
         argv = shlex.split(command)[1:]
         if argv[0] == "run":  # the README's example run id: one of this deployment's
