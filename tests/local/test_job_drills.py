@@ -79,7 +79,7 @@ def test_the_drills_count_the_items_the_runs_left_in_the_ledger(
 
 
 def test_the_readme_operator_commands_work_against_the_deployed_stack(
-        job_drills: dict[str, Any]) -> None:
+        job_drills: dict[str, Any], tmp_path: Path) -> None:
     cli, env = _shell(job_drills)
     assert (ROOT / cli).is_file() or Path(cli).is_file()
     runs = subprocess.run([cli, "runs", "report-export", "--output", "json"], cwd=ROOT,
@@ -91,6 +91,10 @@ def test_the_readme_operator_commands_work_against_the_deployed_stack(
         argv = shlex.split(command)[1:]
         if argv[0] == "run":  # the README's example run id: one of this deployment's
             argv[1] = run_id
+        page = None
+        if "--html" in argv:  # the timeline's page: written here, not into the clone
+            page = tmp_path / argv[argv.index("--html") + 1]
+            argv[argv.index("--html") + 1] = str(page)
         # a terminal on stdin, answering "y" to the commands that ask (release, repair)
         answer, terminal = pty.openpty()
         os.write(answer, b"y\n")
@@ -102,6 +106,7 @@ def test_the_readme_operator_commands_work_against_the_deployed_stack(
             os.close(terminal)
         assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)
         assert done.stdout.strip(), command
+        assert page is None or page.read_text().startswith("<!doctype html>"), command
 
 
 def test_recover_as_documented_invokes_the_deployed_recovery_function(
