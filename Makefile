@@ -12,7 +12,8 @@ MS_STAMP := $(MS_VENV)/.installed
 # jobguard.local.ministack.VERSION (a test checks).
 MINISTACK_VERSION := 1.5.33
 
-.PHONY: demo demo-embedded test lint typecheck unit bench synth soak mutate mutate-clean explore clean
+.PHONY: demo demo-embedded test lint typecheck unit bench synth soak mutate mutate-clean explore clean \
+	screenshot
 
 # CDK (jsii runs the construct library on Node): keep its package cache between runs,
 # silence Node 20's end-of-life banner, and never call AWS or the CLI's telemetry.
@@ -41,6 +42,16 @@ $(MS_STAMP):
 ## drill against it (DEMO_ARGS="--only lease-expiry --keep" for one drill, kept running)
 demo: $(STAMP) $(MS_STAMP) $(CDK)
 	$(PY) -m jobguard.local.demo $(DEMO_ARGS)
+
+## screenshot: docs/drills.png, the first screen of the drills page `make demo` wrote
+## (.local/drills.html), and docs/drills-lease-expiry.png (its lease-expiry drill), taken
+## by headless Chromium (Debian's chromium package)
+screenshot: $(STAMP)
+	@test -f .local/drills.html || { echo "run make demo first (it writes .local/drills.html)"; exit 1; }
+	$(PY) -m tests.browser.chromium .local/drills.html docs/drills.png --viewport-only \
+		--width 1280 --height 1160
+	$(PY) -m tests.browser.chromium .local/drills.html docs/drills-lease-expiry.png \
+		--width 1280 --element '#d2'
 
 ## demo-embedded: each run policy meets a second trigger, on the in-process emulator (~10 s)
 demo-embedded: $(STAMP)

@@ -18,7 +18,6 @@ __all__ = [
     "create_jobguard_table",
     "mean",
     "median",
-    "merge_results",
     "unique_name",
 ]
 
@@ -79,17 +78,3 @@ def mean(values: Sequence[float]) -> float:
 
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
-
-
-def merge_results(previous: dict[str, Any], figures: dict[str, float], faults_load: dict[str, Any],
-                  meta: dict[str, Any]) -> dict[str, Any]:
-    """The results file after this run: its figures replace those it measured, and every
-    other key (a scale figure this run skipped, another tool's section) stays; ``meta``
-    is merged the same way, one level down (``stage_s``, ``targets_met``...)."""
-    old_meta = previous.get("meta", {}) if isinstance(previous.get("meta"), dict) else {}
-    merged_meta = dict(old_meta)
-    for key, value in meta.items():
-        before = old_meta.get(key)
-        merged_meta[key] = ({**before, **value} if isinstance(before, dict)
-                            and isinstance(value, dict) else value)
-    return {**previous, **figures, "faults_load": faults_load, "meta": merged_meta}

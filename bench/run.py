@@ -107,6 +107,21 @@ around each destination call, ``event_key_jmespath='id'``, Lambda context regist
     ``--scale-per-run``) against an emulator in another process; throughput at the
     larger size and the child's own peak RSS (``VmHWM``). Target: ratio <= 1.25.
 
+The timeline (``bench/timeline.py``; no alternative: an operator today does the
+arithmetic on ``jobguard runs``):
+
+``timeline_10k_ms`` / ``timeline_10k_bytes``
+    10,000 run records of three jobs over a day: median time to build the timeline and
+    render the whole ``jobguard timeline --html`` page, and the page's size. Targets:
+    under 2,000 ms and under 2,000,000 bytes. ``timeline_10k_text_ms``: the terminal
+    view; ``timeline_10k_read_ms``: reading the records back through
+    ``DynamoJobStore.runs_between`` from the emulator (moto's time, reported).
+    ``--timeline-only`` measures just these and updates them in the results file.
+``timeline_dense_10k_*`` / ``timeline_badday_10k_*`` / ``timeline_month_43k_*``
+    One job's lane alone: 10,000 runs over a day (5 % failed), the same day half
+    failed, 30 days of a 1-minute job (43,200 runs). The two 10,000-run cases have the
+    targets above; the month is reported.
+
 Both libraries run with their default settings: their log lines and EMF metrics are
 formatted and written as in Lambda, but to ``/dev/null`` while a stage runs (the
 cold start children's output is captured and discarded), so the table stays readable.
@@ -147,13 +162,14 @@ from aws_lambda_powertools.utilities import idempotency  # noqa: E402, F401
 
 import jobguard  # noqa: E402  (imported before the contention workers fork)
 from bench import coldstart, contention, items, request_counts  # noqa: E402
+from bench import timeline as timeline_bench  # noqa: E402
 from bench.common import (  # noqa: E402
     BenchError,
     Ticks,
     create_idempotency_table,
     create_jobguard_table,
-    merge_results,
 )
+from bench.results_file import merge_results  # noqa: E402
 from jobguard.local.emulator import LocalAWS  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -200,7 +216,22 @@ TARGETS: dict[str, Target] = {
     "overhead_ratio": Target("<= 1.10", lambda f: f["overhead_ratio"] <= 1.10),
     "overhead_ratio_net": Target("<= 1.10", lambda f: f["overhead_ratio_net"] <= 1.10),
     "peak_rss_ratio": Target("<= 1.25", lambda f: f["peak_rss_ratio"] <= 1.25),
+    "timeline_10k_ms": Target("< 2000", lambda f: f["timeline_10k_ms"] < 2000),
+    "timeline_10k_bytes": Target("< 2000000", lambda f: f["timeline_10k_bytes"] < 2_000_000),
+    "timeline_dense_10k_ms": Target("< 2000", lambda f: f["timeline_dense_10k_ms"] < 2000),
+    "timeline_dense_10k_bytes": Target(
+        "< 2000000", lambda f: f["timeline_dense_10k_bytes"] < 2_000_000),
+    "timeline_badday_10k_ms": Target("< 2000", lambda f: f["timeline_badday_10k_ms"] < 2000),
+    "timeline_badday_10k_bytes": Target(
+        "< 2000000", lambda f: f["timeline_badday_10k_bytes"] < 2_000_000),
 }
+TIMELINE_TARGETS = ("timeline_10k_ms", "timeline_10k_bytes", "timeline_dense_10k_ms",
+                    "timeline_dense_10k_bytes", "timeline_badday_10k_ms",
+                    "timeline_badday_10k_bytes")
+TIMELINE_ROWS = ("timeline_10k_ms", "timeline_10k_bytes", "timeline_10k_text_ms",
+                 "timeline_10k_read_ms", "timeline_dense_10k_ms", "timeline_dense_10k_bytes",
+                 "timeline_badday_10k_ms", "timeline_badday_10k_bytes",
+                 "timeline_month_43k_ms", "timeline_month_43k_bytes")
 
 
 # -- stages ----------------------------------------------------------------------------
@@ -326,6 +357,11 @@ def measure_overhead(aws: LocalAWS, n: int, meta: dict[str, Any]) -> Figures:
                                   create_idempotency_table(ddb), n, meta)
 
 
+def measure_timeline(aws: LocalAWS) -> Figures:
+    ddb = aws.client("dynamodb")
+    return timeline_bench.measure(ddb, create_jobguard_table(ddb))
+
+
 def measure_scale(sizes: tuple[int, int], per_run: int, meta: dict[str, Any]) -> Figures:
     if per_run % 100:
         raise SystemExit("--scale-per-run must be a multiple of the batch size (100)")
@@ -375,7 +411,8 @@ def rows(f: Figures) -> list[Row]:
         row("cold_start_emulator_ms", "powertools_cold_start_emulator_ms"),
         row("import_ms", "powertools_import_ms"),
         row("first_invoke_ms", "powertools_first_invoke_ms"),
-    ] + item_rows(f, row)
+    ] + item_rows(f, row) + ([row(name) for name in TIMELINE_ROWS if name in f]
+                              if "timeline_10k_ms" in f else [])
 
 
 def item_rows(f: Figures, row: Callable[..., Row]) -> list[Row]:
@@ -504,6 +541,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--faults-load-only", action="store_true", help="run only the load "
                         "under injected faults and update its section of the results file")
+    parser.add_argument("--timeline-only", action="store_true", help="run only the "
+                        "timeline figures (10,000 run records) and update them in the "
+                        "results file")
     parser.add_argument("--faults-triggers", type=int, default=1000, help="triggers of the "
                         "load under faults (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -556,10 +596,32 @@ def _faults_load_section(args: argparse.Namespace) -> int:
     return 1 if section["violations"] else 0
 
 
+def _timeline_section(args: argparse.Namespace) -> int:
+    with LocalAWS() as aws, discard_stdout():
+        figures = measure_timeline(aws)
+    results = json.loads(args.output.read_text()) if args.output.exists() else {}
+    results.update(figures)
+    met = results.setdefault("meta", {}).setdefault("targets_met", {})
+    for name in TIMELINE_TARGETS:
+        met[name] = TARGETS[name].check(figures)
+    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    say(table([r for r in rows_timeline(figures)]))
+    say(f"results in {args.output}")
+    return 0 if all(met[n] for n in TIMELINE_TARGETS) else 1
+
+
+def rows_timeline(f: Figures) -> list[Row]:
+    return [Row(name, f[name], None, TARGETS[name].text if name in TARGETS else "",
+                TARGETS[name].check(f) if name in TARGETS else None)
+            for name in TIMELINE_ROWS]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.faults_load_only:
         return _faults_load_section(args)
+    if args.timeline_only:
+        return _timeline_section(args)
     started = time.perf_counter()
     meta = base_meta(args)
     ticks = Ticks()
@@ -584,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
         stage("item_requests", lambda: measure_item_requests(aws, args.items, meta))
         stage("recovery", lambda: measure_recovery(aws, meta))
         stage("overhead", lambda: measure_overhead(aws, args.items, meta))
+        say("timeline: 10,000 run records of three jobs over a day")
+        stage("timeline", lambda: measure_timeline(aws))
     if args.scale:
         with discard_stdout():
             stage("scale", lambda: measure_scale(args.scale_items, args.scale_per_run, meta))
@@ -596,9 +660,9 @@ def main(argv: list[str] | None = None) -> int:
     meta["targets_met"] = {r.figure: r.ok for r in lines if r.ok is not None}
     meta["targets_met"]["faults_load_violations"] = not faults_load["violations"]
     meta["runtime_s"] = round(time.perf_counter() - started, 1)
-    previous = json.loads(args.output.read_text()) if args.output.exists() else {}
-    args.output.write_text(json.dumps(merge_results(previous, _rounded(figures), faults_load,
-                                                    meta), indent=2) + "\n")
+    merged = merge_results(json.loads(args.output.read_text()) if args.output.exists() else {},
+                           {**_rounded(figures), "faults_load": faults_load}, meta)
+    args.output.write_text(json.dumps(merged, indent=2) + "\n")
     say("")
     say(table(lines))
     if "wcu_per_item_b100" in figures:

@@ -9,6 +9,7 @@ Examples::
     jobguard recover crm-sync --from 000100 --to 000400 --execute --confirm TOKEN
     jobguard release crm-sync --force
     jobguard runbook crm-sync
+    jobguard timeline crm-sync report-export --since 6h --html timeline.html
 
 Human tables by default; ``--output json`` (or ``--json``) for scripts, ``--output text``
 for tab-separated lines. Global options go before or after the command, as the AWS CLI
@@ -757,6 +758,35 @@ def _counts(value: Any) -> str:
     return str(value)
 
 
+def cmd_timeline(args: argparse.Namespace) -> int:
+    """The jobs' runs on a time axis: a terminal view, or a page (``--html``/``--open``)."""
+    import shutil
+
+    from .timeline.command import TimelineOutput, check_html_path, timeline_command
+    from .timeline.window import WindowError, window_from_options
+
+    now_ms = int(time.time() * 1000)
+    try:
+        window = window_from_options(since=args.since, from_=args.from_time,
+                                     to=args.to_time, now_ms=now_ms)
+        html = check_html_path(args.html) if args.html is not None else None
+    except (WindowError, TimelineOutput) as exc:
+        raise CommandError(exc.field, str(exc).split(": ", 1)[1]) from None
+    if args.width is not None and not 60 <= args.width <= 1000:
+        raise CommandError("--width", "give 60 to 1000 columns")
+    store, _ = _stores(args)
+    jobs: list[str] = []
+    for name in args.jobs:
+        args.job = name
+        job = _known_job(args, store)
+        if job not in jobs:
+            jobs.append(job)
+    width = args.width or shutil.get_terminal_size((100, 24)).columns
+    return timeline_command(store, jobs, window, now_ms=now_ms, html=html,
+                            open_page=args.open, output=getattr(args, "output", None)
+                            or "table", width=width)
+
+
 def cmd_local(args: argparse.Namespace) -> int:
     """Load under injected faults on the embedded emulator, then the invariants."""
     from .faults import parse_rules
@@ -908,6 +938,25 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--modules", help="job modules to load with --direct (default: "
                          "JOBGUARD_RECOVERY_MODULES)")
     recover.set_defaults(run=cmd_recover)
+    timeline = command("timeline", "the jobs' runs, decisions and takeovers on a time axis: "
+                       "a terminal view, or a self-contained HTML page", job=False)
+    timeline.add_argument("jobs", nargs="+", metavar="JOB",
+                          help="one or more jobs (they share the axis)")
+    timeline.add_argument("--since", help="the last DURATION, e.g. 90m, 24h, 7d (default "
+                          "24h)")
+    timeline.add_argument("--from", dest="from_time",
+                          help="or a range: from this ISO 8601 time with its timezone")
+    timeline.add_argument("--to", dest="to_time", help="... to this one (at most 31 days)")
+    timeline.add_argument("--html", metavar="FILE",
+                          help="write the page to FILE (inline SVG and CSS: no network): a "
+                               "regular file, new or replaced whole (keeping its permissions);"
+                               " a symlink, FIFO or device is refused, never written through")
+    timeline.add_argument("--open", action="store_true",
+                          help="open the page in a browser (written to --html, else to a "
+                               "temporary file)")
+    timeline.add_argument("--width", type=int,
+                          help="columns of the terminal view (default: the terminal's)")
+    timeline.set_defaults(run=cmd_timeline)
     resolve = command("resolve", "record what you found at the destination for uncertain "
                       "or failed items (a handler without reconcile=): under the job's "
                       "lease, who and why on its run record")
@@ -948,6 +997,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run only this drill (repeatable)")
     drill.add_argument("--job", help="drill this job (any deployed guarded job: the "
                        "library installs its switches) instead of the examples")
+    drill.add_argument("--html", metavar="FILE", help="also write one page with every "
+                       "drill's checks and timeline to FILE (a regular file, checked before "
+                       "the drills run; a symlink, FIFO or device is refused)")
     drill.set_defaults(run=cmd_drill)
     return parser
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["new_run_id"]
+__all__ = ["new_run_id", "run_id_bounds"]
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32
 
@@ -19,7 +19,27 @@ def new_run_id(epoch_ms: int) -> str:
         >>> len(new_run_id(1_764_400_000_000))
         26
     """
-    value = (epoch_ms << 80) | int.from_bytes(os.urandom(10), "big")
+    return _encode((epoch_ms << 80) | int.from_bytes(os.urandom(10), "big"))
+
+
+def run_id_bounds(from_ms: int, to_ms: int) -> tuple[str, str]:
+    """The lowest id a run started at ``from_ms`` can have and the highest one of a run
+    started at ``to_ms``: the sort-key range of the runs started between them.
+
+    Example:
+        >>> low, high = run_id_bounds(1_764_400_000_000, 1_764_400_060_000)
+        >>> low <= new_run_id(1_764_400_030_000) <= high
+        True
+    """
+    low = max(0, min(from_ms, _MAX_MS))
+    high = max(0, min(to_ms, _MAX_MS))
+    return _encode(low << 80), _encode((high << 80) | ((1 << 80) - 1))
+
+
+_MAX_MS = (1 << 48) - 1
+
+
+def _encode(value: int) -> str:
     chars = []
     for _ in range(26):
         chars.append(_ALPHABET[value & 31])

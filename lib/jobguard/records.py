@@ -9,7 +9,7 @@ from typing import Any
 
 from .clock import from_ms
 
-__all__ = ["Decision", "Outcome", "RunRecord", "RunStatus"]
+__all__ = ["Decision", "Outcome", "RunLog", "RunRecord", "RunStatus"]
 
 
 class Decision(StrEnum):
@@ -139,3 +139,16 @@ class Outcome:
             "detail": self.detail,
         }
         return {k: v for k, v in data.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """A stretch of a job's run log, as read (``DynamoJobStore.runs_between``)."""
+
+    records: tuple[RunRecord, ...]
+    """The run records, oldest run id first."""
+    unreadable: tuple[str, ...] = ()
+    """Sort keys of rows under the run prefix that are not run records (damaged, or
+    written by something else), each with why: shown, never silently dropped."""
+    truncated: bool = False
+    """More records than the reader's bound: the oldest ones are here, the rest not."""

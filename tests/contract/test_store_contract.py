@@ -143,3 +143,18 @@ def test_a_duplicate_of_a_finished_trigger_cannot_acquire(store):
     assert isinstance(again, Busy)
     item = store.read_trigger(JOB, trigger(1).trigger_id)
     assert item is not None and item.state is State.DONE
+
+
+def test_list_runs_reads_page_after_page_up_to_its_limit(store):
+    """GIVEN 8 run records of 300 KB each (a long error each: a 1 MB page holds 3) WHEN
+    the latest 6 are asked for THEN 6 come back, newest first (one page gave 3)."""
+    from jobguard.ids import new_run_id
+
+    ids = []
+    for n in range(8):
+        run_id = new_run_id(T0 + n)
+        ids.append(run_id)
+        store.put_run(RunRecord(**{**record(run_id, n, n + 1).__dict__,
+                                   "status": RunStatus.FAILED, "error": "x" * 300_000}),
+                      ttl_epoch_s=T0 // 1000 + 86_400)
+    assert [r.run_id for r in store.list_runs(JOB, limit=6)] == ids[::-1][:6]

@@ -64,6 +64,7 @@ COMMANDS: dict[str, list[str]] = {
     "dynamodb.read_lease": ["status", JOB],
     "dynamodb.list_runs": ["runs", JOB],
     "dynamodb.get_run": ["run", "{done}", "--job", JOB],
+    "dynamodb.runs_between": ["timeline", JOB, "--since", "1h"],
     "items.unresolved": ["items", JOB],
     "items.get_many": ["items", JOB],
     "cli.recover.invoke": ["recover", JOB, "--from", "000000", "--to", f"{N_ITEMS:06d}",
@@ -273,6 +274,10 @@ def test_cell(job: Job, site: str, fault: Fault, monkeypatch: pytest.MonkeyPatch
             assert [r["run_id"] for r in data] == [job.stuck.run_id, job.done]
         elif site == "dynamodb.get_run":
             assert data["run_id"] == job.done and data["status"] == "succeeded"
+        elif site == "dynamodb.runs_between":
+            (lane,) = data["jobs"]
+            assert [(r["run_id"], r["status"]) for r in lane["runs"]] == [
+                (job.done, "succeeded"), (job.stuck.run_id, "running")]
         else:
             assert [r["work_id"] for r in data] == [CLAIMED]
 

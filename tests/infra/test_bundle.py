@@ -71,6 +71,7 @@ def test_the_emulator_and_the_operator_tools_never_ship(tmp_path: Path) -> None:
     assert (staged / "jobguard" / "guard.py").is_file()
     assert not (staged / "jobguard" / "local").exists()
     assert not (staged / "jobguard" / "cli.py").exists()
+    assert not (staged / "jobguard" / "timeline").exists()
 
 
 def test_layer_requirements_are_the_runtime_dependencies_pinned_to_what_is_installed() -> None:
@@ -148,7 +149,7 @@ def _files(code_dir: Path) -> set[str]:
 def test_the_production_asset_carries_no_drill_cli_fault_or_test_code(synth) -> None:
     files = _files(synth.stack.bundle.code_dir)
     shipped_tools = {f for f in files if f.startswith(("jobguard/drill/", "jobguard/local/",
-                                                          "jobguard/cdk/"))
+                                                       "jobguard/timeline/", "jobguard/cdk/"))
                      or f in ("jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py",
                               "jobguard/pytest_plugin.py", "jobguard/_offline.py")}
     assert shipped_tools == set()

@@ -91,3 +91,26 @@ def test_the_demo_exits_zero_only_because_every_drill_held(demo: dict[str, Any])
     assert set(EXPECTED) == {d["name"] for d in demo["drills"]}
     assert demo["held"] is True
     assert demo["exit_code"] == 0, demo["stdout"][-3000:]
+
+
+def test_the_demo_ends_by_writing_the_drills_page_and_printing_its_path(
+        demo: dict[str, Any]) -> None:
+    """THEN its last lines name the page, and the page holds every drill: its verdict,
+    what it checked, and its timeline drawn from the run log (a bar per run the drill
+    read back, a mark per trigger that did not run)."""
+    tail = demo["stdout"].rstrip().splitlines()[-2:]
+    assert tail[0].startswith("drills page (every drill's checks and timeline): "), tail
+    page = Path(tail[0].rsplit(": ", 1)[1])
+    assert page == Path(demo["html"]) and page.is_file()
+    html = page.read_text()
+    assert f"{len(EXPECTED)} of {len(EXPECTED)} drills held" in html
+    sections = html.split('<section id="d')[1:]
+    assert len(sections) == len(EXPECTED)
+    for section, drill in zip(sections, demo["drills"], strict=True):
+        assert f">{drill['name']} <span class=\"tag t-held\">held</span>" in section
+        assert section.count('<span class="ok">ok</span>') == len(drill["checks"])
+        ran = {r["run_id"] for r in drill["runs"] if r["decision"] == "ran"}
+        decided = {r["run_id"] for r in drill["runs"] if r["decision"] != "ran"}
+        chart = section.split("</svg>", 1)[0]
+        assert chart.count('data-kind="run"') >= len(ran), drill["name"]
+        assert chart.count('data-kind="decision"') >= len(decided), drill["name"]

@@ -52,7 +52,7 @@ def _shell(summary: dict[str, Any]) -> tuple[str, dict[str, str]]:
 
 
 RUN_ELSEWHERE = {
-    "resolve": "tests/ship/test_readme.py",  # needs an uncertain item of its job "mailer"
+    "resolve": "tests/ship/test_readme.py",  # needs an uncertain item of crm-sync
 }
 """Commands of the "Operating a job" block another test runs as written, and where."""
 
@@ -62,10 +62,20 @@ transcript's job is the embedded demo's) without --function-name."""
 
 
 def readme_commands() -> list[str]:
-    """The commands of the README's "Operating a job" block, comments dropped."""
+    """The commands of the README's "Operating a job" block (the section's first, before
+    its subsections), comments dropped."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Operating a job"):text.index("### Recovery, step by step")]
-    (block,) = re.findall(r"```sh\n(.*?)```", section, re.S)
+    (block,) = re.findall(r"```sh\n(.*?)```", section.split("\n### ", 1)[0], re.S)
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
+
+
+def timeline_commands() -> list[str]:
+    """The commands of the README's "See what happened" block, comments dropped."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("### See what happened")
+    section = text[start:text.index("\n## ", start)]
+    block = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
 
 
@@ -93,18 +103,26 @@ def test_the_drills_count_the_items_the_runs_left_in_the_ledger(
 
 
 def test_the_readme_operator_commands_work_against_the_deployed_stack(
-        job_drills: dict[str, Any]) -> None:
+        job_drills: dict[str, Any], tmp_path: Path) -> None:
     cli, env = _shell(job_drills)
     assert (ROOT / cli).is_file() or Path(cli).is_file()
     runs = subprocess.run([cli, "runs", "report-export", "--output", "json"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=120, check=True)
     run_id = json.loads(runs.stdout)[0]["run_id"]  # for the README's example run id
     commands = operator_commands()
-    assert len(commands) == 9 and all(c.startswith("jobguard ") for c in commands)
+    assert len(commands) == 10 and all(c.startswith("jobguard ") for c in commands)
+    assert len(timeline_commands()) == 4
+    commands += timeline_commands()
+    # --open: a browser that opens nothing here, its page in this test's folder
+    env = {**env, "BROWSER": "true", "TMPDIR": str(tmp_path)}
     for command in commands:
         argv = shlex.split(command)[1:]
         if argv[0] == "run":  # the README's example run id: one of this deployment's
             argv[1] = run_id
+        page = None
+        if "--html" in argv:  # the timeline's page: written here, not into the clone
+            page = tmp_path / argv[argv.index("--html") + 1]
+            argv[argv.index("--html") + 1] = str(page)
         # a terminal on stdin, answering "y" to the commands that ask (release, repair)
         answer, terminal = pty.openpty()
         os.write(answer, b"y\n")
@@ -116,6 +134,7 @@ def test_the_readme_operator_commands_work_against_the_deployed_stack(
             os.close(terminal)
         assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)
         assert done.stdout.strip(), command
+        assert page is None or page.read_text().startswith("<!doctype html>"), command
 
 
 def test_recover_as_documented_invokes_the_deployed_recovery_function(

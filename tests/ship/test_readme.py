@@ -162,7 +162,8 @@ def _jobguard_commands_run() -> dict[str, str]:
     ``resolve`` line here, the recovery transcript by test_job_drills' recover test."""
     from tests.local import test_job_drills as drills
 
-    runs = {c: "tests/local/test_job_drills.py" for c in drills.operator_commands()}
+    runs = {c: "tests/local/test_job_drills.py"
+            for c in drills.operator_commands() + drills.timeline_commands()}
     for command in drills.readme_commands():
         if command.split()[1] in drills.RUN_ELSEWHERE:
             runs[command] = drills.RUN_ELSEWHERE[command.split()[1]]
@@ -220,25 +221,26 @@ def test_the_readmes_resolve_line_records_what_the_operator_found(
     from jobguard import ItemState, OverlapPolicy, WorkId, current_run, guarded
     from jobguard.cli import main
 
-    # GIVEN the README's job "mailer", whose welcome mail's answer was lost: uncertain
-    @guarded("mailer", policy=OverlapPolicy.SKIP, lease=timedelta(minutes=2))
+    # GIVEN the README's job crm-sync, whose note for contact c-42 (cursor 17) got no
+    # answer: uncertain
+    @guarded("crm-sync", policy=OverlapPolicy.SKIP, lease=timedelta(minutes=2))
     def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         run = current_run()
-        for item in run.claim(["welcome-42"], work_id=lambda r: WorkId(r, "mail")):
+        for item in run.claim(["c-42@17"], work_id=lambda r: WorkId(r, "create-note")):
             with item:
-                raise TimeoutError("the mail service did not answer")
+                raise TimeoutError("the CRM did not answer")
         return dict(run.stats)
 
     job = jobguard_sandbox.wire(lambda_handler)
     job.tick()
-    before = job.item("welcome-42:mail")
+    before = job.item("c-42@17:create-note")
     assert before is not None and before.state is ItemState.UNCERTAIN
     # WHEN the operator runs the README's line as written
     assert main([*shlex.split(RESOLVE)[1:], "--table", jobguard_sandbox.table]) == 0
     # THEN the item is completed with the message id they found, and nothing was redone
-    after = job.item("welcome-42:mail")
+    after = job.item("c-42@17:create-note")
     assert after is not None and after.state is ItemState.COMPLETED
-    assert after.destination_id == "MSG-ID"
+    assert after.destination_id == "NOTE-9"
 
 
 @pytest.mark.parametrize("path", sorted(EXERCISED.values()))

@@ -1,21 +1,58 @@
-"""``make bench`` rewrites bench/results.json: what it measured replaces the old figures,
-and nothing else in the file is dropped."""
+"""``bench/results.json`` is written by several parts (the full bench, ``--timeline-only``,
+``--faults-load-only``, ``make explore`` and ``make mutate``): a full ``python -m
+bench.run`` merges into it and never drops what the others wrote."""
 
 from __future__ import annotations
 
-from bench.common import merge_results
+import json
+from pathlib import Path
+
+from bench.results_file import merge_results
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_bench_run_keeps_the_keys_it_did_not_measure():
+def test_a_full_bench_keeps_the_figures_other_parts_wrote() -> None:
+    previous = {"run_ms": 9.0, "explore_histories": 3952, "mutation_score": 0.974,
+                "timeline_10k_ms": 566.4,
+                "meta": {"mutation": {"killed": 575}, "runtime_s": 700.0,
+                         "targets_met": {"timeline_10k_ms": True, "run_ms": False}}}
+    merged = merge_results(previous, {"run_ms": 4.0, "faults_load": {"violations": []}},
+                           {"runtime_s": 918.2, "targets_met": {"run_ms": True}})
+    assert merged["run_ms"] == 4.0  # what this run measured replaces the old value
+    assert merged["explore_histories"] == 3952 and merged["mutation_score"] == 0.974
+    assert merged["timeline_10k_ms"] == 566.4 and merged["faults_load"] == {"violations": []}
+    assert merged["meta"]["mutation"] == {"killed": 575}
+    assert merged["meta"]["runtime_s"] == 918.2
+    assert merged["meta"]["targets_met"] == {"timeline_10k_ms": True, "run_ms": True}
+    assert previous["meta"]["targets_met"] == {"timeline_10k_ms": True, "run_ms": False}
+
+
+def test_a_first_bench_writes_its_own_figures() -> None:
+    merged = merge_results({}, {"run_ms": 4.0}, {"targets_met": {"run_ms": True}})
+    assert merged == {"run_ms": 4.0, "meta": {"targets_met": {"run_ms": True}}}
+
+
+def test_the_committed_results_hold_every_parts_figures() -> None:
+    results = json.loads((ROOT / "bench" / "results.json").read_text())
+    for name in ("requests_per_run", "faults_load", "timeline_10k_ms", "timeline_10k_bytes",
+                 "timeline_dense_10k_ms", "timeline_badday_10k_bytes", "explore_histories",
+                 "explore_known_bugs", "mutation_score"):
+        assert name in results, name
+    assert "mutation" in results["meta"]
+    assert {"timeline_10k_ms", "wcu_per_item_b100"} <= set(results["meta"]["targets_met"])
+
+
+def test_meta_is_merged_one_level_down() -> None:
     """GIVEN a results file with a scale figure, another tool's section and meta stages
     WHEN a bench run without the scale stage merges its figures
     THEN its figures replace the old ones and every other key stays, meta merged one
-    level down."""
+    level down (a stage it did not run keeps its time)."""
     previous = {"wcu_per_skip": 12.0, "scale_items_per_s": 583.0, "mutants": {"killed": 9},
                 "faults_load": {"triggers": 1},
                 "meta": {"stage_s": {"scale": 40.0, "requests": 9.0}, "date": "old",
                          "targets_met": {"scale": True}}}
-    merged = merge_results(previous, {"wcu_per_skip": 6.0}, {"triggers": 1000},
+    merged = merge_results(previous, {"wcu_per_skip": 6.0, "faults_load": {"triggers": 1000}},
                            {"stage_s": {"requests": 8.0}, "date": "new",
                             "targets_met": {"wcu": True}})
     assert merged == {

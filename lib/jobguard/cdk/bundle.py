@@ -3,8 +3,8 @@
 - **Code**: the installed ``jobguard`` package plus your handler packages, copied into a
   content-addressed folder of the build cache (no ``__pycache__``). One asset, shared by
   every function of a stack, and lean: never the operator and test tools
-  (:data:`NEVER_SHIPPED`: the CLI, the fault harness, the test helpers, the emulator), and
-  the drill switches (:data:`DRILL_CODE`) only in a drill deployment.
+  (:data:`NEVER_SHIPPED`: the CLI, the fault harness, the test helpers, the emulator, the
+  timeline), and the drill switches (:data:`DRILL_CODE`) only in a drill deployment.
 - **Dependencies** (:class:`Dependencies`): the public Powertools for AWS Lambda layer
   (default: nothing to build, so ``cdk synth`` is offline), a layer of platform wheels
   pinned to the versions installed here, or host wheels for the local emulator, whose
@@ -93,10 +93,10 @@ _EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
 NEVER_SHIPPED = frozenset({("jobguard", "cli.py"), ("jobguard", "faults.py"),
                            ("jobguard", "testing.py"), ("jobguard", "pytest_plugin.py"),
                            ("jobguard", "_offline.py"), ("jobguard", "local"),
-                           ("jobguard", "cdk")})
+                           ("jobguard", "cdk"), ("jobguard", "timeline")})
 """Operator, test and deployment tools no function imports: ``jobguard`` (the CLI), the
 fault harness, the testing kit and its pytest plugin (with its seal), the local emulator, these
-constructs."""
+constructs, the timeline (``jobguard timeline``)."""
 DRILL_CODE = frozenset({("jobguard", "drill")})
 """The drill package: imported by a function only when ``JOBGUARD_DRILLS=1`` (a drill
 deployment), so only a drill deployment's asset carries it."""

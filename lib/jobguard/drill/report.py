@@ -61,6 +61,9 @@ class DrillResult:
     seconds: float = 0.0
     runs: list[dict[str, Any]] = field(default_factory=list)
     """The run records the drill read back (one line each), for ``--json`` readers."""
+    started_at_ms: int = 0
+    ended_at_ms: int = 0
+    """When the drill ran (wall clock): the range of its timeline."""
 
     def check(self, side: str, what: str, ok: bool) -> bool:
         self.checks.append(Check(side, what, bool(ok)))

@@ -12,6 +12,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from . import switches
@@ -19,7 +20,8 @@ from .drills import CRM, DRILLS, REPORT, DrillContext, job_drills
 from .report import DrillResult, render_table
 from .stack import DeployedStack
 
-__all__ = ["connect", "main_drill", "run_drills"]
+__all__ = ["connect", "drills_page", "main_drill", "report_drills", "run_drills",
+           "write_drills_page"]
 
 
 def connect(*, stack: str, endpoint: str | None = None, profile: str | None = None,
@@ -69,6 +71,7 @@ def run_drills(stack: DeployedStack, *, only: Sequence[str] = (), job: str | Non
         result = DrillResult(drill.name, drill.title)
         say(f"\n== {drill.name}: {drill.title}")
         started = time.monotonic()
+        result.started_at_ms = int(time.time() * 1000)
         try:
             drill.run(ctx, result)
         except Exception as exc:  # noqa: BLE001 - a drill that breaks is a failed drill
@@ -77,6 +80,7 @@ def run_drills(stack: DeployedStack, *, only: Sequence[str] = (), job: str | Non
             for name in stack.jobs:  # a paused worker is let go (a deleted switch
                 switches.disarm_all(stack.ddb, stack.table, name)  # releases it too)
         result.seconds = time.monotonic() - started
+        result.ended_at_ms = int(time.time() * 1000)
         for line in result.injected:
             say(f"   injected     {line}")
         for check in result.checks:
@@ -88,21 +92,100 @@ def run_drills(stack: DeployedStack, *, only: Sequence[str] = (), job: str | Non
     return results
 
 
+def drills_page(stack: DeployedStack, results: Sequence[DrillResult], *,
+                now_ms: int | None = None) -> str:
+    """One page: every drill's checks and the timeline of what its jobs' run logs
+    recorded while it ran (read back through the store's run-record query)."""
+    from dataclasses import asdict
+
+    from ..timeline import DrillSection, Window, collect, render_drills_page
+
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    sections = []
+    for index, result in enumerate(results):
+        jobs = [t.job for t in result.tallies if t.job in stack.jobs] or sorted(stack.jobs)
+        start = result.started_at_ms or now_ms
+        end = max(result.ended_at_ms, start + 1000)
+        # a margin each side, never reaching into the drill before or after (drills run
+        # one after the other: each page shows what its own drill caused)
+        margin = max(250, (end - start) // 50)
+        low, high = start - margin, end + margin
+        if index and results[index - 1].ended_at_ms:
+            low = max(low, results[index - 1].ended_at_ms + 1)
+        if index + 1 < len(results) and results[index + 1].started_at_ms:
+            high = min(high, results[index + 1].started_at_ms - 1)
+        window = Window(min(low, start), max(high, end))
+        sections.append(DrillSection(
+            name=result.name, title=result.title, held=result.held, seconds=result.seconds,
+            injected=list(result.injected),
+            checks=[(c.side, c.what, c.ok) for c in result.checks],
+            timeline=collect(stack.store, jobs, window, now_ms=now_ms,
+                             title=f"drill {result.name}"),
+            error=result.error, tallies=[asdict(t) for t in result.tallies]))
+    return render_drills_page(sections, generated_at_ms=now_ms)
+
+
+def write_drills_page(stack: DeployedStack, results: Sequence[DrillResult],
+                      path: Path) -> Path:
+    """The drills page, written whole or not at all."""
+    from ..timeline.command import write_page
+
+    return write_page(drills_page(stack, results), path)
+
+
 def summary(results: Sequence[DrillResult]) -> dict[str, Any]:
     return {"held": all(r.held for r in results) and bool(results),
             "drills": [r.as_dict() for r in results]}
 
 
+def report_drills(results: Sequence[DrillResult], *, html: Path | None,
+                  page: Callable[[], str], quiet: bool) -> int:
+    """Write the drills page (``html``), then print the results: the table, or the JSON
+    summary with ``quiet``. A page that cannot be built or written (its folder removed
+    while the drills ran, the disk full, the run log unreadable) is said after the
+    results, never instead of them, and the exit code is 1."""
+    from ..timeline.command import write_page
+
+    report = summary(results)
+    failed = None
+    if html is not None:
+        try:
+            write_page(page(), html)
+            report["html"] = str(html)
+        except Exception as exc:  # noqa: BLE001 - the drills' results are printed anyway
+            from ..errors import JobGuardError
+
+            failed = str(exc) if isinstance(exc, JobGuardError) else \
+                f"drills page: not written to {html}: {type(exc).__name__}: {exc}"
+            report["html_error"] = failed
+    if quiet:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+    else:
+        print("\n" + render_table(results))
+        if "html" in report:
+            print(f"\ndrills page: {html}")
+    if failed is not None:
+        sys.stdout.flush()
+        print(f"error: {failed}", file=sys.stderr)
+        return 1
+    return 0 if report["held"] else 1
+
+
 def main_drill(args: Any) -> int:
     """The CLI entry (``jobguard drill``)."""
+    html = None
+    if getattr(args, "html", None) is not None:
+        from ..timeline.command import TimelineOutput, check_html_path
+
+        try:
+            html = check_html_path(args.html)  # before a minute of drills, not after
+        except TimelineOutput as exc:
+            raise ValueError(str(exc)) from None
     stack = connect(stack=args.stack, endpoint=args.endpoint_url, profile=args.profile,
                     region=args.region)
     quiet = bool(args.json)
     results = run_drills(stack, only=args.only or (), job=args.job,
                          say=(lambda line: None) if quiet else print)
-    if quiet:
-        json.dump(summary(results), sys.stdout, indent=2)
-        print()
-    else:
-        print("\n" + render_table(results))
-    return 0 if summary(results)["held"] else 1
+    return report_drills(results, html=html, page=lambda: drills_page(stack, results),
+                         quiet=quiet)

@@ -118,14 +118,19 @@ def _trip(job: str, point: str, run_id: str, work_id: str) -> None:
 
 
 def _rows(ddb: Any, table: str, job: str) -> list[dict[str, Any]]:
-    """Every switch row of ``job`` (its partition, ``DRILL#`` prefix)."""
-    items: list[dict[str, Any]] = ddb.query(
-        TableName=table, ConsistentRead=True,
-        KeyConditionExpression="#pk = :pk AND begins_with(#sk, :prefix)",
-        ExpressionAttributeNames={"#pk": PARTITION_KEY, "#sk": SORT_KEY},
-        ExpressionAttributeValues={":pk": {"S": job_pk(job)}, ":prefix": {"S": _PREFIX}},
-    ).get("Items", [])
-    return items
+    """Every switch row of ``job`` (its partition, ``DRILL#`` prefix), every page."""
+    kwargs: dict[str, Any] = {
+        "TableName": table, "ConsistentRead": True,
+        "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
+        "ExpressionAttributeNames": {"#pk": PARTITION_KEY, "#sk": SORT_KEY},
+        "ExpressionAttributeValues": {":pk": {"S": job_pk(job)}, ":prefix": {"S": _PREFIX}}}
+    items: list[dict[str, Any]] = []
+    while True:
+        page = ddb.query(**kwargs)
+        items += page.get("Items", [])
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def _take(ddb: Any, table: str, row: dict[str, Any], run_id: str, work_id: str) -> bool:

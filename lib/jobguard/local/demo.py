@@ -7,7 +7,9 @@
 3. runs ``jobguard drill`` against it and prints, per drill, what it injected and what
    it checked on each side, then the table. Exit code 0 only when every drill held.
 
-``--json FILE`` also writes the drills' summary; ``--only NAME`` runs one drill;
+It ends by writing ``.local/drills.html`` (every drill's checks and timeline, one
+self-contained page) and printing its path. ``--json FILE`` also writes the drills'
+summary; ``--only NAME`` runs one drill;
 ``--keep`` leaves the local AWS running (its endpoint is printed) for ``jobguard``
 commands.
 """
@@ -144,6 +146,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["seconds"] = round(time.monotonic() - started, 1)
         held = report["held"] and all(ok for _, ok in inspected)
         report["held"] = held
+        page: Path | None = local / "drills.html"
+        assert page is not None
+        try:
+            from ..drill.runner import write_drills_page
+
+            write_drills_page(stack, results, page)
+            report["html"] = str(page)
+        except Exception as exc:  # noqa: BLE001 - the drills' verdict stands without it
+            progress.say(f"the drills page could not be written: {type(exc).__name__}: {exc}")
+            page = None
         if args.json:
             args.json.write_text(json.dumps(report, indent=2) + "\n")
         print(f"\n{'every drill held' if held else 'A DRILL FAILED'}: "
@@ -158,12 +170,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
                   f"JOBGUARD_TABLE={outputs['TableName']} JOBGUARD_STACK={DEFAULT_STACK}\n"
                   f"  {cli} status crm-sync; {cli} runs crm-sync; {cli} drill\n"
+                  f"  {cli} timeline crm-sync report-export --since 1h [--html timeline.html]\n"
                   f"When done: kill {pid}; rm -rf {aws.workdir}")
             aws.process = None  # not stopped below
             aws.workdir = None  # its workers still use it
         else:
             print(f"jobguard, the operator's command, is {cli} (or `. {Path(cli).parent}/activate`"
                   f" puts it on PATH); DEMO_ARGS=\"--keep\" leaves the local AWS running for it")
+        if page is not None:  # last: the page's path is what the demo leaves behind
+            print(f"drills page (every drill's checks and timeline): {page}\n"
+                  f"  open {page.resolve().as_uri()}")
         return 0 if held else 1
     finally:
         progress.close()
