@@ -28,12 +28,13 @@ def test_a_takeover_counts_once_and_decisions_count_per_trigger() -> None:
     ]
     ledger = [_item("a", ItemState.COMPLETED), _item("b", ItemState.COMPLETED),
               _item("c", ItemState.FAILED), _item("d", ItemState.CLAIMED)]
-    row = tally("crm-sync", records, ledger, reconciled_extra=1, duplicates=0)
+    row = tally("crm-sync", records, ledger, duplicates=0)
     assert (row.triggers, row.runs, row.duplicate, row.coalesced) == (4, 2, 1, 1)
     assert row.takeovers == 1
     # a claim left by nobody is not done: it is counted with the uncertain
     assert (row.completed, row.failed, row.uncertain) == (2, 1, 1)
-    assert row.reconciled == 5
+    # what runs reconciled, from their own records, counted once
+    assert row.reconciled == 4
 
 
 def test_a_run_whose_own_record_replaced_the_abandoned_one_is_one_trigger() -> None:

@@ -91,7 +91,7 @@ class DrillResult:
 
 
 def tally(job: str, records: Iterable[RunRecord], ledger: Iterable[ItemRecord],
-          *, reconciled_extra: int = 0, duplicates: int = 0) -> JobTally:
+          *, duplicates: int = 0) -> JobTally:
     """Count one job's run records (one per trigger decision) and final item states."""
     records = list(records)
     by_run: dict[str, RunRecord] = {}
@@ -109,7 +109,7 @@ def tally(job: str, records: Iterable[RunRecord], ledger: Iterable[ItemRecord],
     row.completed = states[ItemState.COMPLETED]
     row.failed = states[ItemState.FAILED]
     row.uncertain = states[ItemState.UNCERTAIN] + states[ItemState.CLAIMED]
-    row.reconciled = reconciled_extra + sum(
+    row.reconciled = sum(
         int(r.extra.get("reconciled", 0) or 0) for r in by_run.values())
     return row
 
