@@ -543,7 +543,12 @@ def cmd_recover(args: argparse.Namespace) -> int:
             args.function_name = _recovery_function(args)
         answer = _invoke(args, request)
     if answer.get("result") in ("refused", "busy"):
-        raise CommandError(answer.get("field") or "request", answer.get("error", "refused"))
+        # the function's error starts with its own field name: said once, as the option
+        field = str(answer.get("field") or "request")
+        error = str(answer.get("error", "refused"))
+        if error.startswith(f"{field}: "):
+            error = error[len(field) + 2:]
+        raise CommandError(_OPTION_OF.get(field, field), _options_in(error))
     _out(args, answer, _recovery_text(answer))
     return 0
 
@@ -653,6 +658,15 @@ _OPTION_OF = {"job": "JOB", "cursor_from": "--from", "cursor_to": "--to",
               "requested_by": "--requested-by"}
 
 
+def _options_in(text: str) -> str:
+    """A recovery's message with its request fields named as this CLI's options
+    (``recover by cursor_from/cursor_to`` -> ``recover by --from/--to``)."""
+    import re
+
+    return re.sub(r"\b(cursor_from|cursor_to|time_from|time_to|max_items)\b",
+                  lambda m: _OPTION_OF[m.group(1)], text)
+
+
 def _check_request(request: dict[str, Any]) -> None:
     from .errors import InvalidRequestError
     from .recovery import parse_request
@@ -701,7 +715,7 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
             answer = recover(request)
     except (InvalidRequestError, ConfigError) as exc:  # named as the option the user typed
         raise CommandError(_OPTION_OF.get(exc.field, exc.field),
-                           str(exc).split(": ", 1)[1]) from None
+                           _options_in(str(exc).split(": ", 1)[1])) from None
     except LeaseBusyError as exc:
         raise CommandError("JOB", str(exc)) from None
     except KeyError as exc:

@@ -188,3 +188,22 @@ def test_a_reader_that_stops_early_is_not_an_error(env, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdout", Closed())
     assert main(["runbook", "crm-sync"]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_refusal_from_the_recovery_function_names_the_options_once(env, capsys,
+                                                                       monkeypatch):
+    """GIVEN the recovery function refuses a time range for a job without cursor_at (its
+    answer: field time_from, the error starting with that field and naming request
+    fields) WHEN `recover --from-time/--to-time` prints it THEN the error names the
+    option once, and the fields it mentions as this CLI's options, exit 2."""
+    def refused(args: Any, request: dict[str, Any]) -> dict[str, Any]:
+        return {"result": "refused", "field": "time_from",
+                "error": "time_from: job 'crm-sync' does not map times to cursors "
+                         "(implement cursor_at); recover by cursor_from/cursor_to"}
+
+    monkeypatch.setattr("jobguard.cli._invoke", refused)
+    assert main(["recover", "crm-sync", "--from-time", "2026-11-29T01:00:00Z",
+                 "--to-time", "2026-11-29T02:00:00Z", "--function-name", "f"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == ("error: --from-time: job 'crm-sync' does not map times to cursors "
+                     "(implement cursor_at); recover by --from/--to"), error
