@@ -10,44 +10,20 @@ import random
 import re
 import stat
 import time
-import uuid
 from typing import Any
 
 import pytest
 
 from jobguard.cli import main
-from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.ids import new_run_id
-from jobguard.local.emulator import in_process
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.timeline import Window, build_timeline, render_page, render_text
 from jobguard.timeline.model import Bar, Lane, Timeline
 from jobguard.triggers import Trigger, TriggerKind
+from tests.timeline._support import put_run as _put
 
 T0 = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 DAY = 86_400_000
-
-
-@pytest.fixture
-def env(monkeypatch):
-    with in_process() as emu:
-        ddb = emu.client("dynamodb")
-        name = f"jobguard-{uuid.uuid4().hex[:8]}"
-        create_table(ddb, name)
-        monkeypatch.setenv("JOBGUARD_TABLE", name)
-        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-        monkeypatch.delenv("JOBGUARD_JOBS_MODULE", raising=False)
-        yield ddb, DynamoJobStore(name, client=ddb)
-
-
-def _put(store: DynamoJobStore, at_ms: int, **fields: Any) -> RunRecord:
-    record = RunRecord(**{
-        "job": "crm-sync", "run_id": new_run_id(at_ms), "trigger_id": "crm-sync@t",
-        "trigger_kind": "tick", "policy": "COALESCE", "decision": Decision.RAN,
-        "status": RunStatus.SUCCEEDED, "started_at_ms": at_ms, "ended_at_ms": at_ms + 5_000,
-        "fence": 1, **fields})
-    store.put_run(record, ttl_epoch_s=at_ms // 1000 + 86_400)
-    return record
 
 
 def _ran(i: int, start_ms: int, end_ms: int, status: str = "succeeded",
