@@ -112,13 +112,18 @@ mutate: $(STAMP)
 		mkdir -p $(MUTMUT_DIR)/mutants/src && ln -s ../lib $(MUTMUT_DIR)/src && \
 		for f in tests bench handlers docs Makefile README.md pyproject.toml; do \
 			ln -s ../$$f $(MUTMUT_DIR)/$$f; done; fi
-	@# A first run generates every mutant (no names yet to sample from).
+	@# A first run generates every mutant (no names yet to sample from): mutmut writes
+	@# them and collects its stats, then stops on the filter that matches no mutant (its
+	@# AssertionError is expected; the .meta files it leaves are what counts).
 	@# PYTHONPATH puts the mutated copy ahead of the editable install in any child process;
 	@# the folder must exist before Python starts (a missing one is cached as unusable).
 	@if ! ls $(MUTMUT_DIR)/mutants/src/jobguard/*.meta >/dev/null 2>&1; then \
-		cd $(MUTMUT_DIR) && PYTHONPATH=$(CURDIR)/$(MUTMUT_DIR)/mutants/src \
+		(cd $(MUTMUT_DIR) && PYTHONPATH=$(CURDIR)/$(MUTMUT_DIR)/mutants/src \
 		$(CURDIR)/$(VENV)/bin/mutmut run --max-children $(MUTMUT_CHILDREN) \
-			'jobguard.no_such_module.*' >/dev/null; fi
+			'jobguard.no_such_module.*' >/dev/null 2>&1); \
+		ls $(MUTMUT_DIR)/mutants/src/jobguard/*.meta >/dev/null || \
+			{ echo "mutmut generated no mutants: run it by hand in $(MUTMUT_DIR) to see why"; \
+			exit 1; }; fi
 	@# A stats file that maps no test to any function (mutmut print-time-estimates writes
 	@# one) would make every mutant "no tests": drop it, and mutmut collects stats again.
 	@$(PY) -c "import json,os,sys; p='$(MUTMUT_DIR)/mutants/mutmut-stats.json'; \
