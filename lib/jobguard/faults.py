@@ -363,13 +363,26 @@ class Faults:
 
     def _site_of(self, operation: str, frame: Any) -> str | None:
         depth = 0
-        while frame is not None and depth < 60:
-            sites = self._sites.get((frame.f_globals.get("__name__"), frame.f_code.co_qualname))
+        while frame is not None and depth < 90:
+            qualname = frame.f_code.co_qualname
+            if "__mutmut_" in qualname:
+                qualname = _unmutated(qualname)
+            sites = self._sites.get((frame.f_globals.get("__name__"), qualname))
             if sites is not None and operation in sites:
                 return sites[operation]
             frame = frame.f_back
             depth += 1
         return None
+
+
+# `make mutate` (mutmut) renames each function it mutates: DynamoJobStore.acquire runs as
+# DynamoJobStore.xǁDynamoJobStoreǁacquire__mutmut_orig (or _N), a function f as
+# x_f__mutmut_orig. The call site is still the declared function's.
+_MUTMUT_NAME = re.compile(r"(?:xǁ[^ǁ]+ǁ|x_)(\w+?)__mutmut_\w+$")
+
+
+def _unmutated(qualname: str) -> str:
+    return _MUTMUT_NAME.sub(r"\1", qualname)
 
 
 def _site_index(sites: Sequence[CallSite]) -> dict[tuple[str, str], dict[str, str]]:
