@@ -825,16 +825,11 @@ def guarded(
                               f"{sorted(options)}")
         config_given = job
         return lambda handler: GuardedJob(config_given, handler, **runtime_only)
-    if isinstance(policy, str) and not isinstance(policy, OverlapPolicy):
-        try:
-            policy = OverlapPolicy(policy.upper())
-        except ValueError:
-            names = ", ".join(p.value for p in OverlapPolicy)
-            raise ConfigError("policy", f"unknown policy {policy!r}; one of {names}") from None
+    # A policy given as a string ("coalesce") is JobConfig's to convert and refuse.
     runtime_options = {k: options.pop(k) for k in ("store", "queue", "clock", "owner")
                        if k in options}
     try:
-        config = JobConfig(name=job, policy=policy, **options)
+        config = JobConfig(name=job, policy=policy, **options)  # type: ignore[arg-type]
     except TypeError as exc:
         raise ConfigError("options", str(exc)) from None
 

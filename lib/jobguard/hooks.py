@@ -8,7 +8,8 @@ Points fired by jobguard:
 
 - ``after_acquire`` (job, run_id, fence): the lease was just acquired.
 - ``before_release`` (job, run_id, fence): the handler returned, release is next.
-- ``before_renew`` (job, run_id, fence): a heartbeat is about to renew.
+- ``before_renew`` (job, run_id, fence, waited_s): a heartbeat is about to renew, after
+  waiting ``waited_s`` seconds (:func:`jobguard.run.next_wait`).
 - ``lease_lost`` (job, run_id, fence, reason): the heartbeat gave the lease up (renewal
   refused, or the local deadline passed without a confirmed renewal).
 - ``after_claim`` (job, run_id, work_ids): a BatchJob claimed a page.

@@ -35,6 +35,20 @@ class _LeaseStore(Protocol):
     def read_lease(self, job: str) -> Any: ...
 
 
+def next_wait(renewed: bool, remaining_s: float, every_s: float) -> float:
+    """Seconds a heartbeat waits before its next renewal, ``remaining_s`` before its local
+    deadline.
+
+    Renewed (or not yet tried): a full interval ``every_s``, never past the deadline (0 once
+    it has passed, so the lost lease is noticed at once). Unresolved (throttled, timed out,
+    its answer lost): retry soon, after a quarter of what is left, at most 1 s, at least
+    10 ms, so a few retries fit before the deadline without spinning.
+    """
+    if renewed:
+        return min(every_s, max(0.0, remaining_s))
+    return max(0.01, min(1.0, remaining_s / 4))
+
+
 class Heartbeat:
     """Renews one run's lease every ``every`` until stopped or lost."""
 
@@ -89,25 +103,21 @@ class Heartbeat:
             self._thread.join()
 
     def _loop(self) -> None:
-        wait_s = min(self._every_s, max(0.0, self._deadline - self._clock.monotonic()))
+        wait_s = next_wait(True, self._deadline - self._clock.monotonic(), self._every_s)
         while not self._stop.wait(wait_s):
             if self.lost_reason is not None:
                 self._lost()
                 return
-            fire("before_renew", job=self._job, run_id=self._run_id, fence=self._fence)
+            fire("before_renew", job=self._job, run_id=self._run_id, fence=self._fence,
+                 waited_s=wait_s)
             if self._stop.is_set():
                 return
             outcome = self.renew_once()
             if outcome is False:
                 self._lost()
                 return
-            # Renewed: wait a full interval. Failed transiently: retry soon, within the
-            # deadline (never sleeping past it).
             remaining = self._deadline - self._clock.monotonic()
-            if outcome:
-                wait_s = min(self._every_s, max(0.0, remaining))
-            else:
-                wait_s = max(0.01, min(1.0, remaining / 4, remaining))
+            wait_s = next_wait(outcome is True, remaining, self._every_s)
 
     def _lost(self) -> None:
         fire("lease_lost", job=self._job, run_id=self._run_id, fence=self._fence,

@@ -29,7 +29,7 @@ from jobguard.dynamodb import DynamoJobStore
 from jobguard.faults import Faults, Rule
 from jobguard.lease import Acquired
 from jobguard.records import Decision, RunRecord, RunStatus
-from jobguard.run import Heartbeat
+from jobguard.run import Heartbeat, next_wait
 from jobguard.testing import ManualClock
 from jobguard.trigger_state import State
 from jobguard.triggers import Trigger, TriggerKind
@@ -133,7 +133,8 @@ def test_the_heartbeat_renews_on_its_interval_and_sends_nothing_once_stopped(aws
     assert row(aws) == ("R1", 1, t0 + 60_000, t0 + 120_000)
     assert hb.deadline == start + 60 + 55
     assert hb.lost_reason is None and lost == []
-    assert announced == [({"job": JOB, "run_id": "R1", "fence": 1},
+    # Each renewal came a full interval (10 ms) after the last, not the 1 s retry delay.
+    assert announced == [({"job": JOB, "run_id": "R1", "fence": 1, "waited_s": 0.01},
                           f"jobguard-heartbeat-{JOB}", True)] * 4
 
 
@@ -162,19 +163,23 @@ def test_a_heartbeat_whose_deadline_passed_before_it_started_gives_up_at_once(aw
 def test_a_renewal_the_table_throttles_is_retried_soon_and_the_deadline_still_ends_it(
         aws, clock):
     """GIVEN R1 holds the lease and every renewal is throttled (the row stays as it was)
-    WHEN the heartbeat renews 10 s later THEN it is not lost for that: it retries within about a
-    second (not after a full interval); and once the worker's clock passes the local
-    deadline (moved 56 s during the retry) it gives the lease up for the deadline, after
-    exactly two attempts and no renewal."""
+    WHEN the heartbeat starts 52 s later (3 s before its local deadline: lease 60 s, skew
+    margin 5 s) THEN it renews after its 10 ms interval, and the throttled renewal is not
+    lost for that: it is retried after a quarter of the 3 s left (0.75 s, not a full
+    interval and not the 1 s cap); and once the worker's clock passes the local deadline
+    (moved 56 s during the retry) it gives the lease up for the deadline, after exactly
+    two attempts and no renewal."""
     t0 = to_ms(clock.now())
     take(aws, "R1", t0)
     store = lambda_store(aws)
     hb = heartbeat(aws, clock, store=store)
-    clock.advance(timedelta(seconds=10))
+    clock.advance(timedelta(seconds=52))
     attempts: list[str | None] = []
+    waits: list[float] = []
 
-    def before_renew(**_: Any) -> None:
+    def before_renew(**context: Any) -> None:
         attempts.append(hb.lost_reason)
+        waits.append(context["waited_s"])
         if len(attempts) == 2:
             clock.advance(timedelta(seconds=56))
 
@@ -186,6 +191,7 @@ def test_a_renewal_the_table_throttles_is_retried_soon_and_the_deadline_still_en
         hb.stop()
 
     assert attempts == [None, None]
+    assert waits == [0.01, 0.75]
     assert [c["reason"] for c in lost] == [DEADLINE_PASSED]
     assert hb.renewals == 0
     assert row(aws) == ("R1", 1, t0, t0 + 60_000)
@@ -349,3 +355,24 @@ def test_a_run_past_its_local_deadline_may_write_nothing_more(aws, clock):
     with pytest.raises(JobGuardError) as outside:
         current_run()
     assert str(outside.value) == "current_run() called outside a guarded handler"
+
+
+# -- how long it waits ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("renewed", "remaining_s", "every_s", "expected"), [
+    (True, 100.0, 10.0, 10.0),   # renewed, far from the deadline: a full interval
+    (True, 3.0, 10.0, 3.0),      # never past the local deadline
+    (True, -2.0, 10.0, 0.0),     # the deadline passed: look again at once
+    (False, 100.0, 10.0, 1.0),   # unresolved: retry within a second, not an interval
+    (False, 2.0, 10.0, 0.5),     # a quarter of what is left, so several retries fit
+    (False, 0.02, 10.0, 0.01),   # but never spinning: at least 10 ms
+    (False, -2.0, 10.0, 0.01),
+    (False, 100.0, 0.2, 1.0),    # a retry does not follow a shorter interval
+])
+def test_the_wait_before_the_next_renewal(renewed, remaining_s, every_s, expected):
+    """GIVEN the last renewal's outcome (renewed, or unresolved: throttled, timed out, its
+    answer lost) and the time left before the local deadline WHEN the heartbeat picks its
+    next wait THEN a renewed lease waits a full interval but never past the deadline, and
+    an unresolved renewal is retried after a quarter of what is left, between 10 ms and
+    1 s."""
+    assert next_wait(renewed, remaining_s, every_s) == pytest.approx(expected)
