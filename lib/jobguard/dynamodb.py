@@ -515,7 +515,11 @@ class DynamoJobStore:
         fence = max(lease.fence, high_water) + 1
         e = _Expr()
         pieces = [self._lease_condition(e, lease)]
-        if lease.run_id is not None and not replace:
+        held = lease.is_held(now_ms, skew_ms)
+        if lease.run_id is not None and not (replace and held):
+            # A takeover of a lease seen expired holds only while it still is: a holder
+            # that renewed since our read is alive, so (under REPLACE) its trigger ends
+            # `replaced`, not `lost` for its retry to run again; refused, we decide again.
             pieces.append(f"{e.n('expires_at_ms')} < {e.v(now_ms - skew_ms)}")
         if not ignore_pause:
             pieces.append(f"attribute_not_exists({e.n('paused_at_ms')})")
@@ -570,7 +574,7 @@ class DynamoJobStore:
         kinds.append("trigger")
         if lease.run_id is not None and lease.trigger_id and lease.trigger_id != trigger_id \
                 and mark_displaced:
-            target = State.REPLACED if replace and lease.is_held(now_ms, skew_ms) \
+            target = State.REPLACED if replace and held \
                 and not _mutants.on("replace-displaced-retryable") else State.LOST
             actions.append(self._end_trigger(job, lease.trigger_id, lease.run_id, target,
                                              now_ms, record_ttl_s or trigger_ttl_s))

@@ -90,6 +90,10 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "SQS outage past Lambda's timeout) and the operator force-released the dead "
         "holder: as for a failed delivery, only their senders' retries can bring the "
         "follow-up"),
+    "replace-from-a-stale-read": (227578, "", "REPLACE: a takeover that had read the "
+                                  "lease expired landed after its holder renewed, and "
+                                  "ended the live holder's trigger `lost`: Lambda's retry "
+                                  "of the holder ran it again"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),

@@ -407,6 +407,52 @@ def test_manual_run_longer_than_its_trigger_ttl_is_released(aws, clock):
     assert script.ran(tick_id(JOB, t2)) == 1, nxt
 
 
+def test_replace_from_a_stale_read_of_an_expired_lease_still_replaces(aws, clock):
+    """GIVEN a REPLACE job whose run H is in its handler, its lease past expiry
+    WHEN a new tick T reads the lease (expired), then H's heartbeat renews it, then T
+    takes over
+    THEN H's trigger ends `replaced` (H was alive: T displaced a live run), so Lambda's
+    retry of H's failed invocation is a duplicate and H's work runs once.
+
+    Found by the explorer (seed 227578): the takeover chose `lost` (a dead run, its
+    retry runs again) from its older read, and the write did not depend on that read,
+    so it landed over the renewed lease; H's retry then ran a second time. A takeover
+    of a lease seen expired now holds only while it still is; refused, T decides again
+    from the row as it is."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.REPLACE, lease=LEASE)
+    t0 = clock.now()
+    held = script.hold(tick_id(JOB, t0))
+    holder, box = start(lambda: job(tick(JOB, t0), None))
+    assert held.entered.wait(10)
+    row = aws.lease_item(JOB)
+    run_id, fence = row["run_id"]["S"], int(row["fence"]["N"])
+    clock.advance(PAST_THE_LEASE)
+    t1 = clock.now()
+    seen, go = threading.Event(), threading.Event()
+
+    def pause(**ctx: Any) -> None:
+        if ctx["trigger_id"] == tick_id(JOB, t1) and not go.is_set():
+            seen.set()
+            assert go.wait(10)
+
+    with hooks.on("after_lease_read", pause):
+        taker, taken = start(lambda: job(tick(JOB, t1), None))
+        assert seen.wait(10)
+        assert aws.store.renew(JOB, run_id=run_id, fence=fence, now_ms=to_ms(clock.now()),
+                               lease_ms=int(LEASE.total_seconds() * 1000))
+        go.set()
+        taker.join(10)
+    assert "error" not in taken, taken
+    held.release.set()
+    holder.join(10)
+    retry = call(job, tick(JOB, t0))  # Lambda retries H's failed invocation
+    assert script.ran(tick_id(JOB, t0)) == 1, (retry, outcomes_of(aws, JOB, tick_id(JOB, t0)))
+    assert script.ran(tick_id(JOB, t1)) == 1
+    assert outcomes_of(aws, JOB, tick_id(JOB, t0)) == [("ran", "lease_lost"),
+                                                       ("duplicate", "duplicate")]
+
+
 # -- attacks that held (kept as regression tests) ------------------------------------------
 
 
