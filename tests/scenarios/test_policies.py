@@ -153,25 +153,33 @@ def test_coalesce_ten_triggers_give_exactly_one_follow_up_after_the_run(aws, clo
 
 
 def test_coalesce_follow_up_still_happens_when_the_active_run_crashed(aws):
-    # GIVEN a COALESCE job (real clock, short lease) whose holder dies holding the lease:
-    # its row says "held" and nobody will ever renew or release it
+    # GIVEN a COALESCE job (short lease) whose holder dies holding the lease: its row
+    # says "held" and nobody will ever renew or release it
+    from jobguard import GuardedJob
     from jobguard.clock import SystemClock, to_ms
+    from jobguard.testing import ManualClock
     from jobguard.triggers import Trigger, TriggerKind
 
     rec = Recorder()
-    clock = SystemClock()
-    job = make_job(aws, clock, rec.handler(), policy=OverlapPolicy.COALESCE,
+    real = SystemClock()
+    # the triggers are decided at one instant (a loaded machine must not let the short
+    # lease expire between them); the follow-up's delivery runs on the real clock, as
+    # the queue's delay does
+    frozen = ManualClock(real.now())
+    job = make_job(aws, frozen, rec.handler(), policy=OverlapPolicy.COALESCE,
                    lease=timedelta(seconds=2), heartbeat_every=timedelta(milliseconds=500),
                    skew_margin=timedelta(milliseconds=300))
+    later = GuardedJob(job.config, rec.handler(), store=aws.store, queue=job._queue,
+                       clock=real)
     crashed = aws.store.take(
         Trigger("crm-sync", "crm-sync@manual:crashed", TriggerKind.MANUAL),
         run_id="CRASHED", owner="dead-worker",
-        now_ms=to_ms(clock.now()), lease_ms=2000, skew_ms=300,
+        now_ms=to_ms(frozen.now()), lease_ms=2000, skew_ms=300,
     )
     assert crashed.fence == 1
 
     # WHEN triggers arrive while the dead run still "holds" the lease
-    now = clock.now()
+    now = frozen.now()
     outcomes = [job(tick("crm-sync", now + timedelta(milliseconds=i)), None) for i in range(10)]
     assert {o["decision"] for o in outcomes} == {"coalesced"}
     assert deliver_once(aws.sqs, aws.queues["crm-sync"], job) == 1  # deferred
@@ -181,7 +189,7 @@ def test_coalesce_follow_up_still_happens_when_the_active_run_crashed(aws):
     # on its own and takes the lease over
     delivered = 0
     while delivered == 0:
-        delivered = deliver_once(aws.sqs, aws.queues["crm-sync"], job, wait_s=5)
+        delivered = deliver_once(aws.sqs, aws.queues["crm-sync"], later, wait_s=5)
     assert len(rec.calls) == 1 and rec.calls[0][1] == 2
     log = {r.run_id: r for r in aws.runs("crm-sync")}
     assert log["CRASHED"].status.value == "abandoned"
