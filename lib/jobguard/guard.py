@@ -296,7 +296,9 @@ class GuardedJob:
                 high_water = refused.high_water
             if refused.displaced_failed and step is Next.RUN:
                 unmarkable = displacing
-            if refused.follow_up_failed:
+            if refused.follow_up_failed and refused.lease is None:
+                # the row was as seen, its follow-up not: it ran or was absorbed (a
+                # refusal from an older row says nothing of it: look again)
                 keep_follow_up = False
             if refused.conflict:
                 backoff(attempt)
@@ -366,8 +368,8 @@ class GuardedJob:
                 high_water = result.high_water
             if result.displaced_failed:
                 unmarkable = displacing
-            if result.follow_up_failed:
-                keep_follow_up = False
+            if result.follow_up_failed and result.lease is None:
+                keep_follow_up = False  # as in handle()
 
     # -- decisions -----------------------------------------------------------------------
 

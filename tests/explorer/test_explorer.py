@@ -94,6 +94,10 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
                                   "lease expired landed after its holder renewed, and "
                                   "ended the live holder's trigger `lost`: Lambda's retry "
                                   "of the holder ran it again"),
+    "recovery-refused-on-an-older-row-keeps-the-follow-up": (
+        228127, "", "a recovery refused on the row and on the follow-up's gate it had read "
+        "(another recovery had moved it) took the lease without the follow-up: the row "
+        "forgot it and the coalesced triggers were never followed"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),

@@ -453,6 +453,71 @@ def test_replace_from_a_stale_read_of_an_expired_lease_still_replaces(aws, clock
                                                        ("duplicate", "duplicate")]
 
 
+def test_a_recovery_refused_on_an_older_row_still_keeps_the_follow_up(aws, clock):
+    """GIVEN a COALESCE job whose run 1 hangs past its lease with tick 2 coalesced into
+    its follow-up, and two recoveries: r2 read the row (run 1 expired, the follow-up's
+    gate at fence 1) and is about to take the lease
+    WHEN r1 takes it first (moving the follow-up's gate to fence 2), runs and releases,
+    and only then r2's write lands, refused on the row and on the gate
+    THEN r2 takes the lease on its next try still carrying the follow-up, which runs
+    once after it.
+
+    Found by the explorer (seed 228127): r2 read the gate's refusal as "the follow-up
+    ran or was absorbed" and took the lease without it; the row forgot the follow-up
+    and the coalesced triggers were never followed. A gate refused together with the
+    row it was read from says nothing of the follow-up: the next try looks again."""
+    import json
+
+    from jobguard.triggers import Trigger, TriggerKind
+
+    from ._support import Gate, Recorder, holding, in_thread
+
+    gate, rec = Gate(), Recorder()
+    t1 = tick(JOB, clock.now())
+    job = make_job(aws, clock, rec.handler(holding(gate, t1)), policy=OverlapPolicy.COALESCE)
+    holder, _ = in_thread(lambda: job(t1, None))
+    assert gate.entered.wait(10)
+    clock.advance(timedelta(seconds=1))
+    t2 = clock.now()
+    assert job(tick(JOB, t2), None)["decision"] == "coalesced"
+    clock.advance(PAST_THE_LEASE)
+
+    paused, go = threading.Event(), threading.Event()
+    r2_thread: list[int] = []
+
+    def hold_r2(params: dict[str, Any], **_: Any) -> None:
+        if threading.get_ident() in r2_thread and not go.is_set() \
+                and "gate_fence" in json.dumps(params):
+            paused.set()
+            assert go.wait(10)
+
+    events = aws.store.client.meta.events
+    events.register("provide-client-params.dynamodb.TransactWriteItems", hold_r2)
+    try:
+        def r2() -> Any:
+            r2_thread.append(threading.get_ident())
+            return job.run_exclusive(Trigger(JOB, f"{JOB}@recovery:r2", TriggerKind.RECOVERY),
+                                     wait=0)
+
+        second, box = in_thread(r2)
+        assert paused.wait(10), "r2 never tried to take the lease with the follow-up"
+        first = job.run_exclusive(Trigger(JOB, f"{JOB}@recovery:r1", TriggerKind.RECOVERY),
+                                  wait=0)
+        assert first["fence"] == 2
+        go.set()
+        second.join(10)
+    finally:
+        events.unregister("provide-client-params.dynamodb.TransactWriteItems", hold_r2)
+    assert box.get("result", {}).get("fence") == 3, box
+    drain(aws, JOB, job)
+    follow_ups = [r for r in aws.runs(JOB) if r.trigger_kind == "follow_up"
+                  and r.decision.value == "ran"]
+    assert [(r.status.value, r.fence) for r in follow_ups] == [("succeeded", 4)], \
+        [(r.trigger_id, r.decision.value, r.status.value) for r in aws.runs(JOB)]
+    gate.release.set()
+    holder.join(10)
+
+
 # -- attacks that held (kept as regression tests) ------------------------------------------
 
 
