@@ -635,7 +635,9 @@ def resolve(config: Any, work_ids: list[str], *, found: str | None, reason: str,
 
     guard = GuardedJob(config, execute, **(guard_options or {}))
     outcome = guard.run_exclusive(trigger, wait=wait.total_seconds(), ignore_pause=True)
-    if isinstance(outcome, dict) and "run_id" in outcome:
+    if isinstance(outcome, dict) and "run_id" in outcome and "jobguard" not in outcome:
+        # a report of execute(); a guard outcome ({"jobguard": "lease_lost", "run_id":
+        # ...}) names a run too, but nothing was resolved
         answer.update(result="resolved", **outcome)
     else:
         answer.update(result=str(outcome.get("jobguard")) if isinstance(outcome, dict)

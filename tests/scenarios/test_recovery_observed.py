@@ -403,10 +403,6 @@ def test_a_plain_jobs_recovery_plans_the_unresolved_items_of_its_time_window(aws
 
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "resolve() answers result 'resolved' when its lease was taken over: the lease-lost "
-    "outcome carries run_id, which resolve() reads as its report (`jobguard resolve` "
-    "then prints 'resolved in run ...' and exits 0 while the item is still uncertain)"))
 def test_a_resolution_whose_lease_is_taken_over_does_not_say_resolved(aws, clock):
     """GIVEN a mail whose answer was lost (uncertain)
     WHEN a REPLACE trigger takes the job's lease just after the operator's resolution
