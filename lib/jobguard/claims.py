@@ -284,8 +284,10 @@ class WorkClaims:
         self.skew_s = config.skew_margin.total_seconds()
         self.report = BatchReport(batch_size=config.batch_size)
         self.hold_next = False
-        """Per-item flush: keep the next outcome for the flush that carries the
-        checkpoint (the page's last item), saving a request per page."""
+        """Per-item flush: the next outcome, if it is a failed or uncertain row (the page's
+        last item), waits for the next job-row write (the next page's claim, or the flush
+        that carries the checkpoint), saving a request; a completion is always written
+        when it is recorded."""
         self._clock = run.clock
         self._ttl_s = int(config.item_ttl.total_seconds())
         self._row: JobRow | None = None
@@ -526,9 +528,12 @@ class WorkClaims:
         else:
             raise ValueError(f"unknown outcome kind {kind!r}")
         self._ended.add(key)
-        if self.config.flush == "item" and not self.hold_next:
+        if self.config.flush == "item":
+            # a completion is written when recorded; a page's last failed or uncertain
+            # row rides on the next page's claim (``hold_next``: one job-row write
+            # fewer; a crash before it leaves that item to reconcile, never to redo)
             self._write_facts()
-            if kind in ("fail", "uncertain"):
+            if kind in ("fail", "uncertain") and not self.hold_next:
                 self._commit({}, [])
         self.hold_next = False
 

@@ -375,11 +375,6 @@ class FrozenSource(CrmSync):
         return super().select(cursor, limit)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "flush='item' holds the outcome of a page's last item (claims.hold_next) until the "
-    "claim of the next page, which is written after the job's select() of that page: a "
-    "run killed inside select() leaves a completion unwritten that README promises is "
-    "written when recorded; for a completion the hold saves no request"))
 def test_with_flush_per_item_a_crash_while_selecting_the_next_page_leaves_nothing_to_reconcile(
         aws, clock):
     # GIVEN a run (flush per item) that finished page 1 (3 notes created and recorded)
