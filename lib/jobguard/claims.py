@@ -531,7 +531,8 @@ class WorkClaims:
         if self.config.flush == "item":
             # a completion is written when recorded; a page's last failed or uncertain
             # row rides on the next page's claim (``hold_next``: one job-row write
-            # fewer; a crash before it leaves that item to reconcile, never to redo)
+            # fewer; a crash before it leaves that item to reconcile, as a crash mid-item
+            # does)
             self._write_facts()
             if kind in ("fail", "uncertain") and not self.hold_next:
                 self._commit({}, [])

@@ -588,7 +588,10 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         raise CommandError("JOB", f"{exc}; try again when the run has ended, or "
                            "--wait longer") from None
     if answer.get("result") != "resolved":
-        raise CommandError("JOB", f"the resolution did not run: {answer.get('outcome')}")
+        now = answer.get("items")
+        raise CommandError("JOB", f"the resolution did not finish: {answer.get('outcome')}"
+                           + (f"; the items now: {', '.join(f'{w} {s}' for w, s in now.items())}"
+                              "; run it again for any still uncertain" if now else ""))
     lines = [f"resolved in run {answer['run_id']} (by {answer['requested_by']}: "
              f"{answer['reason']})"]
     for key, said in (("found", "completed (found at the destination)"),

@@ -433,10 +433,13 @@ class DynamoJobStore:
             displaced_failed = False
             follow_up_failed = False
             conflict = False
+            lease_as_seen = True
             for kind, reason in zip(kinds, _reasons(exc), strict=False):
                 code = reason.get("Code")
                 if code in (None, "None"):
                     continue
+                if kind == "lease":
+                    lease_as_seen = False
                 if code != "ConditionalCheckFailed":
                     if kind == "lease" and code not in _RETRYABLE_REASONS:
                         # the row itself refused the expression (a ValidationError: an
@@ -459,6 +462,10 @@ class DynamoJobStore:
                     displaced_failed = True
                 elif kind == "follow_up_gate":
                     follow_up_failed = True
+            if not lease_as_seen:
+                # the gate was read with a row that has changed (or was in another
+                # transaction): its refusal says nothing of the follow-up; look again
+                follow_up_failed = False
             return Refused(lease=lease, trigger=trigger, trigger_failed=trigger_failed,
                            high_water=high_water, displaced_failed=displaced_failed,
                            follow_up_failed=follow_up_failed,

@@ -296,9 +296,9 @@ class GuardedJob:
                 high_water = refused.high_water
             if refused.displaced_failed and step is Next.RUN:
                 unmarkable = displacing
-            if refused.follow_up_failed and refused.lease is None:
-                # the row was as seen, its follow-up not: it ran or was absorbed (a
-                # refusal from an older row says nothing of it: look again)
+            if refused.follow_up_failed:
+                # the row was as seen, its follow-up not: it ran or was absorbed (the
+                # store reports no gate refusal beside a changed or conflicting row)
                 keep_follow_up = False
             if refused.conflict:
                 backoff(attempt)
@@ -328,6 +328,7 @@ class GuardedJob:
         high_water = 0
         unmarkable: str | None = None
         keep_follow_up = True
+        conflicts = 0
         while True:
             now_ms = to_ms(self.clock.now())
             run_id = new_run_id(now_ms)
@@ -368,8 +369,11 @@ class GuardedJob:
                 high_water = result.high_water
             if result.displaced_failed:
                 unmarkable = displacing
-            if result.follow_up_failed and result.lease is None:
+            if result.follow_up_failed:
                 keep_follow_up = False  # as in handle()
+            if result.conflict:
+                conflicts += 1
+                backoff(conflicts)
 
     # -- decisions -----------------------------------------------------------------------
 

@@ -642,4 +642,10 @@ def resolve(config: Any, work_ids: list[str], *, found: str | None, reason: str,
     else:
         answer.update(result=str(outcome.get("jobguard")) if isinstance(outcome, dict)
                       else "failed", outcome=outcome)
+        if answer["result"] == "lease_lost":
+            # a found item's completion is written before the fenced job-row write, so a
+            # takeover in between leaves it completed: say what each item is now
+            rows = guard.runtime().items.get_many(name, list(work_ids))
+            answer["items"] = {w: rows[w].state.value if w in rows else "unknown"
+                               for w in work_ids}
     return answer

@@ -330,8 +330,9 @@ class Refused:
     trigger_failed: bool = False
     high_water: int | None = None
     follow_up_failed: bool = False
-    """A recovery's acquisition could not carry the pending follow-up's gate along (it
-    ran or was absorbed meanwhile): take the lease without it."""
+    """A recovery's acquisition could not carry the pending follow-up's gate along
+    although the lease row was as seen (the follow-up ran or was absorbed meanwhile):
+    take the lease without it. Never set beside a refused or conflicting lease row."""
     displaced_failed: bool = False
     """A takeover's displaced trigger was no longer the displaced run's: take over
     without moving it (it was decided meanwhile)."""
