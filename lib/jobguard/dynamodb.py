@@ -1090,9 +1090,11 @@ class DynamoJobStore:
             kind="queued" if step is Next.QUEUE else record.trigger_kind or None)
         actions = [lease_action, trigger_action, self._run_put(record, record_ttl_s)]
         kinds = ["lease", "trigger", "record"]
-        if item is not None and item.state is State.RUNNING:
+        if item is not None and item.state is State.RUNNING and step is not Next.QUEUE:
             # A dead run's trigger (the job paused before anyone took the lease over): the
             # delivery is recorded, the trigger is left to the takeover, which names it.
+            # Queued, it becomes queued (conditioned on the dead run): its message runs
+            # it, and counts it off the row.
             actions, kinds = [lease_action, actions[2]], ["lease", "record"]
         if follow_up is not None:
             follow_up_id, gate_fence, follow_up_ttl = follow_up
