@@ -109,6 +109,9 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "another run held the new row, was counted queued but its item left `running`: "
         "its message was decided a duplicate, it never ran, and the count dropped every "
         "later trigger"),
+    "a-dead-runs-trigger-skipped-once": (
+        232944, "", "SKIP: the same, decided skipped: the item left `running`, so every "
+        "later delivery was skipped again (one trigger, many decisions)"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
