@@ -1431,6 +1431,10 @@ class Sim:
             undecided = self._undecided()
             if not self.queue.live() and not undecided:
                 break
+        # 2b. the failed-ticks runbook (README): the operator replays a trigger that went
+        #     to the failed-ticks queue; one queued before its delivery died (its message
+        #     never sent) holds its place, and the queued count, until then
+        self._replay_failed_queued()
         # 3. what waited for the senders' retries (see Model.coalesced_checks)
         self.model.coalesced_checks(
             dlq=[(m.trigger_id(), self.dlq_steps.get(m.seq, 0)) for m in self.queue.dlq],
@@ -1477,6 +1481,25 @@ class Sim:
             self._check_ledger()
         self._note_violations()
         self.log(f"--- end: {len(self.model.violations)} violation(s) ---")
+
+    def _replay_failed_queued(self) -> None:
+        from jobguard.dynamodb import DynamoJobStore
+        from jobguard.trigger_state import State
+
+        reader = DynamoJobStore(self.table, client=self.observer)
+        replayed = False
+        for tid in sorted(self.dropped_by_lambda):
+            item = reader.read_trigger(JOB, tid) if tid.startswith(f"{JOB}@manual:") else None
+            if item is None or item.state is not State.QUEUED:
+                continue
+            self.log(f"ENV failed-ticks alarm: the operator replays {tid}, queued before its "
+                     "delivery failed (README runbook)")
+            event, _ = self._manual_event(tid.split("@manual:", 1)[1])
+            self._run_to_end(self.deliver_direct("manual", event, tid, "manual-replay"))
+            self._drain_actors()
+            replayed = True
+        if replayed:
+            self._drain_queue(rounds=2)
 
     def _drain_queue(self, *, rounds: int) -> None:
         for n in range(rounds):

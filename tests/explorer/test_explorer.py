@@ -98,6 +98,20 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         228127, "", "a recovery refused on the row and on the follow-up's gate it had read "
         "(another recovery had moved it) took the lease without the follow-up: the row "
         "forgot it and the coalesced triggers were never followed"),
+    "the-operator-replays-a-failed-queued-trigger": (
+        232015, "", "sim: a QUEUE trigger queued by a delivery that died before sending "
+        "its message, whose Lambda retries came past the event's 6 hours, went to the "
+        "failed-ticks queue holding the queued count (every later trigger dropped); the "
+        "failed-ticks runbook replays it (a duplicate delivery sends the message), and the "
+        "simulated operator now does"),
+    "a-dead-runs-trigger-queued-again-runs": (
+        232370, "", "QUEUE: a tick whose run lost its lease row, delivered again while "
+        "another run held the new row, was counted queued but its item left `running`: "
+        "its message was decided a duplicate, it never ran, and the count dropped every "
+        "later trigger"),
+    "a-dead-runs-trigger-skipped-once": (
+        232944, "", "SKIP: the same, decided skipped: the item left `running`, so every "
+        "later delivery was skipped again (one trigger, many decisions)"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),

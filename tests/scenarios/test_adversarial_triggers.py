@@ -518,6 +518,78 @@ def test_a_recovery_refused_on_an_older_row_still_keeps_the_follow_up(aws, clock
     holder.join(10)
 
 
+def test_a_tick_whose_run_lost_its_lease_row_and_that_comes_again_is_queued_and_runs(
+        aws, clock):
+    """GIVEN a QUEUE job whose tick T's run is stuck when its lease row is deleted (an
+    operator's mistake, a restore), and a manual run M then holding a new row
+    WHEN T is delivered again (Lambda's retry of its stuck invocation) while M runs
+    THEN T is queued and, once M ends, its message runs it to the end: the queued count
+    goes back to 0 and the next tick runs.
+
+    Found by the explorer (seed 232370): the queue decision over T's item, still
+    `running` under its dead run, counted T on the lease row but left the item as it
+    was (a rule meant for a paused job), so T's message was decided a duplicate: T never
+    ran again and the count stayed up, dropping every later trigger."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, lease=LEASE,
+                   max_queued=1)
+    t0 = clock.now()
+    stuck = script.hold(tick_id(JOB, t0))
+    first, _ = start(lambda: call(job, tick(JOB, t0)))
+    assert stuck.entered.wait(10)
+    aws.ddb.delete_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                   "sk": {"S": "LEASE"}})
+    event, m_id = manual(JOB, "m")
+    holding_m = script.hold(m_id)
+    second, _ = start(lambda: call(job, event))
+    assert holding_m.entered.wait(10)
+    assert call(job, tick(JOB, t0))["decision"] == "queued"
+    holding_m.release.set()
+    second.join(10)
+    stuck.release.set()
+    first.join(10)
+    clock.advance(timedelta(seconds=5))
+    drain(aws, JOB, job)
+    assert ("ran", "succeeded") in outcomes_of(aws, JOB, tick_id(JOB, t0)), \
+        outcomes_of(aws, JOB, tick_id(JOB, t0))
+    assert int(aws.lease_item(JOB).get("queued_n", {"N": "0"})["N"]) == 0
+    clock.advance(timedelta(minutes=1))
+    t1 = clock.now()
+    call(job, tick(JOB, t1))
+    assert script.ran(tick_id(JOB, t1)) == 1
+
+
+def test_a_tick_whose_run_lost_its_lease_row_is_skipped_once_then_duplicate(aws, clock):
+    """GIVEN a SKIP job whose tick T's run is stuck when its lease row is deleted, and a
+    manual run M then holding a new row
+    WHEN T is delivered twice more while M runs
+    THEN T is recorded skipped once; the second delivery is a duplicate.
+
+    Found by the explorer (seed 232944): a skip over T's item, still `running` under
+    its dead run, left the item as it was, so every later delivery was skipped again
+    (one trigger, many decisions)."""
+    script = Script()
+    job = make_job(aws, clock, script, lease=LEASE)
+    t0 = clock.now()
+    stuck = script.hold(tick_id(JOB, t0))
+    first, _ = start(lambda: call(job, tick(JOB, t0)))
+    assert stuck.entered.wait(10)
+    aws.ddb.delete_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                   "sk": {"S": "LEASE"}})
+    event, m_id = manual(JOB, "m")
+    holding_m = script.hold(m_id)
+    second, _ = start(lambda: call(job, event))
+    assert holding_m.entered.wait(10)
+    assert [call(job, tick(JOB, t0))["decision"] for _ in range(2)] == ["skipped",
+                                                                       "duplicate"]
+    holding_m.release.set()
+    second.join(10)
+    stuck.release.set()
+    first.join(10)
+    assert decisions_of(aws, JOB, tick_id(JOB, t0)).count("skipped") == 1
+    assert script.ran(tick_id(JOB, t0)) == 1
+
+
 # -- attacks that held (kept as regression tests) ------------------------------------------
 
 
