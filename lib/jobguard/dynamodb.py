@@ -1090,12 +1090,11 @@ class DynamoJobStore:
             kind="queued" if step is Next.QUEUE else record.trigger_kind or None)
         actions = [lease_action, trigger_action, self._run_put(record, record_ttl_s)]
         kinds = ["lease", "trigger", "record"]
-        if item is not None and item.state is State.RUNNING and lease.run_id == item.run_id:
-            # A dead run's trigger whose run still names the row (the job paused before
-            # anyone took the lease over): the delivery is recorded, the trigger is left
-            # to the takeover, which names it. A run the row no longer names (the row
-            # deleted and made again) is gone: its trigger takes the decision, as a lost
-            # one does (queued, its message runs it; skipped, a redelivery is a duplicate).
+        if item is not None and item.state is State.RUNNING and step is not Next.QUEUE:
+            # A dead run's trigger (the job paused before anyone took the lease over): the
+            # delivery is recorded, the trigger is left to the takeover, which names it.
+            # Queued, it becomes queued (conditioned on the dead run): its message runs
+            # it, and counts it off the row.
             actions, kinds = [lease_action, actions[2]], ["lease", "record"]
         if follow_up is not None:
             follow_up_id, gate_fence, follow_up_ttl = follow_up

@@ -559,6 +559,10 @@ def test_a_tick_whose_run_lost_its_lease_row_and_that_comes_again_is_queued_and_
     assert script.ran(tick_id(JOB, t1)) == 1
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "open (explorer seed 232944): a skip over a trigger whose item is still running under "
+    "a run the lease row no longer names leaves the item, so each delivery is skipped "
+    "again; extra records, never a second run"))
 def test_a_tick_whose_run_lost_its_lease_row_is_skipped_once_then_duplicate(aws, clock):
     """GIVEN a SKIP job whose tick T's run is stuck when its lease row is deleted, and a
     manual run M then holding a new row
