@@ -518,6 +518,23 @@ def test_a_recovery_refused_on_an_older_row_still_keeps_the_follow_up(aws, clock
     holder.join(10)
 
 
+def _stuck_run_and_a_new_row(aws: Any, job: Any, script: Script, clock: Any) -> tuple[
+        Any, Any, threading.Thread, Any, threading.Thread]:
+    """Tick T's run held in its handler, its lease row deleted, then a manual run M
+    holding a new row: (T's time, T's gate, T's thread, M's gate, M's thread)."""
+    t0 = clock.now()
+    stuck = script.hold(tick_id(JOB, t0))
+    first, _ = start(lambda: call(job, tick(JOB, t0)))
+    assert stuck.entered.wait(10)
+    aws.ddb.delete_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                   "sk": {"S": "LEASE"}})
+    event, m_id = manual(JOB, "m")
+    holding_m = script.hold(m_id)
+    second, _ = start(lambda: call(job, event))
+    assert holding_m.entered.wait(10)
+    return t0, stuck, first, holding_m, second
+
+
 def test_a_tick_whose_run_lost_its_lease_row_and_that_comes_again_is_queued_and_runs(
         aws, clock):
     """GIVEN a QUEUE job whose tick T's run is stuck when its lease row is deleted (an
@@ -533,16 +550,7 @@ def test_a_tick_whose_run_lost_its_lease_row_and_that_comes_again_is_queued_and_
     script = Script()
     job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, lease=LEASE,
                    max_queued=1)
-    t0 = clock.now()
-    stuck = script.hold(tick_id(JOB, t0))
-    first, _ = start(lambda: call(job, tick(JOB, t0)))
-    assert stuck.entered.wait(10)
-    aws.ddb.delete_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
-                                                   "sk": {"S": "LEASE"}})
-    event, m_id = manual(JOB, "m")
-    holding_m = script.hold(m_id)
-    second, _ = start(lambda: call(job, event))
-    assert holding_m.entered.wait(10)
+    t0, stuck, first, holding_m, second = _stuck_run_and_a_new_row(aws, job, script, clock)
     assert call(job, tick(JOB, t0))["decision"] == "queued"
     holding_m.release.set()
     second.join(10)
@@ -574,16 +582,7 @@ def test_a_tick_whose_run_lost_its_lease_row_is_skipped_once_then_duplicate(aws,
     (one trigger, many decisions)."""
     script = Script()
     job = make_job(aws, clock, script, lease=LEASE)
-    t0 = clock.now()
-    stuck = script.hold(tick_id(JOB, t0))
-    first, _ = start(lambda: call(job, tick(JOB, t0)))
-    assert stuck.entered.wait(10)
-    aws.ddb.delete_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
-                                                   "sk": {"S": "LEASE"}})
-    event, m_id = manual(JOB, "m")
-    holding_m = script.hold(m_id)
-    second, _ = start(lambda: call(job, event))
-    assert holding_m.entered.wait(10)
+    t0, stuck, first, holding_m, second = _stuck_run_and_a_new_row(aws, job, script, clock)
     assert [call(job, tick(JOB, t0))["decision"] for _ in range(2)] == ["skipped",
                                                                        "duplicate"]
     holding_m.release.set()
