@@ -655,6 +655,10 @@ class Sim:
         if delivery is not None:
             delivery.actor = actor.name
             delivery.damaged = self.damaged
+            if container is not None and abs(container.clock.offset) > SKEW:
+                # README ("Clocks"): nothing is promised to a worker whose clock is off by
+                # more than the skew margin (its lease may be judged expired at once)
+                delivery.faults += 1
         self.actors.append(actor)
         actor.thread = threading.Thread(target=actor.main, name=actor.name, daemon=True)
         actor.thread.start()
@@ -699,6 +703,11 @@ class Sim:
                          if container is not None else 0)
             self.model.lease_changed(before, self.row, step=self.step,
                                      true_now_ms=self._now_ms(), clock_offset_ms=offset_ms)
+            if (abs(offset_ms) > SKEW.total_seconds() * 1000
+                    and before.get("run_id") not in (None, self.row.get("run_id"))):
+                # a takeover by a worker whose clock is off by more than the margin may
+                # end a live run: outside the clock promise for every delivery it meets
+                self._disrupt("skewed takeover")
             self.model.lease_size(item_size(self.raw_row), self.step)
             self.model.lease_names(self.row)
             if req.run is not None and self._writes_job_row(req):
@@ -1227,9 +1236,16 @@ class Sim:
         try:
             lease = self.store.read_lease(JOB)
         except DamagedRowError:
+            holders = {self.row.get("run_id"): self.row.get("trigger_id")}
             repaired = self.store.force_release(JOB, holder_run_id="", fence=-1,
                                                 now_ms=self._op_clock())
             self.model.operator_steps.append(self.step)
+            # the repair frees the damaged row's holder and marks its trigger released
+            # (conditioned on that holder): the model learns it as from a force release
+            run = self.row.get("last_run_id")
+            trigger = holders.get(run) if isinstance(run, str) else None
+            if self.row.get("released_by") == "operator:operator" and isinstance(trigger, str):
+                self.model.force_released(trigger, run, step=self.step)
             return repaired
         if lease.run_id is None:
             return "free"
