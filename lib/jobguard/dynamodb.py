@@ -1090,11 +1090,15 @@ class DynamoJobStore:
             kind="queued" if step is Next.QUEUE else record.trigger_kind or None)
         actions = [lease_action, trigger_action, self._run_put(record, record_ttl_s)]
         kinds = ["lease", "trigger", "record"]
-        if item is not None and item.state is State.RUNNING and step is not Next.QUEUE:
-            # A dead run's trigger (the job paused before anyone took the lease over): the
-            # delivery is recorded, the trigger is left to the takeover, which names it.
-            # Queued, it becomes queued (conditioned on the dead run): its message runs
-            # it, and counts it off the row.
+        if item is not None and item.state is State.RUNNING and step is not Next.QUEUE \
+                and lease.run_id == item.run_id:
+            # A dead run's trigger whose run still holds the row (the job paused before
+            # anyone took the lease over): the delivery is recorded, the trigger is left
+            # to the takeover, which names it. A run the row no longer names (the row
+            # deleted and made again) is never named by a takeover: its trigger takes
+            # the decision (conditioned on that run), so the next delivery is a
+            # duplicate. Queued, it becomes queued: its message runs it, and counts it
+            # off the row.
             actions, kinds = [lease_action, actions[2]], ["lease", "record"]
         if follow_up is not None:
             follow_up_id, gate_fence, follow_up_ttl = follow_up

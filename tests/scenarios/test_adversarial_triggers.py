@@ -567,10 +567,6 @@ def test_a_tick_whose_run_lost_its_lease_row_and_that_comes_again_is_queued_and_
     assert script.ran(tick_id(JOB, t1)) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open (explorer seed 232944): a skip over a trigger whose item is still running under "
-    "a run the lease row no longer names leaves the item, so each delivery is skipped "
-    "again; extra records, never a second run"))
 def test_a_tick_whose_run_lost_its_lease_row_is_skipped_once_then_duplicate(aws, clock):
     """GIVEN a SKIP job whose tick T's run is stuck when its lease row is deleted, and a
     manual run M then holding a new row
@@ -579,7 +575,8 @@ def test_a_tick_whose_run_lost_its_lease_row_is_skipped_once_then_duplicate(aws,
 
     Found by the explorer (seed 232944): a skip over T's item, still `running` under
     its dead run, left the item as it was, so every later delivery was skipped again
-    (one trigger, many decisions)."""
+    (one trigger, many decisions). The decision now moves the item, conditioned on the
+    dead run."""
     script = Script()
     job = make_job(aws, clock, script, lease=LEASE)
     t0, stuck, first, holding_m, second = _stuck_run_and_a_new_row(aws, job, script, clock)
