@@ -418,6 +418,7 @@ class GuardedJob:
             record, step=step, lease=lease, item=item, route=route, now_ms=now_ms,
             skew_ms=self._skew_ms, max_queued=config.max_queued,
             trigger_ttl_s=(self._queue_ttl(now_ms) if step is Next.QUEUE or route is Route.QUEUE
+                           else self._retried_ttl(trigger, now_ms) if step is Next.COALESCE
                            else self._trigger_ttl(trigger, now_ms)),
             record_ttl_s=self._ttl(now_ms), follow_up=follow_up,
         )
@@ -692,6 +693,16 @@ class GuardedJob:
             # that long
             window = max(window, LAMBDA_MAX_EVENT_AGE + LAMBDA_MAX_RUN)
         return (base_ms + self._skew_ms) // 1000 + int(window.total_seconds())
+
+    def _retried_ttl(self, trigger: Trigger, now_ms: int) -> int:
+        """A coalesced trigger's item is kept as long as its sender may retry it: a
+        delivery whose send of the follow-up failed is retried by Lambda (for up to 6
+        hours, deciding up to a function timeout later), and only that retry, finding
+        the trigger coalesced, sends the follow-up again when no release did. A late
+        retry of a tick is then not stale but owed (:meth:`_owed`)."""
+        retried = (now_ms + self._skew_ms) // 1000 + int(
+            (LAMBDA_MAX_EVENT_AGE + LAMBDA_MAX_RUN).total_seconds())
+        return max(self._trigger_ttl(trigger, now_ms), retried)
 
     def _running_ttl(self, trigger: Trigger, now_ms: int) -> int:
         """A running trigger's item must outlive its run (a run never lasts a day:

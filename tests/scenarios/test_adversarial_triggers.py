@@ -28,12 +28,14 @@ from ._trigger_support import (
     decisions_of,
     deliver,
     drain,
+    fail_next_send,
     force_release,
     manual,
     outcomes_of,
     records_of,
     start,
     tick_id,
+    visible,
 )
 
 JOB = "crm-sync"
@@ -588,6 +590,58 @@ def test_a_tick_whose_run_lost_its_lease_row_is_skipped_once_then_duplicate(aws,
     first.join(10)
     assert decisions_of(aws, JOB, tick_id(JOB, t0)).count("skipped") == 1
     assert script.ran(tick_id(JOB, t0)) == 1
+
+
+def test_a_coalesced_tick_whose_send_failed_is_followed_when_its_late_retry_comes(
+        aws, clock):
+    """GIVEN a COALESCE job whose tick T0's run holds the lease, and tick T1 coalesced
+    onto it whose send of the follow-up failed (the invocation fails)
+    WHEN T0's worker dies holding the lease (no release to send the follow-up), and
+    Lambda retries T1 three hours later (past dedup_window, within its 6 hours)
+    THEN the retry is a duplicate that sends the follow-up, which runs once, after T1
+    was coalesced; a later copy of T1 runs nothing more.
+
+    Found by the explorer (seeds 234513, 234935): T1's item was kept only dedup_window
+    (2 h), so the late retry found no item, was recorded stale, and nothing ever sent
+    the follow-up: T1's request was served by nobody. A coalesced trigger's item is now
+    kept as long as Lambda retries its sender."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE, lease=LEASE)
+    t0 = clock.now()
+    gate = script.hold(tick_id(JOB, t0))
+
+    def die(**_: Any) -> None:
+        raise Crash()
+
+    with hooks.on("before_release", die):
+        holder, box = start(lambda: job(tick(JOB, t0), None))
+        assert gate.entered.wait(10)
+        clock.advance(timedelta(seconds=10))
+        t1 = clock.now()
+        with fail_next_send(aws.sqs) as failed:
+            first = call(job, tick(JOB, t1))
+        assert failed and isinstance(first, StoreError), first
+        gate.release.set()
+        holder.join(10)
+    assert isinstance(box.get("error"), Crash), box
+    assert decisions_of(aws, JOB, tick_id(JOB, t1)) == ["coalesced"]
+    assert visible(aws, JOB) == 0  # the follow-up was never sent
+
+    clock.advance(timedelta(hours=3))
+    retry = call(job, tick(JOB, t1))
+    assert isinstance(retry, dict) and retry["decision"] == "duplicate", retry
+    drain(aws, JOB, job)
+    again = call(job, tick(JOB, t1))
+    drain(aws, JOB, job)
+
+    assert decisions_of(aws, JOB, tick_id(JOB, t1)) == ["coalesced", "duplicate",
+                                                        "duplicate"], again
+    followed = [r for r in aws.runs(JOB) if r.trigger_kind == "follow_up"
+                and r.decision.value == "ran"]
+    assert [r.status.value for r in followed] == ["succeeded"], \
+        [(r.trigger_id, r.decision.value, r.status.value) for r in aws.runs(JOB)]
+    assert script.ran(followed[0].trigger_id) == 1
+    assert script.ran(tick_id(JOB, t1)) == 0
 
 
 # -- attacks that held (kept as regression tests) ------------------------------------------
