@@ -15,25 +15,20 @@ import pytest
 from .regressions import PROTOCOL_FIXED, REGRESSIONS
 from .sim import run_history
 
-OPEN_FINDINGS: dict[int, str] = {
-    232944: "SKIP: a tick whose run lost its lease row (deleted and made again), delivered "
-            "again while another run held the new row, is recorded skipped on every such "
-            "delivery (its item stays `running`): extra records, never a second run",
-    # found by the last MINUTES=30 run of session 8; each also fails on the code as it
-    # was when the session began (ff7c530), so none is a regression of its fixes
-    234451: "QUEUE: a queued manual trigger with a 128-character id decided a duplicate "
-            "when its message came, never run",
-    234513: "COALESCE: a coalesced tick not followed by a run once the queue drained",
-    234935: "COALESCE: the same, from a different history",
-    235025: "COALESCE: a follow-up's delivery failed with LeaseLostError with no fault "
-            "injected",
-}
+OPEN_FINDINGS: dict[int, str] = {}
 # Closed: 110484 (sim: Lambda retries every failed asynchronous invocation, not only a
 # trigger none of whose deliveries succeeded; a duplicate delivery that queued a lost tick
 # and failed to send its message is retried, and the retry sends it), 110959 (model: a
 # REPLACE takeover by a worker whose clock is off by more than the skew margin may judge
 # the live lease expired, so its holder's trigger ends `lost`: outside the README's clock
 # promise, neither outcome is owed).
+# Closed: 235025 (sim: a follow-up delivered to a worker whose clock was 90 s behind lost
+# its lease to a correct-clock worker; outside the README's clock promise, so a delivery
+# on a container off by more than the skew margin, and every delivery a takeover by such
+# a worker meets, is no longer owed its outcome), 234451 (sim: the repair of a damaged row
+# released its holder's trigger, and the model was not told, so the holder's queued
+# manual trigger, rightly a duplicate, was expected to run). 232944, 234513 and 234935
+# were library bugs: fixed, in FOUND_ON_THE_NEW_PROTOCOL.
 # Closed: 30 (a deleted lease row while a follow-up was pending: the follow-up was
 # absorbed by a service run; fixed by ``served_fence``, now in CI_SEEDS).
 """Seeds that show a library bug the explorer found on the new protocol (reported to the
@@ -121,6 +116,19 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "another run held the new row, was counted queued but its item left `running`: "
         "its message was decided a duplicate, it never ran, and the count dropped every "
         "later trigger"),
+    "a-dead-runs-trigger-skipped-once": (
+        232944, "", "SKIP: a tick whose run lost its lease row, delivered again while "
+        "another run held the new row, was recorded skipped on every such delivery (its "
+        "item left `running`); the decision now moves the item, conditioned on the dead "
+        "run, and the next delivery is a duplicate"),
+    "a-coalesced-tick-is-kept-for-its-senders-retry": (
+        234513, "", "COALESCE: a coalescing tick whose send of the follow-up failed, its "
+        "holder then killed, was retried by Lambda 2 h later: its item had expired (kept "
+        "dedup_window), the retry was recorded stale and the follow-up never sent; the "
+        "item is now kept as long as Lambda retries (6 h 15 min), and the retry, a "
+        "duplicate, sends it"),
+    "a-coalesced-tick-is-kept-for-its-senders-retry-2": (
+        234935, "", "the same, from a different history"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
