@@ -1240,6 +1240,7 @@ class Sim:
             repaired = self.store.force_release(JOB, holder_run_id="", fence=-1,
                                                 now_ms=self._op_clock())
             self.model.operator_steps.append(self.step)
+            self._disrupt("repair landed")
             # the repair frees the damaged row's holder and marks its trigger released
             # (conditioned on that holder): the model learns it as from a force release
             run = self.row.get("last_run_id")
@@ -1251,6 +1252,10 @@ class Sim:
             return "free"
         released = self.store.force_release(JOB, holder_run_id=lease.run_id,
                                             fence=lease.fence, now_ms=self._op_clock())
+        if released:
+            # the release lands now, not when the command was typed: a delivery that
+            # began since (its run the one released) may fail from it
+            self._disrupt("release-force landed")
         if released and lease.trigger_id:
             self.model.force_released(lease.trigger_id, lease.run_id, step=self.step)
         return released
