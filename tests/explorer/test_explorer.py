@@ -129,6 +129,11 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "duplicate, sends it"),
     "a-coalesced-tick-is-kept-for-its-senders-retry-2": (
         234935, "", "the same, from a different history"),
+    "a-force-release-disrupts-when-it-lands": (
+        281239, "", "sim: an operator's release --force read the row after a queued run "
+        "began and released it; that run's delivery failed with LeaseLostError, and the "
+        "simulator had counted the command as a fault only for the deliveries alive when "
+        "it was typed"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
