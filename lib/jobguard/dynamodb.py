@@ -1045,6 +1045,19 @@ class DynamoJobStore:
         not_paused = f"attribute_not_exists({e.n('paused_at_ms')})"
         queued_n = e.n("queued_n")
         lease_key = self._lease_key(job)
+        # A trigger still `running` under a run the row (as read) does not name has its
+        # item moved by this decision (below): only while the row still does not name
+        # that run. A read older than a retake of the trigger (a delivery of the same
+        # trigger took the lease since) would otherwise end a live run's trigger: DROP,
+        # PAUSED and QUEUE do not otherwise pin the holder.
+        unnamed = (item.run_id if item is not None and item.state is State.RUNNING
+                   and item.run_id and lease.run_id != item.run_id else None)
+        if unnamed is not None:
+            not_named = (f" AND (attribute_not_exists({run_id_a}) OR "
+                         f"{run_id_a} <> {e.v(unnamed)})")
+            not_paused += not_named
+        else:
+            not_named = ""
         if step is Next.SKIP and _mutants.on("lease-row-grows"):
             lease_action = self._update(
                 lease_key, e, f"SET {e.n('t:' + record.trigger_id)} = {e.v('skipped')}",
@@ -1056,7 +1069,8 @@ class DynamoJobStore:
                          f" AND ({held} OR {queued_n} > {e.v(0)}) AND {not_paused}")
             lease_action = self._update(lease_key, e, f"ADD {queued_n} {e.v(1)}", condition)
         elif step is Next.DROP:
-            lease_action = self._check(lease_key, e, f"{queued_n} >= {e.v(max_queued)}")
+            lease_action = self._check(lease_key, e,
+                                       f"{queued_n} >= {e.v(max_queued)}{not_named}")
         elif step is Next.COALESCE:
             assert follow_up is not None
             fu = e.n("follow_up")
@@ -1065,7 +1079,7 @@ class DynamoJobStore:
             lease_action = self._update(lease_key, e, f"SET {fu} = {e.v(follow_up[0])}",
                                         condition)
         elif step is Next.PAUSED:
-            paused = f"attribute_exists({e.n('paused_at_ms')})"
+            paused = f"attribute_exists({e.n('paused_at_ms')}){not_named}"
             if item is not None and item.state is State.QUEUED and \
                     record.trigger_kind == "queued" and lease.queued_n > 0:
                 lease_action = self._update(lease_key, e, f"ADD {queued_n} {e.v(-1)}",
@@ -1081,7 +1095,7 @@ class DynamoJobStore:
         else:  # ABSORB: a run started after the one the follow-up follows
             gate = item.gate_fence if item is not None and item.gate_fence is not None else 0
             lease_action = self._check(lease_key, e,
-                                       f"{e.n('served_fence')} > {e.v(gate)}")
+                                       f"{e.n('served_fence')} > {e.v(gate)}{not_named}")
         trigger_action = self._trigger_write(
             job, record.trigger_id, item, state=target,
             route=Route.QUEUE if step is Next.QUEUE else route, run_id=record.run_id,
