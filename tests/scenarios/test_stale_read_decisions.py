@@ -209,3 +209,51 @@ def test_a_late_retry_of_a_coalesced_tick_never_reruns_its_follow_up(aws, clock)
     assert script.ran(tick_id(JOB, t2)) == 1
     assert [r.trigger_id for r in aws.runs(JOB) if r.decision.value == "ran"] == [
         tick_id(JOB, t0), f_id, tick_id(JOB, t2)], outcomes_of(aws, JOB, f_id)
+
+
+def test_a_queue_decision_when_a_restored_row_names_the_items_run_again(aws, clock):
+    """GIVEN a QUEUE job: T0's run X in its handler, T1 queued behind it; the lease row
+    deleted and a manual run M holding a new row
+    WHEN T0 is delivered again (D), and between D's read and its write the old row
+    (naming X, one queued) is put back (a restore)
+    THEN D is a duplicate (X holds the row again), not `queued` over X's live item: T0
+    never succeeds twice, and T1 runs once. (From the second review; without the
+    condition on the row, `queued_n > 0` let the move through.)"""
+    from ._trigger_support import manual
+
+    key = {"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "LEASE"}}
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, lease=LEASE,
+                   max_queued=10)
+    t0 = clock.now()
+    stuck = script.hold(tick_id(JOB, t0))
+    x, _ = start(lambda: call(job, tick(JOB, t0)))
+    assert stuck.entered.wait(10)
+    clock.advance(timedelta(seconds=5))
+    t1 = clock.now()
+    assert call(job, tick(JOB, t1))["decision"] == "queued"
+    snapshot = aws.lease_item(JOB)
+    aws.ddb.delete_item(TableName=aws.table, Key=key)
+    event, m_id = manual(JOB, "m")
+    holding_m = script.hold(m_id)
+    m, _ = start(lambda: call(job, event))
+    assert holding_m.entered.wait(10)
+
+    with d_reads_first(job, tick(JOB, t0)) as d:
+        aws.ddb.put_item(TableName=aws.table, Item=snapshot)
+    result = d.get("result")
+    assert isinstance(result, dict) and result["decision"] == "duplicate", (
+        result, outcomes_of(aws, JOB, tick_id(JOB, t0)))
+    holding_m.release.set()
+    m.join(10)
+    stuck.release.set()
+    x.join(10)
+    clock.advance(timedelta(seconds=5))
+    for _ in range(3):
+        drain(aws, JOB, job)
+        clock.advance(PAST_THE_LEASE)
+    succeeded = [r for r in aws.runs(JOB) if r.trigger_id == tick_id(JOB, t0)
+                 and r.decision.value == "ran" and r.status.value == "succeeded"]
+    assert len(succeeded) == 1, outcomes_of(aws, JOB, tick_id(JOB, t0))
+    assert script.ran(tick_id(JOB, t0)) == 1
+    assert script.ran(tick_id(JOB, t1)) == 1, outcomes_of(aws, JOB, tick_id(JOB, t1))
