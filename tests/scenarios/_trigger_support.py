@@ -114,6 +114,18 @@ def start(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, box
 
 
+def hold_a_run(job: Any, script: Script, job_name: str, at: datetime) \
+        -> tuple[Gate, threading.Thread, dict[str, Any]]:
+    """Tick ``at``'s run started in a thread and held in its handler (holding the
+    lease): (its gate, its thread, its box)."""
+    from ._support import tick
+
+    gate = script.hold(tick_id(job_name, at))
+    thread, box = start(lambda: job(tick(job_name, at), None))
+    assert gate.entered.wait(10), "the run never reached its handler"
+    return gate, thread, box
+
+
 def call(job: Any, event: Any) -> Any:
     """Invoke like Lambda does; an exception is the invocation's failure, returned."""
     try:

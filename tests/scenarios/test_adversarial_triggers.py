@@ -30,6 +30,7 @@ from ._trigger_support import (
     drain,
     fail_next_send,
     force_release,
+    hold_a_run,
     manual,
     outcomes_of,
     records_of,
@@ -58,6 +59,21 @@ def crash(job: Any, event: Any) -> None:
         except Crash:
             return
     raise AssertionError("the run was expected to crash before its release")
+
+
+def crashed_then_queued(aws: Any, clock: Any, script: Script, *,
+                        max_queued: int) -> tuple[Any, Any, Any]:
+    """A QUEUE job whose tick T0's run crashed holding the lease, T1 queued behind it,
+    the clock past the lease: (job, T0's time, T1's time)."""
+    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, max_queued=max_queued,
+                   lease=LEASE)
+    t0 = clock.now()
+    crash(job, tick(JOB, t0))
+    clock.advance(timedelta(seconds=10))
+    t1 = clock.now()
+    assert call(job, tick(JOB, t1))["decision"] == "queued"
+    clock.advance(PAST_THE_LEASE)
+    return job, t0, t1
 
 
 def _queued_n(aws: Any) -> int:
@@ -141,14 +157,7 @@ def test_crashed_runs_retry_decided_behind_a_queued_trigger_wedges_the_queue(
     nothing, and every delivery of T2 ends in "no stable decision" (to the DLQ, with
     its item left `queued`, so queued_n leaks). No operator action involved."""
     script = Script()
-    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, max_queued=max_queued,
-                   lease=LEASE)
-    t1 = clock.now()
-    crash(job, tick(JOB, t1))
-    clock.advance(timedelta(seconds=10))
-    t2 = clock.now()
-    assert call(job, tick(JOB, t2))["decision"] == "queued"
-    clock.advance(PAST_THE_LEASE)
+    job, t1, t2 = crashed_then_queued(aws, clock, script, max_queued=max_queued)
     retry = call(job, tick(JOB, t1))  # Lambda's retry of the timed-out invocation
     clock.advance(timedelta(seconds=5))
     deliveries = _rounds(aws, job, clock)
@@ -608,14 +617,12 @@ def test_a_coalesced_tick_whose_send_failed_is_followed_when_its_late_retry_come
     script = Script()
     job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE, lease=LEASE)
     t0 = clock.now()
-    gate = script.hold(tick_id(JOB, t0))
 
     def die(**_: Any) -> None:
         raise Crash()
 
     with hooks.on("before_release", die):
-        holder, box = start(lambda: job(tick(JOB, t0), None))
-        assert gate.entered.wait(10)
+        gate, holder, box = hold_a_run(job, script, JOB, t0)
         clock.advance(timedelta(seconds=10))
         t1 = clock.now()
         with fail_next_send(aws.sqs) as failed:

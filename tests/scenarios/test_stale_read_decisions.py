@@ -28,11 +28,12 @@ from ._trigger_support import (
     call,
     decisions_of,
     drain,
+    hold_a_run,
     outcomes_of,
     start,
     tick_id,
 )
-from .test_adversarial_triggers import JOB, LEASE, PAST_THE_LEASE, crash
+from .test_adversarial_triggers import JOB, LEASE, PAST_THE_LEASE, crash, crashed_then_queued
 
 
 @contextlib.contextmanager
@@ -62,21 +63,6 @@ def d_reads_first(job: Any, event: dict[str, Any]) -> Iterator[dict[str, Any]]:
             thread.join(10)
 
 
-def _t0_crashed_and_t1_queued(aws: Any, clock: Any, script: Script, *,
-                              max_queued: int) -> tuple[Any, Any, Any]:
-    """A QUEUE job whose tick T0's run crashed holding the lease, T1 queued behind it,
-    the clock past the lease: (job, T0's time, T1's time)."""
-    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, max_queued=max_queued,
-                   lease=LEASE)
-    t0 = clock.now()
-    crash(job, tick(JOB, t0))
-    clock.advance(timedelta(seconds=10))
-    t1 = clock.now()
-    assert call(job, tick(JOB, t1))["decision"] == "queued"
-    clock.advance(PAST_THE_LEASE)
-    return job, t0, t1
-
-
 @pytest.mark.parametrize("fate", ["fails", "crashes"])
 def test_a_drop_from_an_older_read_never_ends_a_live_retake_of_the_same_tick(
         aws, clock, fate):
@@ -87,7 +73,7 @@ def test_a_drop_from_an_older_read_never_ends_a_live_retake_of_the_same_tick(
     THEN E's trigger is still E's: when E fails (or dies), T0 runs again after T1, as it
     does without D; D is a duplicate, not a `dropped` tick that ran."""
     script = Script()
-    job, t0, t1 = _t0_crashed_and_t1_queued(aws, clock, script, max_queued=1)
+    job, t0, t1 = crashed_then_queued(aws, clock, script, max_queued=1)
     gate = script.hold(tick_id(JOB, t0))
     if fate == "fails":
         script.fail(tick_id(JOB, t0))
@@ -116,7 +102,7 @@ def test_a_queue_decision_from_an_older_read_never_requeues_a_live_retake(aws, c
     THEN T0 is not run again after E succeeded: one trigger, one successful run, and the
     queued count goes back to 0."""
     script = Script()
-    job, t0, t1 = _t0_crashed_and_t1_queued(aws, clock, script, max_queued=10)
+    job, t0, t1 = crashed_then_queued(aws, clock, script, max_queued=10)
     gate = script.hold(tick_id(JOB, t0))
     with d_reads_first(job, tick(JOB, t0)) as d:
         e, e_box = start(lambda: call(job, tick(JOB, t0)))
@@ -172,9 +158,7 @@ def test_a_late_retry_of_a_coalesced_tick_never_reruns_its_follow_up(aws, clock)
     script = Script()
     job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE, lease=LEASE)
     t0 = clock.now()
-    gate = script.hold(tick_id(JOB, t0))
-    holder, _ = start(lambda: job(tick(JOB, t0), None))
-    assert gate.entered.wait(10)
+    gate, holder, _ = hold_a_run(job, script, JOB, t0)
     clock.advance(timedelta(seconds=10))
     t1 = clock.now()
     assert call(job, tick(JOB, t1))["decision"] == "coalesced"
@@ -190,9 +174,7 @@ def test_a_late_retry_of_a_coalesced_tick_never_reruns_its_follow_up(aws, clock)
 
     clock.advance(timedelta(hours=3))
     t2 = clock.now()
-    gate2 = script.hold(tick_id(JOB, t2))
-    y, _ = start(lambda: job(tick(JOB, t2), None))
-    assert gate2.entered.wait(10)
+    gate2, y, _ = hold_a_run(job, script, JOB, t2)
     first = call(job, tick(JOB, t1))
     for _ in range(2):
         drain(aws, JOB, job)
