@@ -865,11 +865,13 @@ class Sim:
 
     def _check_wakes(self, actor: Actor) -> None:
         """A message deferred while run R held the lease is visible again once R's
-        release has ended (the README: "the release wakes it"), unless a fault hit the
-        deferral or the release's own delivery."""
+        release has ended (the README: "the release wakes it"), unless a fault or a kill
+        hit the deferral, or a fault the release's own delivery."""
         now = self._now_ms()
         for m in self.queue.messages:
-            if m.deferred_by is actor and actor.request_faults:
+            if m.deferred_by is actor and (actor.request_faults or actor.killed):
+                # (killed between hiding the message and asking the holder to wake it:
+                # it stays hidden until the holder's lease would have ended)
                 m.excused = True
         if actor.released is None or actor.killed or actor.excusing_faults:
             return
@@ -1454,7 +1456,8 @@ class Sim:
                 break
         # 2b. the failed-ticks runbook (README): the operator replays a trigger that went
         #     to the failed-ticks queue; one queued before its delivery died (its message
-        #     never sent) holds its place, and the queued count, until then
+        #     never sent) holds its place, and the queued count, until then; one coalesced
+        #     before its send of the follow-up failed waits for it as well
         self._replay_failed_queued()
         # 3. what waited for the senders' retries (see Model.coalesced_checks)
         self.model.coalesced_checks(
@@ -1511,10 +1514,10 @@ class Sim:
         replayed = False
         for tid in sorted(self.dropped_by_lambda):
             item = reader.read_trigger(JOB, tid) if tid.startswith(f"{JOB}@manual:") else None
-            if item is None or item.state is not State.QUEUED:
+            if item is None or item.state not in (State.QUEUED, State.COALESCED):
                 continue
-            self.log(f"ENV failed-ticks alarm: the operator replays {tid}, queued before its "
-                     "delivery failed (README runbook)")
+            self.log(f"ENV failed-ticks alarm: the operator replays {tid}, "
+                     f"{item.state.value} before its delivery failed (README runbook)")
             event, _ = self._manual_event(tid.split("@manual:", 1)[1])
             self._run_to_end(self.deliver_direct("manual", event, tid, "manual-replay"))
             self._drain_actors()

@@ -134,6 +134,15 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "began and released it; that run's delivery failed with LeaseLostError, and the "
         "simulator had counted the command as a fault only for the deliveries alive when "
         "it was typed"),
+    "the-operator-replays-a-failed-coalesced-trigger": (
+        287127, "", "sim: a manual trigger coalesced by a delivery whose send of the "
+        "follow-up stuck in an SQS outage went to the failed-ticks queue (its retries past "
+        "the 6 hours) after the operator force-released the dead holder; the runbook "
+        "replays it, and the simulated operator replayed only queued ones"),
+    "a-killed-deferral-waits-for-the-lease": (
+        286334, "", "sim: a follow-up's delivery hid its message behind a live run and was "
+        "killed before asking the holder to wake it: it comes back when the holder's lease "
+        "would have ended (the documented bound), not at the release"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
