@@ -869,9 +869,11 @@ class Sim:
         hit the deferral, or a fault the release's own delivery."""
         now = self._now_ms()
         for m in self.queue.messages:
-            if m.deferred_by is actor and (actor.request_faults or actor.killed):
+            if m.deferred_by is actor and (actor.request_faults or (
+                    actor.killed and self.row.get("wake_receipt") != m.receipt)):
                 # (killed between hiding the message and asking the holder to wake it:
-                # it stays hidden until the holder's lease would have ended)
+                # it stays hidden until the holder's lease would have ended; killed once
+                # the row holds its receipt, the release still owes it the wake)
                 m.excused = True
         if actor.released is None or actor.killed or actor.excusing_faults:
             return
