@@ -1033,7 +1033,11 @@ class DynamoJobStore:
         """
         job = record.job
         if step is Next.DUPLICATE:
-            self.put_run(record, record_ttl_s)
+            # Never over another record: one under this delivery's run id means its own
+            # acquisition (or decision) landed unseen, and what ended it wrote the record
+            # that says so (an operator's release naming who and why, a takeover, a
+            # replacement); "duplicate" would erase it.
+            self.put_run(record, record_ttl_s, only_if_absent=True)
             return None
         target = {Next.SKIP: State.SKIPPED, Next.QUEUE: State.QUEUED, Next.DROP: State.DROPPED,
                   Next.COALESCE: State.COALESCED, Next.PAUSED: State.PAUSED,

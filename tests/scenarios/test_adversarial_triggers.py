@@ -206,6 +206,55 @@ def test_force_release_does_not_absorb_the_pending_follow_up(aws, clock):
                  f"{[(r.decision.value, r.detail) for r in follow]}")
 
 
+def test_a_force_release_of_an_acquisition_whose_answer_was_lost_keeps_its_record(
+        aws, clock):
+    """GIVEN a tick T0 whose acquisition lands but whose answer is lost
+    WHEN, before the SDK sends it again, an operator force-releases the run that
+    acquisition started (alice, "stuck"); the retry is refused and T0 is decided
+    `duplicate` (its trigger is `released`)
+    THEN the run's record still says `released_by_operator`, naming alice and why (the
+    runbook's first line for it); the handler never ran.
+
+    Found by the explorer (seed 290187): the duplicate's record, written under the
+    delivery's own run id, replaced the operator's."""
+    from jobguard.callsites import Fault
+    from jobguard.faults import Faults, Rule
+
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE, lease=LEASE)
+    t0 = clock.now()
+    released: dict[str, Any] = {}
+
+    def before_retry(caught_exception: Any = None, **_: Any) -> None:
+        if released or not isinstance(caught_exception, ReadTimeoutError):
+            return
+        lease = aws.store.read_lease(JOB)
+        assert lease.run_id is not None, "the lost acquisition did not land"
+        released["run_id"] = lease.run_id
+        # the operator's command, from another process (thread) while the SDK waits
+        op, box = start(lambda: force_release(
+            aws.store, JOB, holder_run_id=str(lease.run_id), fence=lease.fence,
+            now_ms=to_ms(clock.now()), by="alice", reason="stuck"))
+        op.join(10)
+        released["ok"] = box.get("result")
+
+    aws.store._client.meta.events.register(  # noqa: SLF001 - the store's own client
+        "needs-retry.dynamodb.TransactWriteItems", before_retry, unique_id="op-between")
+    try:
+        with Faults([Rule(Fault.LOST, site="dynamodb.acquire", nth=1)],
+                    backoff_scale=0.001, clients=[aws.store._client]):  # noqa: SLF001
+            outcome = call(job, tick(JOB, t0))
+    finally:
+        aws.store._client.meta.events.unregister(  # noqa: SLF001
+            "needs-retry.dynamodb.TransactWriteItems", unique_id="op-between")
+    assert released.get("ok") is True, released
+    assert script.ran(tick_id(JOB, t0)) == 0
+    assert isinstance(outcome, dict) and outcome["decision"] == "duplicate", outcome
+    record = next(r for r in aws.runs(JOB) if r.run_id == released["run_id"])
+    assert record.status.value == "released_by_operator", (record.decision, record.detail)
+    assert "alice" in (record.detail or "") and "stuck" in (record.detail or ""), record
+
+
 # -- C. queued_n drift --------------------------------------------------------------------
 
 
