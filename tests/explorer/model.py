@@ -115,6 +115,11 @@ class Model:
         self.spent_reason: dict[str, str] = {}
         self.spent_step: dict[str, int] = {}
         self.acquired_step: dict[str, int] = {}
+        self.absorbed_at: dict[str, int] = {}
+        """Runs whose acquisition took a pending follow-up off the lease row (the run
+        that starts after coalesced triggers serves them), by step."""
+        self.released_runs: dict[str, int] = {}
+        """Runs an operator's ``release --force`` ended, by step (not a repair's)."""
         self.now_step = 0
         """The simulator's step counter (set before each observation)."""
 
@@ -137,6 +142,8 @@ class Model:
             self.release_steps.append(step)
         if run_after is not None and run_after != run_before:
             self.acquired_step.setdefault(str(run_after), step)
+            if before.get("follow_up") and not after.get("follow_up"):
+                self.absorbed_at.setdefault(str(run_after), step)
             # an acquisition: it must carry a fence never issued before
             if not isinstance(fence, int):
                 self.violate("FENCE/no-fence",
@@ -200,11 +207,16 @@ class Model:
             self.spent_step.setdefault(rec.trigger_id, rec.step)
             self.spent_reason.setdefault(rec.trigger_id, "succeeded")
 
-    def force_released(self, trigger_id: str, run_id: str, *, step: int) -> None:
+    def force_released(self, trigger_id: str, run_id: str, *, step: int,
+                       recorded: bool = True) -> None:
         """The operator's ``release --force`` of run ``run_id`` landed: its trigger is
         ``released``, terminal (observed from the operator's side, not from the record
-        the library writes)."""
+        the library writes). ``recorded``: README, the run's record then says
+        ``released_by_operator`` (who and why) for good; a repair of a damaged row
+        promises no record."""
         self.operator_steps.append(step)
+        if recorded:
+            self.released_runs.setdefault(run_id, step)
         self.spent.setdefault(trigger_id, f"its run {run_id} was force-released by the "
                               "operator")
         self.spent_step.setdefault(trigger_id, step)
@@ -321,7 +333,12 @@ class Model:
                     d.trigger_id == rec.trigger_id and d.outcome in ("error", "killed")
                     for d in self.deliveries):
                 continue
-            covered = last_run_step > rec.step or any(
+            # README ("Operators are transitions too"): a run an operator force-released
+            # takes the coalesced triggers it had served with it (recover its range)
+            ended_by_operator = any(
+                step > rec.step and run in self.released_runs
+                for run, step in self.absorbed_at.items())
+            covered = last_run_step > rec.step or ended_by_operator or any(
                 r.decision == "paused" and r.step > rec.step for r in self.records) or any(
                 step > rec.step for _, step in dlq)
             if not covered:
@@ -348,6 +365,16 @@ class Model:
                 self.violate("END/decision-unrecorded",
                              f"delivery #{d.n} of {d.trigger_id} returned "
                              f"{d.outcome} as run {d.run_id}, which has no record")
+        # README: a force-released run's record is `released_by_operator`, naming who
+        # and why; nothing written later (its own release, a redelivery's decision)
+        # replaces it
+        for run_id in self.released_runs:
+            rec = by_id.get(run_id)
+            if rec is None or rec.get("status") != "released_by_operator":
+                self.violate("END/operator-record-lost", f"run {run_id} was force-released "
+                             "by the operator but its record says "
+                             f"{(rec or {}).get('decision')}/{(rec or {}).get('status')}",
+                             key=str((rec or {}).get("status")))
         # every run whose delivery returned has its record
         for d in self.deliveries:
             if d.outcome in ("ran", "lease_lost"):

@@ -1250,7 +1250,7 @@ class Sim:
             run = self.row.get("last_run_id")
             trigger = holders.get(run) if isinstance(run, str) else None
             if self.row.get("released_by") == "operator:operator" and isinstance(trigger, str):
-                self.model.force_released(trigger, run, step=self.step)
+                self.model.force_released(trigger, run, step=self.step, recorded=False)
             return repaired
         if lease.run_id is None:
             return "free"
@@ -1261,7 +1261,10 @@ class Sim:
             # began since (its run the one released) may fail from it
             self._disrupt("release-force landed")
         if released and lease.trigger_id:
-            self.model.force_released(lease.trigger_id, lease.run_id, step=self.step)
+            # a release that met a row damaged since its read repaired it, which promises
+            # no run record (see _force's repair branch)
+            self.model.force_released(lease.trigger_id, lease.run_id, step=self.step,
+                                      recorded=self.damaged is None)
         return released
 
     def _ev_force(self) -> None:

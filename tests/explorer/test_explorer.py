@@ -15,11 +15,11 @@ import pytest
 from .regressions import PROTOCOL_FIXED, REGRESSIONS
 from .sim import run_history
 
-OPEN_FINDINGS: dict[int, str] = {
-    290187: "COALESCE: a tick coalesced after a force release and a 2 h 15 min clock jump, "
-            "its follow-up message sent, was not followed by a run once the queue drained "
-            "(found by the last run of session 9; not yet diagnosed)",
-}
+OPEN_FINDINGS: dict[int, str] = {}
+# Closed: 290187 (a library bug: the force-released run's record `released_by_operator`
+# was replaced by its own delivery's `duplicate`; now in FOUND_ON_THE_NEW_PROTOCOL, with
+# the model's coalesced check told that a force-released run takes the coalesced
+# triggers it had served with it).
 # Closed: 110484 (sim: Lambda retries every failed asynchronous invocation, not only a
 # trigger none of whose deliveries succeeded; a duplicate delivery that queued a lost tick
 # and failed to send its message is retried, and the retry sends it), 110959 (model: a
@@ -147,6 +147,11 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         286334, "", "sim: a follow-up's delivery hid its message behind a live run and was "
         "killed before asking the holder to wake it: it comes back when the holder's lease "
         "would have ended (the documented bound), not at the release"),
+    "a-duplicate-never-replaces-the-operators-record": (
+        290187, "", "a tick whose acquisition landed unseen (a lost answer), its run then "
+        "force-released before the SDK's retry, was decided a duplicate, and the "
+        "duplicate's record under the delivery's own run id replaced the operator's "
+        "`released_by_operator` (who and why)"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
