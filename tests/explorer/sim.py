@@ -965,8 +965,12 @@ class Sim:
     def _step_random(self) -> None:
         enabled = self._enabled()
         weights = [self.weights[e] if enabled[e] else 0.0 for e in EVENTS]
-        if self.bias == "wake" and self.row.get("run_id") is not None and enabled["sqs"]:
-            weights[EVENTS.index("sqs")] = max(weights[EVENTS.index("sqs")], 9.0) * 4
+        if self.bias == "wake" and self.row.get("run_id") is not None:
+            if enabled["sqs"]:
+                weights[EVENTS.index("sqs")] = max(weights[EVENTS.index("sqs")], 9.0) * 4
+            else:  # a trigger to queue behind the holder, so that a message waits on it
+                for e in ("tick", "manual"):
+                    weights[EVENTS.index(e)] *= 3
         shape = {"late": LATE_EVENTS, "pause": PAUSE_EVENTS}.get(self.bias, {})
         for e, factor in shape.items():
             weights[EVENTS.index(e)] *= factor
@@ -1001,6 +1005,8 @@ class Sim:
             if self.bias == "wake" and actor.run is not None \
                     and self.row.get("run_id") == actor.run[0]:
                 weights = (60, 1, 1, 1, 1, 36)  # the holder's responses lost
+                if self.row.get("wake_receipt") is not None and req.op == "TransactWriteItems":
+                    weights = (20, 0, 0, 0, 0, 80)  # above all its release's, once woken
             fault = DDB_FAULTS[self.chooser.draw(len(DDB_FAULTS), weights)]
         else:
             fault = SQS_FAULTS[self.chooser.draw(len(SQS_FAULTS), SQS_FAULT_WEIGHTS)]
