@@ -101,6 +101,9 @@ LATE_EVENTS = {"retick": 3.0, "remanual": 3.0, "future_tick": 4.0, "sqs": 1.5,
                "expire_visibility": 3.0, "clock": 1.5}
 LATE_CLOCK_WEIGHTS = (4, 3, 3, 2.5, 1.5, 6, 3)
 PAUSE_EVENTS = {"resume": 0.15, "expire_visibility": 3.0, "sqs": 2.0}
+WAKE_EVENTS = {"pause": 0.1, "force": 0.2, "damage": 0.1, "kill": 0.3, "clock": 0.4,
+               "outage": 0.3, "expire_visibility": 0.3, "burst": 0.3}
+"""``wake``: fewer of the events that end a hold early (a message waits on a live run)."""
 
 
 class Killed(BaseException):
@@ -173,7 +176,8 @@ class Actor:
     """When its invocation started (Lambda stops one after at most 15 minutes)."""
     excusing_faults: int = 0
     """Request faults that excuse a late wake-up: all but a DynamoDB response lost after
-    the request was applied (the library's retry must then recover all it found)."""
+    the request was applied (the library's retry must then recover all it found), and
+    only once a wake-up receipt is on the row."""
 
     def park(self, req: Req) -> None:
         """Called in the actor's thread at a gate: wait until the scheduler steps us."""
@@ -672,7 +676,10 @@ class Sim:
         if fault != "ok":
             actor.faults += 1
             actor.request_faults += 1
-            if not (fault == "lost-after" and req.service == "dynamodb"):
+            # (a fault before any message asked the holder to wake it cannot make the
+            # release forget one; the wake-up itself comes after the release)
+            if not (fault == "lost-after" and req.service == "dynamodb") and (
+                    self.row.get("wake_receipt") is not None or actor.released is not None):
                 actor.excusing_faults += 1
             if actor.delivery is not None:
                 actor.delivery.faults += 1
@@ -971,7 +978,8 @@ class Sim:
             else:  # a trigger to queue behind the holder, so that a message waits on it
                 for e in ("tick", "manual"):
                     weights[EVENTS.index(e)] *= 3
-        shape = {"late": LATE_EVENTS, "pause": PAUSE_EVENTS}.get(self.bias, {})
+        shape = {"late": LATE_EVENTS, "pause": PAUSE_EVENTS, "wake": WAKE_EVENTS}.get(
+            self.bias, {})
         for e, factor in shape.items():
             weights[EVENTS.index(e)] *= factor
         if self.bias == "pause":
@@ -994,7 +1002,7 @@ class Sim:
 
     def _ev_step(self) -> None:
         gated = self._gated()
-        actor = gated[self.chooser.draw(len(gated))]
+        actor = gated[self.chooser.draw(len(gated), self._step_weights(gated))]
         req = actor.pending
         assert req is not None
         if self.outage is not None and self.outage[0] == req.service:
@@ -1005,12 +1013,38 @@ class Sim:
             if self.bias == "wake" and actor.run is not None \
                     and self.row.get("run_id") == actor.run[0]:
                 weights = (60, 1, 1, 1, 1, 36)  # the holder's responses lost
-                if self.row.get("wake_receipt") is not None and req.op == "TransactWriteItems":
-                    weights = (20, 0, 0, 0, 0, 80)  # above all its release's, once woken
+                receipt = self.row.get("wake_receipt")
+                if receipt is not None and req.op == "TransactWriteItems":
+                    # its release: the attempt that will land (it carries the receipt it
+                    # learnt) loses its answer; the one that learns it is answered
+                    weights = ((20, 0, 0, 0, 0, 80) if str(receipt) in str(req.params)
+                               else (100, 0, 0, 0, 0, 0))
             fault = DDB_FAULTS[self.chooser.draw(len(DDB_FAULTS), weights)]
         else:
             fault = SQS_FAULTS[self.chooser.draw(len(SQS_FAULTS), SQS_FAULT_WEIGHTS)]
         self._step_actor(actor, fault)
+
+    def _step_weights(self, gated: list[Actor]) -> list[float] | None:
+        """``wake``: a message hidden behind the holder asks it for the wake-up before
+        the holder releases (so the release finds the receipt, and may lose its answer)."""
+        if self.bias != "wake":
+            return None
+        holder = self.row.get("run_id")
+        waiting = holder is not None and self.row.get("wake_receipt") is None and any(
+            m.deferred_on == holder for m in self.queue.messages)
+        weights = []
+        for a in gated:
+            req = a.pending
+            w = 1.0
+            if req is not None and req.op == "UpdateItem" and "wake_receipt" in str(
+                    req.params.get("UpdateExpression", "")) + str(
+                    req.params.get("ExpressionAttributeNames", "")):
+                w = 8.0
+            elif holder is not None and a.run is not None and a.run[0] == holder and (
+                    waiting or (self.queue.live() and self.row.get("wake_receipt") is None)):
+                w = 0.2  # the holder holds on while a message may come and wait on it
+            weights.append(w)
+        return weights
 
     def _ev_outage(self) -> None:
         service, fault = OUTAGES[self.chooser.draw(len(OUTAGES))]
