@@ -255,6 +255,58 @@ def test_a_force_release_of_an_acquisition_whose_answer_was_lost_keeps_its_recor
     assert "alice" in (record.detail or "") and "stuck" in (record.detail or ""), record
 
 
+def test_a_force_release_of_a_lost_acquisition_keeps_its_record_when_the_retry_is_stale(
+        aws, clock):
+    """GIVEN a tick T0 delivered a second before it turns stale (a late Lambda retry),
+    whose acquisition lands but whose answer is lost
+    WHEN, before the SDK sends it again, an operator force-releases the run that
+    acquisition started (alice, "stuck"), and T0 is stale by the time the retry is
+    refused (the operator took two seconds)
+    THEN the run's record still says `released_by_operator`, naming alice and why; the
+    handler never ran.
+
+    Break-it review of the duplicate fix (seed 290187): the same erasure by another
+    path. The refused retry is decided again, finds T0 stale, and `_stale` writes its
+    record under the delivery's own run id unconditionally (`put_run` without
+    `only_if_absent`), so `stale` replaces the operator's record."""
+    from jobguard.callsites import Fault
+    from jobguard.faults import Faults, Rule
+
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.SKIP, lease=LEASE)
+    t0 = clock.now() - job.config.stale_after + timedelta(seconds=1)
+    released: dict[str, Any] = {}
+
+    def before_retry(caught_exception: Any = None, **_: Any) -> None:
+        if released or not isinstance(caught_exception, ReadTimeoutError):
+            return
+        lease = aws.store.read_lease(JOB)
+        assert lease.run_id is not None, "the lost acquisition did not land"
+        released["run_id"] = lease.run_id
+        op, box = start(lambda: force_release(
+            aws.store, JOB, holder_run_id=str(lease.run_id), fence=lease.fence,
+            now_ms=to_ms(clock.now()), by="alice", reason="stuck"))
+        op.join(10)
+        released["ok"] = box.get("result")
+        clock.advance(timedelta(seconds=2))  # the operator's two seconds
+
+    aws.store._client.meta.events.register(  # noqa: SLF001 - the store's own client
+        "needs-retry.dynamodb.TransactWriteItems", before_retry, unique_id="op-stale")
+    try:
+        with Faults([Rule(Fault.LOST, site="dynamodb.acquire", nth=1)],
+                    backoff_scale=0.001, clients=[aws.store._client]):  # noqa: SLF001
+            outcome = call(job, tick(JOB, t0))
+    finally:
+        aws.store._client.meta.events.unregister(  # noqa: SLF001
+            "needs-retry.dynamodb.TransactWriteItems", unique_id="op-stale")
+    assert released.get("ok") is True, released
+    assert script.ran(tick_id(JOB, t0)) == 0
+    record = next(r for r in aws.runs(JOB) if r.run_id == released["run_id"])
+    assert record.status.value == "released_by_operator", (
+        outcome, record.status.value, record.detail)
+    assert "alice" in (record.detail or "") and "stuck" in (record.detail or ""), record
+
+
 # -- C. queued_n drift --------------------------------------------------------------------
 
 
