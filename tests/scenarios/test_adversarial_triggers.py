@@ -307,6 +307,64 @@ def test_a_force_release_of_a_lost_acquisition_keeps_its_record_when_the_retry_i
     assert "alice" in (record.detail or "") and "stuck" in (record.detail or ""), record
 
 
+def test_a_lost_acquisition_taken_over_before_its_retry_keeps_the_takeovers_record(
+        aws, clock):
+    """GIVEN a SKIP job's tick T0 whose acquisition lands (run R) but whose answer is lost
+    WHEN the SDK waits out its read timeout past the lease (R never renews: its worker
+    does not know it holds it), and T1 takes the lease over (T0's item `lost`, R's
+    record `abandoned`, T1's record naming R as displaced) and is still running when
+    T0's retry is refused; T0 is decided `skipped`
+    THEN R's record still says what happened to R (`abandoned`, taken over by T1's
+    run), as the duplicate fix promises for "a takeover": a record under the delivery's
+    own run id is never replaced by the delivery's later decision.
+
+    Break-it review of the duplicate fix (seed 290187): only the duplicate's put was
+    conditioned; record_decision's transaction for every other step (here SKIP) still
+    puts the decision's record under the delivery's run id unconditionally, so
+    `skipped` replaces the takeover's record, and T1's `displaced_run_id` points at a
+    run the log says was skipped and never held the lease."""
+    from jobguard.callsites import Fault
+    from jobguard.faults import Faults, Rule
+
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.SKIP, lease=LEASE)
+    t0 = clock.now()
+    seen: dict[str, Any] = {}
+
+    def before_retry(caught_exception: Any = None, **_: Any) -> None:
+        if seen or not isinstance(caught_exception, ReadTimeoutError):
+            return
+        lease = aws.store.read_lease(JOB)
+        assert lease.run_id is not None, "the lost acquisition did not land"
+        seen["run_id"] = lease.run_id
+        clock.advance(PAST_THE_LEASE)  # the SDK's read timeout outlasts the lease
+        seen["t1"] = clock.now()
+        seen["gate"], seen["thread"], seen["box"] = hold_a_run(job, script, JOB,
+                                                               seen["t1"])
+
+    aws.store._client.meta.events.register(  # noqa: SLF001 - the store's own client
+        "needs-retry.dynamodb.TransactWriteItems", before_retry, unique_id="takeover")
+    try:
+        with Faults([Rule(Fault.LOST, site="dynamodb.acquire", nth=1)],
+                    backoff_scale=0.001, clients=[aws.store._client]):  # noqa: SLF001
+            outcome = call(job, tick(JOB, t0))
+    finally:
+        aws.store._client.meta.events.unregister(  # noqa: SLF001
+            "needs-retry.dynamodb.TransactWriteItems", unique_id="takeover")
+        if "gate" in seen:
+            seen["gate"].release.set()
+            seen["thread"].join(10)
+    assert "run_id" in seen, seen
+    assert script.ran(tick_id(JOB, t0)) == 0
+    assert script.ran(tick_id(JOB, seen["t1"])) == 1
+    runs = aws.runs(JOB)
+    t1_record = next(r for r in runs if r.trigger_id == tick_id(JOB, seen["t1"]))
+    assert t1_record.extra.get("displaced_run_id") == seen["run_id"], t1_record
+    record = next(r for r in runs if r.run_id == seen["run_id"])
+    assert record.status.value == "abandoned", (outcome, record.status.value,
+                                                record.detail)
+
+
 # -- C. queued_n drift --------------------------------------------------------------------
 
 
