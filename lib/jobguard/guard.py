@@ -282,6 +282,10 @@ class GuardedJob:
                     return self._run(trigger, run_id, result, now_ms, acquired_mono,
                                      event, context, service=not self.serves_triggers)
                 refused = result
+                # The acquisition may have landed with its answer lost, and its run been
+                # ended since (taken over, replaced, force-released), the record of that
+                # under this run id: what is decided next is a new decision, with its own.
+                run_id = new_run_id(now_ms)
             else:
                 outcome, refused = self._decide(trigger, step, lease, item, run_id, now_ms,
                                                 event)
@@ -478,7 +482,8 @@ class GuardedJob:
             detail=f"delivered {now - trigger.scheduled_at} after its scheduled time "
             f"(stale_after {self.config.stale_after})",
         )
-        self.runtime().store.put_run(record, self._ttl(now_ms))
+        # (never over a record of this delivery's own landed acquisition)
+        self.runtime().store.put_run(record, self._ttl(now_ms), only_if_absent=True)
         return self._outcome(record)
 
     @staticmethod

@@ -206,6 +206,47 @@ def test_force_release_does_not_absorb_the_pending_follow_up(aws, clock):
                  f"{[(r.decision.value, r.detail) for r in follow]}")
 
 
+def test_a_force_released_run_takes_the_coalesced_tick_it_was_serving_with_it(aws, clock):
+    """GIVEN a COALESCE holder H that died holding the lease, tick T1 coalesced onto it
+    (its follow-up sent), and tick T2 that took the expired lease over (a run that
+    started after T1: it serves T1) and is in its handler
+    WHEN an operator force-releases T2's run, and T1's follow-up message comes
+    THEN (README, "Operators are transitions too") the follow-up is absorbed, not run:
+    T1 went with the run the operator ended, whose record says `released_by_operator`
+    naming who; the next tick runs as usual. The remedy is recovering the range."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE, lease=LEASE)
+    t0 = clock.now()
+    crash(job, tick(JOB, t0))
+    clock.advance(timedelta(seconds=10))
+    t1 = clock.now()
+    assert call(job, tick(JOB, t1))["decision"] == "coalesced"
+    clock.advance(PAST_THE_LEASE)
+    t2 = clock.now()
+    gate = script.hold(tick_id(JOB, t2))
+    acquired: dict = {}
+    with hooks.on("after_acquire", lambda **ctx: acquired.setdefault("run", ctx)):
+        serving, _ = start(lambda: job(tick(JOB, t2), None))
+        assert gate.entered.wait(10)
+    assert force_release(aws.store, JOB, holder_run_id=acquired["run"]["run_id"],
+                         fence=acquired["run"]["fence"], now_ms=to_ms(clock.now()),
+                         by="alice", reason="stuck")
+    gate.release.set()
+    serving.join(10)
+    clock.advance(timedelta(seconds=5))
+    _rounds(aws, job, clock, n=2)
+
+    follow = [r for r in aws.runs(JOB) if "@follow-up:" in r.trigger_id]
+    # (an absorbed follow-up is recorded `coalesced`, saying it was absorbed)
+    assert [(r.decision.value, (r.detail or "").split(":")[0]) for r in follow] == [
+        ("coalesced", "follow-up absorbed")], [(r.decision.value, r.detail) for r in follow]
+    record = next(r for r in aws.runs(JOB) if r.run_id == acquired["run"]["run_id"])
+    assert record.status.value == "released_by_operator" and "alice" in (record.detail or "")
+    assert not [r for r in follow if r.decision.value == "ran"]
+    t3 = clock.now()
+    assert call(job, tick(JOB, t3))["ran"] == tick_id(JOB, t3)
+
+
 def test_a_force_release_of_an_acquisition_whose_answer_was_lost_keeps_its_record(
         aws, clock):
     """GIVEN a tick T0 whose acquisition lands but whose answer is lost
