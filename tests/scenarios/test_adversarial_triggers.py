@@ -406,6 +406,69 @@ def test_a_lost_acquisition_taken_over_before_its_retry_keeps_the_takeovers_reco
                                                 record.detail)
 
 
+def test_an_acquisition_that_lands_after_its_unknown_answer_is_read_still_runs(aws, clock):
+    """GIVEN a SKIP job's tick T0 whose acquisition (run R) gets no answer: every SDK
+    attempt times out while the first is still in flight, and the consistent read that
+    resolves an unanswered acquisition (`_acquire_unknown`) sees the row free
+    WHEN the in-flight write lands just after that read (before the next attempt)
+    THEN the next attempt is refused by T0's own write and recognises it: T0 runs once
+    and the lease is released, as the acquisition call site promises ("an unanswered
+    attempt is resolved by the next attempt's refusal or a read").
+
+    Break-it review of the run-id rotation (892fbb9): a refused acquisition now draws
+    a new run id, so the next attempt (R2) no longer recognises the row naming R as its
+    own. It is refused, T0's item is `running` under R with R holding the lease, and T0
+    is decided `duplicate` ("trigger already running"): the handler never runs, the
+    lease is held by a run nobody executes until it expires (every tick meanwhile
+    skipped), and T0 is then only `lost` to a takeover, with no delivery left to run
+    it. Before the rotation, the same run id made this attempt `Acquired`."""
+    import copy
+
+    from jobguard.faults import Faults
+
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.SKIP, lease=LEASE)
+    t0 = clock.now()
+    events = aws.store._client.meta.events  # noqa: SLF001 - the store's own client
+    flight: dict[str, Any] = {}
+
+    def capture(params: Any, **_: Any) -> None:
+        if "params" not in flight:  # the delivery's first transaction: its acquisition
+            flight["params"] = copy.deepcopy(params)
+            flight["stalled"] = True
+
+    def in_flight(request: Any, **_: Any) -> None:
+        if flight.get("stalled"):
+            flight["attempts"] = flight.get("attempts", 0) + 1
+            raise ReadTimeoutError(endpoint_url=str(request.url))
+
+    def lands(**_: Any) -> None:
+        # the first after_lease_read after the unanswered acquisition was resolved
+        if flight.get("stalled"):
+            flight["stalled"] = False
+            aws.ddb.transact_write_items(**flight["params"])  # the write lands now
+            flight["landed"] = aws.store.read_lease(JOB).run_id
+
+    events.register("before-parameter-build.dynamodb.TransactWriteItems", capture,
+                    unique_id="in-flight-capture")
+    events.register_first("before-send.dynamodb.TransactWriteItems", in_flight,
+                          unique_id="in-flight-stall")
+    try:
+        with Faults([], backoff_scale=0.001,
+                    clients=[aws.store._client]), \
+                hooks.on("after_lease_read", lands):  # noqa: SLF001
+            outcome = call(job, tick(JOB, t0))
+    finally:
+        events.unregister("before-parameter-build.dynamodb.TransactWriteItems",
+                          unique_id="in-flight-capture")
+        events.unregister("before-send.dynamodb.TransactWriteItems",
+                          unique_id="in-flight-stall")
+    assert flight.get("attempts", 0) >= 2 and flight.get("landed"), flight
+    lease = aws.store.read_lease(JOB)
+    assert script.ran(tick_id(JOB, t0)) == 1, (outcome, lease.run_id, flight["landed"])
+    assert lease.run_id is None, (outcome, lease.run_id)
+
+
 # -- C. queued_n drift --------------------------------------------------------------------
 
 
