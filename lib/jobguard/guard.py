@@ -95,6 +95,16 @@ class _Deferred(JobGuardError):
         super().__init__(f"job {state.job!r} is held by run {state.run_id}")
 
 
+def _landed_and_ended(run_id: str, refused: Refused) -> bool:
+    """A refused acquisition shows that an earlier attempt under ``run_id`` landed and
+    its run has been ended since: the row names it as the run before or the last one
+    released, or the trigger's item names it (the row, refusing, no longer does)."""
+    lease, item = refused.lease, refused.trigger
+    if lease is not None and run_id in (lease.prev_run_id, lease.last_run_id):
+        return True
+    return item is not None and item.run_id == run_id
+
+
 def _default_owner() -> str:
     function = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
     if not function:
@@ -282,10 +292,13 @@ class GuardedJob:
                     return self._run(trigger, run_id, result, now_ms, acquired_mono,
                                      event, context, service=not self.serves_triggers)
                 refused = result
-                # The acquisition may have landed with its answer lost, and its run been
-                # ended since (taken over, replaced, force-released), the record of that
-                # under this run id: what is decided next is a new decision, with its own.
-                run_id = new_run_id(now_ms)
+                if _landed_and_ended(run_id, refused):
+                    # The acquisition landed with its answer lost, and its run was ended
+                    # since (taken over, replaced, force-released), the record of that
+                    # under this run id: what is decided next is a new decision, with its
+                    # own. (While nothing names the id, it is kept: an attempt still in
+                    # flight may land, and the next attempt must know the row as ours.)
+                    run_id = new_run_id(now_ms)
             else:
                 outcome, refused = self._decide(trigger, step, lease, item, run_id, now_ms,
                                                 event)
