@@ -310,6 +310,8 @@ class Sim:
         self.manuals: list[str] = []
         self.manual_at: dict[str, Any] = {}
         self.dropped_by_lambda: set[str] = set()
+        self.delivered_at: dict[int, Any] = {}
+        """When each delivery was made (a tick's copy is an event of its own to Lambda)."""
         """Manual triggers a failed delivery of which was too old for Lambda to retry."""
         self.last_outcome: dict[str, str] = {}
         self.paused = False
@@ -1105,6 +1107,7 @@ class Sim:
         self.coverage.add((self._row_state(), f"deliver:{label}"))
         d = Delivery(len(self.deliveries) + 1, trigger_id, kind, self.step)
         self.deliveries.append(d)
+        self.delivered_at[d.n] = self.clock.now()
         rid = self._new_id()
         self.log(f"ENV deliver {label} {trigger_id} -> c{c.n} (delivery #{d.n})")
         return self.spawn(f"{label}#{d.n}", "delivery",
@@ -1557,14 +1560,39 @@ class Sim:
 
         reader = DynamoJobStore(self.table, client=self.observer)
         replayed = False
+        stale_ticks: list[str] = []
         for tid in sorted(self.dropped_by_lambda):
-            item = reader.read_trigger(JOB, tid) if tid.startswith(f"{JOB}@manual:") else None
+            if not tid.startswith(f"{JOB}@manual:"):
+                # README runbook: a failed tick is sent again; past stale_after it would
+                # be recorded stale, so the operator starts a manual run instead
+                at = datetime.fromisoformat(tid.split("@", 1)[1].replace("Z", "+00:00"))
+                if self.clock.now() - at > self.config.stale_after:
+                    stale_ticks.append(tid)
+                    continue
+                self.log(f"ENV failed-ticks alarm: the operator sends {tid} again "
+                         "(README runbook)")
+                event, _ = self._tick_event(at)
+                self._run_to_end(self.deliver_direct("tick", event, tid, "tick-replay"))
+                self._drain_actors()
+                replayed = True
+                continue
+            item = reader.read_trigger(JOB, tid)
             if item is None or item.state not in (State.QUEUED, State.COALESCED):
                 continue
             self.log(f"ENV failed-ticks alarm: the operator replays {tid}, "
                      f"{item.state.value} before its delivery failed (README runbook)")
             event, _ = self._manual_event(tid.split("@manual:", 1)[1])
             self._run_to_end(self.deliver_direct("manual", event, tid, "manual-replay"))
+            self._drain_actors()
+            replayed = True
+        if stale_ticks:
+            mid = self._new_id()
+            self.manuals.append(mid)
+            self.manual_at[mid] = self.clock.now()
+            event, new_tid = self._manual_event(mid)
+            self.log(f"ENV failed-ticks alarm: {', '.join(stale_ticks)} past stale_after; "
+                     "the operator starts a manual run instead (README runbook)")
+            self._run_to_end(self.deliver_direct("manual", event, new_tid, "manual-instead"))
             self._drain_actors()
             replayed = True
         if replayed:
@@ -1621,11 +1649,12 @@ class Sim:
             d.retried = True
             tid = d.trigger_id
             first = self.manual_at.get(tid.split("@manual:", 1)[1]) \
-                if tid.startswith(f"{JOB}@manual:") else None
+                if tid.startswith(f"{JOB}@manual:") else self.delivered_at.get(d.n)
             if first is not None and self.clock.now() - first > MAX_EVENT_AGE:
                 # Lambda retries an asynchronous event for at most 6 hours from the event
-                # (every copy of a manual trigger is one, as in _ev_remanual): past that
-                # it went to the on-failure destination
+                # (every copy of a manual trigger is one, as in _ev_remanual; each copy of
+                # a tick the Scheduler sent is its own): past that it went to the
+                # on-failure destination
                 self.log(f"ENV delivery #{d.n} of {tid} too old to be retried by Lambda "
                          "(over 6 h): on the failed-ticks queue")
                 self.dropped_by_lambda.add(tid)

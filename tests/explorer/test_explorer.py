@@ -152,6 +152,12 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "force-released before the SDK's retry, was decided a duplicate, and the "
         "duplicate's record under the delivery's own run id replaced the operator's "
         "`released_by_operator` (who and why)"),
+    "a-tick-past-six-hours-goes-to-the-failed-ticks-queue": (
+        305420, "", "sim: a coalescing tick killed before it sent the follow-up (its holder, "
+        "a reconciler, force-released) was retried by Lambda 12 h later, recorded stale; "
+        "Lambda retries an event for at most 6 hours, a tick's copies too, then it is on "
+        "the failed-ticks queue, and the runbook's operator sends it again or, past "
+        "stale_after, starts a manual run instead"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
