@@ -8,6 +8,7 @@ test is a demonstrated defect.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -247,6 +248,48 @@ def test_a_force_released_run_takes_the_coalesced_tick_it_was_serving_with_it(aw
     assert call(job, tick(JOB, t3))["ran"] == tick_id(JOB, t3)
 
 
+def lose_the_acquisitions_answer(aws: Any, job: Any, event: Any,
+                                 between: Callable[[Any], None]) -> Any:
+    """Deliver ``event`` with its acquisition's answer lost (the write lands, the SDK
+    sends it again); ``between(lease)`` runs before the SDK's retry, with the lease row
+    the landed acquisition wrote. Returns the delivery's outcome."""
+    from jobguard.callsites import Fault
+    from jobguard.faults import Faults, Rule
+
+    seen: list[Any] = []
+
+    def before_retry(caught_exception: Any = None, **_: Any) -> None:
+        if seen or not isinstance(caught_exception, ReadTimeoutError):
+            return
+        lease = aws.store.read_lease(JOB)
+        assert lease.run_id is not None, "the lost acquisition did not land"
+        seen.append(lease)
+        between(lease)
+
+    events = aws.store._client.meta.events  # noqa: SLF001 - the store's own client
+    events.register("needs-retry.dynamodb.TransactWriteItems", before_retry,
+                    unique_id="lost-acquisition")
+    try:
+        with Faults([Rule(Fault.LOST, site="dynamodb.acquire", nth=1)],
+                    backoff_scale=0.001, clients=[aws.store._client]):  # noqa: SLF001
+            outcome = call(job, event)
+    finally:
+        events.unregister("needs-retry.dynamodb.TransactWriteItems",
+                          unique_id="lost-acquisition")
+    assert seen, "the acquisition's answer was not lost"
+    return outcome
+
+
+def operator_releases(aws: Any, clock: Any, lease: Any, released: dict[str, Any]) -> None:
+    """alice force-releases ``lease``'s run ("stuck"), from another process (a thread)."""
+    released["run_id"] = lease.run_id
+    op, box = start(lambda: force_release(
+        aws.store, JOB, holder_run_id=str(lease.run_id), fence=lease.fence,
+        now_ms=to_ms(clock.now()), by="alice", reason="stuck"))
+    op.join(10)
+    released["ok"] = box.get("result")
+
+
 def test_a_force_release_of_an_acquisition_whose_answer_was_lost_keeps_its_record(
         aws, clock):
     """GIVEN a tick T0 whose acquisition lands but whose answer is lost
@@ -258,36 +301,12 @@ def test_a_force_release_of_an_acquisition_whose_answer_was_lost_keeps_its_recor
 
     Found by the explorer (seed 290187): the duplicate's record, written under the
     delivery's own run id, replaced the operator's."""
-    from jobguard.callsites import Fault
-    from jobguard.faults import Faults, Rule
-
     script = Script()
     job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE, lease=LEASE)
     t0 = clock.now()
     released: dict[str, Any] = {}
-
-    def before_retry(caught_exception: Any = None, **_: Any) -> None:
-        if released or not isinstance(caught_exception, ReadTimeoutError):
-            return
-        lease = aws.store.read_lease(JOB)
-        assert lease.run_id is not None, "the lost acquisition did not land"
-        released["run_id"] = lease.run_id
-        # the operator's command, from another process (thread) while the SDK waits
-        op, box = start(lambda: force_release(
-            aws.store, JOB, holder_run_id=str(lease.run_id), fence=lease.fence,
-            now_ms=to_ms(clock.now()), by="alice", reason="stuck"))
-        op.join(10)
-        released["ok"] = box.get("result")
-
-    aws.store._client.meta.events.register(  # noqa: SLF001 - the store's own client
-        "needs-retry.dynamodb.TransactWriteItems", before_retry, unique_id="op-between")
-    try:
-        with Faults([Rule(Fault.LOST, site="dynamodb.acquire", nth=1)],
-                    backoff_scale=0.001, clients=[aws.store._client]):  # noqa: SLF001
-            outcome = call(job, tick(JOB, t0))
-    finally:
-        aws.store._client.meta.events.unregister(  # noqa: SLF001
-            "needs-retry.dynamodb.TransactWriteItems", unique_id="op-between")
+    outcome = lose_the_acquisitions_answer(
+        aws, job, tick(JOB, t0), lambda lease: operator_releases(aws, clock, lease, released))
     assert released.get("ok") is True, released
     assert script.ran(tick_id(JOB, t0)) == 0
     assert isinstance(outcome, dict) and outcome["decision"] == "duplicate", outcome
@@ -310,36 +329,16 @@ def test_a_force_release_of_a_lost_acquisition_keeps_its_record_when_the_retry_i
     path. The refused retry is decided again, finds T0 stale, and `_stale` writes its
     record under the delivery's own run id unconditionally (`put_run` without
     `only_if_absent`), so `stale` replaces the operator's record."""
-    from jobguard.callsites import Fault
-    from jobguard.faults import Faults, Rule
-
     script = Script()
     job = make_job(aws, clock, script, policy=OverlapPolicy.SKIP, lease=LEASE)
     t0 = clock.now() - job.config.stale_after + timedelta(seconds=1)
     released: dict[str, Any] = {}
 
-    def before_retry(caught_exception: Any = None, **_: Any) -> None:
-        if released or not isinstance(caught_exception, ReadTimeoutError):
-            return
-        lease = aws.store.read_lease(JOB)
-        assert lease.run_id is not None, "the lost acquisition did not land"
-        released["run_id"] = lease.run_id
-        op, box = start(lambda: force_release(
-            aws.store, JOB, holder_run_id=str(lease.run_id), fence=lease.fence,
-            now_ms=to_ms(clock.now()), by="alice", reason="stuck"))
-        op.join(10)
-        released["ok"] = box.get("result")
+    def between(lease: Any) -> None:
+        operator_releases(aws, clock, lease, released)
         clock.advance(timedelta(seconds=2))  # the operator's two seconds
 
-    aws.store._client.meta.events.register(  # noqa: SLF001 - the store's own client
-        "needs-retry.dynamodb.TransactWriteItems", before_retry, unique_id="op-stale")
-    try:
-        with Faults([Rule(Fault.LOST, site="dynamodb.acquire", nth=1)],
-                    backoff_scale=0.001, clients=[aws.store._client]):  # noqa: SLF001
-            outcome = call(job, tick(JOB, t0))
-    finally:
-        aws.store._client.meta.events.unregister(  # noqa: SLF001
-            "needs-retry.dynamodb.TransactWriteItems", unique_id="op-stale")
+    outcome = lose_the_acquisitions_answer(aws, job, tick(JOB, t0), between)
     assert released.get("ok") is True, released
     assert script.ran(tick_id(JOB, t0)) == 0
     record = next(r for r in aws.runs(JOB) if r.run_id == released["run_id"])
@@ -364,34 +363,21 @@ def test_a_lost_acquisition_taken_over_before_its_retry_keeps_the_takeovers_reco
     puts the decision's record under the delivery's run id unconditionally, so
     `skipped` replaces the takeover's record, and T1's `displaced_run_id` points at a
     run the log says was skipped and never held the lease."""
-    from jobguard.callsites import Fault
-    from jobguard.faults import Faults, Rule
-
     script = Script()
     job = make_job(aws, clock, script, policy=OverlapPolicy.SKIP, lease=LEASE)
     t0 = clock.now()
     seen: dict[str, Any] = {}
 
-    def before_retry(caught_exception: Any = None, **_: Any) -> None:
-        if seen or not isinstance(caught_exception, ReadTimeoutError):
-            return
-        lease = aws.store.read_lease(JOB)
-        assert lease.run_id is not None, "the lost acquisition did not land"
+    def between(lease: Any) -> None:
         seen["run_id"] = lease.run_id
         clock.advance(PAST_THE_LEASE)  # the SDK's read timeout outlasts the lease
         seen["t1"] = clock.now()
         seen["gate"], seen["thread"], seen["box"] = hold_a_run(job, script, JOB,
                                                                seen["t1"])
 
-    aws.store._client.meta.events.register(  # noqa: SLF001 - the store's own client
-        "needs-retry.dynamodb.TransactWriteItems", before_retry, unique_id="takeover")
     try:
-        with Faults([Rule(Fault.LOST, site="dynamodb.acquire", nth=1)],
-                    backoff_scale=0.001, clients=[aws.store._client]):  # noqa: SLF001
-            outcome = call(job, tick(JOB, t0))
+        outcome = lose_the_acquisitions_answer(aws, job, tick(JOB, t0), between)
     finally:
-        aws.store._client.meta.events.unregister(  # noqa: SLF001
-            "needs-retry.dynamodb.TransactWriteItems", unique_id="takeover")
         if "gate" in seen:
             seen["gate"].release.set()
             seen["thread"].join(10)
