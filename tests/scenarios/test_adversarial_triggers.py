@@ -62,17 +62,19 @@ def crash(job: Any, event: Any) -> None:
     raise AssertionError("the run was expected to crash before its release")
 
 
-def crashed_then_queued(aws: Any, clock: Any, script: Script, *,
-                        max_queued: int) -> tuple[Any, Any, Any]:
-    """A QUEUE job whose tick T0's run crashed holding the lease, T1 queued behind it,
-    the clock past the lease: (job, T0's time, T1's time)."""
-    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, max_queued=max_queued,
-                   lease=LEASE)
+def crashed_then_queued(aws: Any, clock: Any, script: Script, *, max_queued: int = 10,
+                        policy: OverlapPolicy = OverlapPolicy.QUEUE) -> tuple[Any, Any, Any]:
+    """A QUEUE job whose tick T0's run crashed holding the lease, T1 queued behind it
+    (``policy`` COALESCE: coalesced onto it), the clock past the lease: (job, T0's time,
+    T1's time)."""
+    options = {"max_queued": max_queued} if policy is OverlapPolicy.QUEUE else {}
+    job = make_job(aws, clock, script, policy=policy, lease=LEASE, **options)
     t0 = clock.now()
     crash(job, tick(JOB, t0))
     clock.advance(timedelta(seconds=10))
     t1 = clock.now()
-    assert call(job, tick(JOB, t1))["decision"] == "queued"
+    decision = "queued" if policy is OverlapPolicy.QUEUE else "coalesced"
+    assert call(job, tick(JOB, t1))["decision"] == decision
     clock.advance(PAST_THE_LEASE)
     return job, t0, t1
 
@@ -107,6 +109,18 @@ def _rounds(aws: Any, job: Any, clock: Any, n: int = 4) -> list[Any]:
                 comes_back(aws, JOB, d)
         clock.advance(timedelta(minutes=1))
     return seen
+
+
+def _release_the_held_run_then_drain(aws: Any, job: Any, clock: Any, run: dict[str, Any],
+                                     gate: Any, thread: threading.Thread) -> None:
+    """alice force-releases ``run`` (held in its handler behind ``gate``), the run
+    returns, and the event source mapping works for two visibility timeouts."""
+    assert force_release(aws.store, JOB, holder_run_id=run["run_id"], fence=run["fence"],
+                         now_ms=to_ms(clock.now()), by="alice", reason="stuck")
+    gate.release.set()
+    thread.join(10)
+    clock.advance(timedelta(seconds=5))
+    _rounds(aws, job, clock, n=2)
 
 
 # -- A. a re-decided running trigger wedges every takeover --------------------------------
@@ -192,13 +206,7 @@ def test_force_release_does_not_absorb_the_pending_follow_up(aws, clock):
     assert call(job, tick(JOB, t1))["decision"] == "coalesced"
 
     clock.advance(timedelta(seconds=10))
-    assert force_release(aws.store, JOB, holder_run_id=acquired["run"]["run_id"],
-                         fence=acquired["run"]["fence"], now_ms=to_ms(clock.now()),
-                         by="alice", reason="stuck")
-    gate.release.set()
-    holder.join(10)
-    clock.advance(timedelta(seconds=5))
-    _rounds(aws, job, clock, n=2)
+    _release_the_held_run_then_drain(aws, job, clock, acquired["run"], gate, holder)
 
     direct = {tick_id(JOB, t0), tick_id(JOB, t1)}
     follow = [r for r in aws.runs(JOB) if r.trigger_id not in direct]
@@ -216,26 +224,14 @@ def test_a_force_released_run_takes_the_coalesced_tick_it_was_serving_with_it(aw
     T1 went with the run the operator ended, whose record says `released_by_operator`
     naming who; the next tick runs as usual. The remedy is recovering the range."""
     script = Script()
-    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE, lease=LEASE)
-    t0 = clock.now()
-    crash(job, tick(JOB, t0))
-    clock.advance(timedelta(seconds=10))
-    t1 = clock.now()
-    assert call(job, tick(JOB, t1))["decision"] == "coalesced"
-    clock.advance(PAST_THE_LEASE)
+    job, _, _ = crashed_then_queued(aws, clock, script, policy=OverlapPolicy.COALESCE)
     t2 = clock.now()
     gate = script.hold(tick_id(JOB, t2))
     acquired: dict = {}
     with hooks.on("after_acquire", lambda **ctx: acquired.setdefault("run", ctx)):
         serving, _ = start(lambda: job(tick(JOB, t2), None))
         assert gate.entered.wait(10)
-    assert force_release(aws.store, JOB, holder_run_id=acquired["run"]["run_id"],
-                         fence=acquired["run"]["fence"], now_ms=to_ms(clock.now()),
-                         by="alice", reason="stuck")
-    gate.release.set()
-    serving.join(10)
-    clock.advance(timedelta(seconds=5))
-    _rounds(aws, job, clock, n=2)
+    _release_the_held_run_then_drain(aws, job, clock, acquired["run"], gate, serving)
 
     follow = [r for r in aws.runs(JOB) if "@follow-up:" in r.trigger_id]
     # (an absorbed follow-up is recorded `coalesced`, saying it was absorbed)
