@@ -54,10 +54,12 @@ def check_cursor(job: str, cursor: str | None) -> None:
 
 
 def bounded_text(text: str | None, limit: int = MAX_TEXT_BYTES) -> str | None:
-    """``text`` cut to at most ``limit`` UTF-8 bytes (never inside a character)."""
+    """``text`` cut to at most ``limit`` UTF-8 bytes (never inside a character). A lone
+    surrogate (no store keeps one) is written as its escape, ``\\udc80``."""
     if text is None:
         return None
-    raw = text.encode("utf-8")
+    raw = text.encode("utf-8", "backslashreplace")
+    text = raw.decode("utf-8")
     if len(raw) <= limit:
         return text
     keep = limit - len(_MARK.encode())

@@ -9,6 +9,7 @@ It serves :meth:`jobguard.Run.claim` in any guarded handler and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
 
 from ._bounds import bounded_text, check_batch_size, check_cursor
 from .clock import to_ms
-from .errors import JobGuardError, LeaseLostError
+from .errors import JobGuardError, LeaseLostError, StoreError
 from .workitems import (
+    MAX_SOURCE_KEPT,
     Commit,
     Completion,
     Fence,
@@ -36,6 +38,8 @@ from .workitems import (
     claim_hash,
     is_outcome_unknown,
     payload_differs,
+    rejected_key,
+    source_key,
 )
 
 __all__ = ["BatchReport", "ClaimedItem", "Page", "ResolveReport", "SweepReport", "WorkClaims",
@@ -70,9 +74,18 @@ class BatchReport:
     held: int = 0
     remaining: int = 0
     rejected: int = 0
+    """Records no work id could be made for (``rejected`` in the ledger): passed."""
+    superseded: int = 0
+    """Failed or uncertain outcomes not written: the item was completed meanwhile."""
     cursor_from: str | None = None
     cursor_to: str | None = None
     stopped: str | None = None
+    rejected_first: str | None = None
+    """The first rejected record's ledger key and why (``jobguard items --status
+    rejected`` lists them all)."""
+    written_on_failure: str | None = None
+    """When the handler raised with the lease held: what the run wrote before it ended
+    (the completions, failed and uncertain rows and checkpoint it had earned)."""
     conflict_ids: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -233,6 +246,33 @@ def fingerprint(record: Any) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def rejection(record: Any, error: BaseException, ttl_s: int) -> Unresolved:
+    """The ledger row of a record no work id could be made for: keyed by the record's
+    content (the same bad record is one row however often it is selected), saying why."""
+    digest = fingerprint(record) or hashlib.sha256(
+        repr(record).encode("utf-8", "backslashreplace")).hexdigest()[:32]
+    return Unresolved(rejected_key(digest), ItemState.REJECTED, error=_describe(error),
+                      ttl_s=ttl_s)
+
+
+def identify(record: Any, work_id: Callable[[Any], WorkId],
+             payload: Callable[[Any], str | None]) -> tuple[WorkId, str | None]:
+    """A record's work id and payload hash. Raises whatever the user's functions raise,
+    and :class:`TypeError` for a ``work_id()`` that returns no :class:`WorkId`: each is
+    a record that cannot be worked on (:func:`rejection`), never a reason to stop."""
+    wid = work_id(record)
+    if not isinstance(wid, WorkId):
+        raise TypeError(f"work_id() must return a WorkId, got {type(wid).__name__}")
+    return wid, payload_hash(str(wid), payload(record))
+
+
+def kept_source(wid: WorkId) -> str | None:
+    """The original source id, kept on ledger rows where the key escapes or hashes it."""
+    if source_key(wid.source_id) == wid.source_id:
+        return None
+    return bounded_text(wid.source_id, MAX_SOURCE_KEPT)
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -298,8 +338,15 @@ class WorkClaims:
         """Claimed items whose outcome is recorded: dropped from the claim by the next
         job-row write (after their facts landed)."""
         self._facts: dict[str, Completion] = {}
+        self._found_keys: set[str] = set()
+        """Facts from reconciliation (counted ``reconciled``, not ``completed``)."""
         self._rows: dict[str, Unresolved] = {}
+        self._sources: dict[str, str] = {}
+        """Escaped or hashed keys -> the original source id (kept on ledger rows)."""
         self._checkpoint: tuple[int, str | None] | None = None
+        self._open: list[ClaimedItem] = []
+        """The items of the last page claimed (an outcome each before the run ends)."""
+        self._closed = False
         self._lock = threading.RLock()
 
     # -- the job row ---------------------------------------------------------------------
@@ -350,18 +397,27 @@ class WorkClaims:
         are not retryable too.
         """
         self.run.ensure_lease()
+        if self._closed:
+            raise JobGuardError("the run has ended: nothing more can be claimed")
         by_key: dict[str, tuple[WorkId, Any, str | None]] = {}
+        rejected: dict[str, Unresolved] = {}
         for record in records:
-            wid = work_id(record)
-            if not isinstance(wid, WorkId):
-                raise JobGuardError(f"work_id() must return a WorkId, got {type(wid).__name__}")
-            digest = payload_hash(str(wid), payload(record))
+            try:
+                wid, digest = identify(record, work_id, payload)
+            except Exception as exc:  # noqa: BLE001 - one record never stops a job
+                refused = rejection(record, exc, self._ttl_s)
+                rejected.setdefault(refused.work_id, refused)
+                continue
             if str(wid) in by_key:
                 if by_key[str(wid)][2] != digest:
                     self._conflict(str(wid), "the same work id twice in a page, other payload")
                 continue
             by_key[str(wid)] = (wid, record, digest)
-        self.report.selected += len(by_key)
+            kept = kept_source(wid)
+            if kept is not None:
+                self._sources[str(wid)] = kept
+        self.report.selected += len(by_key) + len(rejected)
+        self._rejected(list(rejected.values()))
         self._write_facts()  # earlier pages' completions first: this lookup sees them
         found = self._lookup(list(by_key))
         now_ms = to_ms(self._clock.now())
@@ -418,14 +474,30 @@ class WorkClaims:
                 if row is None or row.state is not ItemState.UNCERTAIN:
                     rows.append(self._vanished_row(key, foreign, stored, attempts))
         rows += self._foreign_rows(found, covered | set(claim), now_s)
+        rows += rejected.values()
         self._write_facts()  # found ones: before the write that drops a vanished claim
         self._commit({k: claim_hash(h) for k, (_, h, _) in claim.items()}, rows)
         claimed_mono = self._clock.monotonic()
         for key, (_, digest, attempts) in claim.items():
             self._claimed[key] = _Claimed(digest, attempts + 1)
         self.telemetry.count("BatchSize", len(by_key))
-        return [ClaimedItem(self, by_key[k][0], by_key[k][1], attempt, claimed_mono)
-                for k, (attempt, _, _) in claim.items()]
+        self._open = [ClaimedItem(self, by_key[k][0], by_key[k][1], attempt, claimed_mono)
+                      for k, (attempt, _, _) in claim.items()]
+        return list(self._open)
+
+    def _rejected(self, rows: list[Unresolved]) -> None:
+        """Count and log records no work id could be made for (their rows ride on the
+        page's job-row write): the page and the checkpoint go past them."""
+        if not rows:
+            return
+        self.report.rejected += len(rows)
+        if self.report.rejected_first is None:
+            self.report.rejected_first = bounded_text(f"{rows[0].work_id}: {rows[0].error}",
+                                                      500)
+        self.telemetry.count("ItemsRejected", len(rows))
+        for row in rows:
+            self.telemetry.logger.warning("record rejected: no work id", extra={
+                "work_id": row.work_id, "error": row.error})
 
     def _lookup(self, work_ids: list[str]) -> dict[str, ItemRecord]:
         """The items' rows, the job row with them on a run's first page, and the rows
@@ -489,6 +561,7 @@ class WorkClaims:
                attempts: int) -> None:
         self._facts[key] = Completion(key, destination_id, self.run.run_id, self.fence.fence,
                                       payload_hash=payload_hash, attempts=max(attempts, 1))
+        self._found_keys.add(key)
         self.report.reconciled += 1
         self.telemetry.count("ReconciliationFindings")
 
@@ -542,21 +615,92 @@ class WorkClaims:
     def flush(self, checkpoint: tuple[int, str | None] | None = None) -> None:
         """Write what is recorded: completion facts, then the job row (the finished items
         dropped from the claim, the checkpoint, failed and uncertain rows)."""
+        if self._closed:
+            return  # the run ended: what it owed was written then
         if checkpoint is not None:
             self._checkpoint = checkpoint
         self._write_facts()
         if self._rows or self._checkpoint is not None or self._ended & self._mine.keys():
             self._commit({}, [])
 
+    @_locked
+    def close(self, error: BaseException | None = None) -> None:
+        """End the run's work, once: every item of the last page without an outcome gets
+        one (handed out: ``uncertain``, the destination may have been called; never
+        started: released), then what is recorded is written (:meth:`flush`). With
+        ``error`` (the handler raised while the lease was held) the report says what was
+        written. Later calls, and the claim iterator's own clean-up, write nothing."""
+        if self._closed:
+            return
+        ending = "the run ended" + (f" ({type(error).__name__})" if error else "")
+        for item in self._open:
+            if item.outcome is None:
+                if item.handed_out:
+                    item.uncertain(f"{ending} before an outcome was recorded")
+                else:
+                    item.release()
+        facts = len(self._facts)
+        rows = len(self._rows)
+        checkpoint = self._checkpoint
+        try:
+            self.flush()
+        except Exception as exc:
+            if error is not None:
+                self.report.written_on_failure = bounded_text(
+                    f"nothing: {type(exc).__name__}: {exc}", 500)
+            raise
+        finally:
+            self._closed = True
+        if error is not None:
+            parts = [f"{facts} completions" if facts else "",
+                     f"{rows} failed/uncertain/rejected rows" if rows else "",
+                     f"the checkpoint ({checkpoint[1]!r})" if checkpoint else ""]
+            self.report.written_on_failure = ", ".join(p for p in parts if p) or "nothing owed"
+
+    @_locked
+    def abandon(self) -> None:
+        """The run lost its lease: nothing more is written, now or later."""
+        self._closed = True
+
     def _write_facts(self) -> None:
         if not self._facts:
             return
         self.run.ensure_lease()  # a run past its deadline writes nothing more
-        facts = list(self._facts.values())
-        self.store.write_facts(self.run.job, facts, now_ms=to_ms(self._clock.now()),
-                               ttl_s=self._ttl_s)
+        facts = [dataclasses.replace(f, source_id=self._sources.get(f.work_id))
+                 if f.work_id in self._sources else f for f in self._facts.values()]
+        try:
+            self.store.write_facts(self.run.job, facts, now_ms=to_ms(self._clock.now()),
+                                   ttl_s=self._ttl_s)
+        except StoreError as exc:
+            self._unrecorded(facts, exc)
+            raise
         self._facts.clear()
+        self._found_keys.clear()
         self.telemetry.count("ItemsCompleted", len(facts))
+
+    def _unrecorded(self, facts: list[Completion], exc: StoreError) -> None:
+        """Completions the store would not take (still unprocessed or throttled after
+        every retry): the destination holds them, the ledger cannot say so. They become
+        uncertain rows (reconciled before anything is redone) in the job-row write that
+        drops them from the claim, never left claimed by a run that ends; the pending
+        checkpoint is not written past them. The facts that did land stay completed
+        (an unresolved row never replaces a completion)."""
+        self._facts.clear()
+        self._checkpoint = None
+        for fact in facts:
+            self._rows[fact.work_id] = Unresolved(
+                fact.work_id, ItemState.UNCERTAIN, payload_hash=fact.payload_hash,
+                attempts=fact.attempts, source_id=fact.source_id,
+                error=_describe(f"completion not recorded ({exc}); the destination "
+                                f"answered {fact.destination_id!r}"))
+            if fact.work_id in self._found_keys:
+                self.report.reconciled -= 1
+            else:
+                self.report.completed -= 1
+            self.report.uncertain += 1
+        self._found_keys.clear()
+        self.telemetry.count("UncertainOutcomes", len(facts))
+        self._commit({}, [])
 
     def _commit(self, add: dict[str, str], extra_rows: list[Unresolved]) -> None:
         """One job-row write: the claim (what is still open, plus ``add``), the pending
@@ -564,7 +708,9 @@ class WorkClaims:
         row = self.start()
         claim = {k: v for k, v in self._mine.items() if k not in self._ended}
         claim.update(add)
-        rows = [*self._rows.values(), *extra_rows]
+        rows = [dataclasses.replace(r, source_id=self._sources[r.work_id])
+                if r.source_id is None and r.work_id in self._sources else r
+                for r in (*self._rows.values(), *extra_rows)]
         mine_on_row = row.claim is not None and row.claim.run_id == self.run.run_id
         unchanged = (claim == (row.claim.items if mine_on_row and row.claim else {})
                      and (row.claim is None or mine_on_row))
@@ -588,7 +734,7 @@ class WorkClaims:
         if done.completed:
             # Completed meanwhile (a run that lost its lease had its effect confirmed):
             # reported, the completion stands.
-            self.report.rejected += len(done.completed)
+            self.report.superseded += len(done.completed)
             self.telemetry.count("CompletionsRejected", len(done.completed))
 
     @_locked

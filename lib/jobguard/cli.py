@@ -391,7 +391,7 @@ def cmd_items(args: argparse.Namespace) -> int:
     job = _known_job(args, store)
     states = [ItemState(args.status)] if args.status else None
     rows = [_with_times({**r.__dict__, "state": r.state.value})
-            for r in items.unresolved(job, states=states)]
+            for r in items.unresolved(job, states=states, now_ms=int(time.time() * 1000))]
     _out(args, rows, _table_text(rows, ("work_id", "state", "run_id", "fence", "attempts",
                                         "updated_at", "last_error")))
     return 0
@@ -754,6 +754,10 @@ def _recovery_text(answer: dict[str, Any]) -> str:
     if plan.get("conflicts"):
         lines.append(f"conflicts: {plan['conflicts']} work ids recorded with another payload "
                      f"({', '.join(plan.get('conflict_ids', []))})")
+    if plan.get("rejected"):
+        lines.append(f"rejected: {plan['rejected']} records no work id can be made for, "
+                     "never replayed (fix them at the source, then recover again): "
+                     + "; ".join(plan.get("rejected_sample", [])))
     if plan.get("sample"):
         lines.append("sample: " + ", ".join(plan["sample"]))
     if answer.get("next_steps"):
@@ -902,8 +906,9 @@ def build_parser() -> argparse.ArgumentParser:
     one.add_argument("--job", help="look only in this job (default: every defined job)")
     one.set_defaults(run=cmd_run)
     items = command("items", "unresolved work items")
-    items.add_argument("--status", choices=["uncertain", "failed", "claimed"],
-                       help="only items in this state")
+    items.add_argument("--status", choices=["uncertain", "failed", "claimed", "rejected"],
+                       help="only items in this state (rejected: records no work id "
+                            "could be made for, listed only when asked)")
     items.set_defaults(run=cmd_items)
     pause = command("pause", "record every trigger as paused")
     pause.add_argument("--reason", required=True,

@@ -177,6 +177,7 @@ def item_record(job: str, raw: dict[str, Any] | None) -> ItemRecord | None:
         updated_at_ms=row.get("updated_at_ms", row.get("completed_at_ms")),
         completed_at_ms=row.get("completed_at_ms"),
         ttl_epoch_s=row.get(TTL_ATTRIBUTE),
+        source_id=row.get("source_id"),
     )
 
 
@@ -278,18 +279,22 @@ class DynamoItemStore:
         """A job's claimed / failed / uncertain items, at most ``limit``: the open
         claim's first, then the uncertain rows the sparse index names, then the failed
         ones, each confirmed by a consistent read (an index is eventually consistent).
+        Rejected records only when ``states`` names them (with ``now_ms``, those past
+        their TTL are absent).
 
         The index is read state by state (its sort key leads with the state), so however
         many failed rows are indexed, an uncertain one is never cut off by them."""
         wanted = set(states) if states else {ItemState.CLAIMED, ItemState.FAILED,
                                              ItemState.UNCERTAIN}
         work_ids: list[str] = []
-        for state in (ItemState.UNCERTAIN, ItemState.FAILED):
+        for state in (ItemState.UNCERTAIN, ItemState.FAILED, ItemState.REJECTED):
             if state in wanted:
                 work_ids += self._indexed(job, state, limit - len(work_ids))
         confirmed = self.get_many(job, work_ids, now_ms=now_ms, with_claim=True)
-        order = {ItemState.CLAIMED: 0, ItemState.UNCERTAIN: 1, ItemState.FAILED: 2}
-        kept = [r for r in confirmed.values() if r.state in wanted]
+        order = {ItemState.CLAIMED: 0, ItemState.UNCERTAIN: 1, ItemState.FAILED: 2,
+                 ItemState.REJECTED: 3}
+        kept = [r for r in confirmed.values() if r.state in wanted
+                and (now_ms is None or r.live(now_ms // 1000))]
         return sorted(kept, key=lambda r: order.get(r.state, 3))[:limit]
 
     def _indexed(self, job: str, state: ItemState, limit: int) -> list[str]:
@@ -563,6 +568,10 @@ class DynamoItemStore:
             values["last_error"] = row.error[:_MAX_ERROR]
         if row.payload_hash:
             values["payload_hash"] = row.payload_hash
+        if row.source_id is not None:
+            values["source_id"] = row.source_id
+        if row.ttl_s is not None:
+            values[TTL_ATTRIBUTE] = now_ms // 1000 + row.ttl_s
         return {"Put": {"TableName": self.table_name,
                         "Item": {k: to_attr(v) for k, v in values.items()},
                         "ConditionExpression": condition,
@@ -581,6 +590,8 @@ class DynamoItemStore:
         }
         if fact.payload_hash:
             values["payload_hash"] = fact.payload_hash
+        if fact.source_id is not None:
+            values["source_id"] = fact.source_id
         return {k: to_attr(v) for k, v in values.items()}
 
     def _batch_get(self, job: str, work_ids: Sequence[str], *, with_row: bool,

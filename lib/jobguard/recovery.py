@@ -29,7 +29,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from . import registry
 from ._durations import human
-from .claims import destination_id_problem, payload_hash, remaining_ms
+from .claims import destination_id_problem, identify, rejection, remaining_ms
 from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
 from .workitems import ItemRecord, ItemState, payload_differs
@@ -187,6 +187,11 @@ class Plan:
     """Completed or unresolved rows whose recorded payload differs from the record's
     payload now: the work id was reused for other content."""
     conflict_ids: list[str] = field(default_factory=list)
+    rejected: int = 0
+    """Records in the range no work id can be made for (``work_id()`` or ``payload()``
+    raises): never replayed; fix them at the source and recover again."""
+    rejected_sample: list[str] = field(default_factory=list)
+    """Up to 10 of them: the ledger key and why."""
     sample: list[str] = field(default_factory=list)
     token: str = ""
     records: list[Any] = field(default_factory=list, repr=False)
@@ -245,14 +250,15 @@ def make_plan(job: Any, items: Any, request: RecoveryRequest, *, now_ms: int) ->
         raise InvalidRequestError(
             "max_items", f"the range holds more than {request.max_items} records: narrow it "
             "or raise max_items")
-    by_id = {str(job.work_id(r)): r for r in records}
+    by_id, digests, rejected = _identities(job, records)
     read = items.get_many(job.config.name, list(by_id), now_ms=now_ms)
     rows = {w: row for w, row in read.items() if row.live(now_ms // 1000)}
-    plan = Plan(selected=len(by_id), records=records, rows=rows, expired=len(read) - len(rows))
-    for work_id, record in by_id.items():
+    plan = Plan(selected=len(by_id) + len(rejected), records=records, rows=rows,
+                expired=len(read) - len(rows), rejected=len(rejected),
+                rejected_sample=[f"{r.work_id}: {r.error}" for r in rejected[:SAMPLE_SIZE]])
+    for work_id in by_id:
         row = rows.get(work_id)
-        if row is not None and payload_differs(row.payload_hash,
-                                               payload_hash(work_id, job.payload(record))):
+        if row is not None and payload_differs(row.payload_hash, digests[work_id]):
             plan.conflicts += 1
             if len(plan.conflict_ids) < SAMPLE_SIZE:
                 plan.conflict_ids.append(work_id)
@@ -271,10 +277,30 @@ def make_plan(job: Any, items: Any, request: RecoveryRequest, *, now_ms: int) ->
     plan.to_replay = len(plan.replay_ids)
     plan.sample = plan.replay_ids[:SAMPLE_SIZE]
     fingerprint = {"request": request.identity(),
-                   "plan": sorted(f"{w}={rows[w].state.value if w in rows else 'new'}"
-                                  for w in by_id)}
+                   "plan": sorted([f"{w}={rows[w].state.value if w in rows else 'new'}"
+                                   for w in by_id] + [f"{r.work_id}=rejected"
+                                                      for r in rejected])}
     plan.token = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:24]
     return plan
+
+
+def _identities(job: Any, records: list[Any]) -> tuple[dict[str, Any], dict[str, str | None],
+                                                         list[Any]]:
+    """The records by work id, their payload hashes, and the rejected ones (no work id
+    can be made for them: one record never stops a recovery either)."""
+    by_id: dict[str, Any] = {}
+    digests: dict[str, str | None] = {}
+    rejected: dict[str, Any] = {}
+    for record in records:
+        try:
+            wid, digest = identify(record, job.work_id, job.payload)
+        except Exception as exc:  # noqa: BLE001 - reported, never replayed
+            row = rejection(record, exc, 0)
+            rejected.setdefault(row.work_id, row)
+            continue
+        by_id.setdefault(str(wid), record)
+        digests.setdefault(str(wid), digest)
+    return by_id, digests, list(rejected.values())
 
 
 @dataclass
@@ -289,6 +315,7 @@ class Summary:
     still_uncertain: int = 0
     skipped_by_mode: int = 0
     conflicts: int = 0
+    rejected: int = 0  # records no work id can be made for: reported, never replayed
     left: int = 0  # planned items not replayed: the invocation ran out of time
     stopped: str | None = None  # "time" when it did
     next_cursor: str | None = None  # a recovery from here replays the rest
@@ -510,8 +537,12 @@ def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: 
     given back (no claim left open), the summary says ``stopped: time``, how many are
     ``left`` and the ``next_cursor`` to recover from."""
     claims = run.work_claims(reconcile=job.reconcile)
-    by_id = {str(job.work_id(r)): r for r in plan.records}
+    by_id, _, _ = _identities(job, plan.records)
+    key_of = {id(r): w for w, r in by_id.items()}
     summary.selected = plan.selected
+    summary.rejected = plan.rejected
+    if plan.rejected:
+        run.telemetry_count("ItemsRejected", plan.rejected)
     summary.already_completed = plan.completed
     summary.skipped_by_mode = plan.skipped_by_mode
     summary.conflicts = plan.conflicts
@@ -544,7 +575,7 @@ def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: 
                 longest_ms = max(longest_ms, started_ms - remaining_ms(context))
         if summary.stopped:
             keys = {item.key for item in items if item.outcome == "release"}
-            done += next((i for i, r in enumerate(page) if str(job.work_id(r)) in keys),
+            done += next((i for i, r in enumerate(page) if key_of.get(id(r)) in keys),
                          len(page))
             break
         done += len(page)

@@ -117,10 +117,18 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
             f"run recovery for the item's cursor range (`jobguard recover {name} ...`, dry "
             "run first)."),
         AlarmText(
+            "rejected", "source records rejected",
+            f"A run of {name} met source records no work id could be made for (its "
+            "work_id() or payload() raised, or a source id held a lone surrogate). Nothing "
+            "was done for them; the run and the checkpoint went past them.",
+            f"`jobguard items {name} --status rejected` says why for each; fix the records "
+            f"(or work_id()) at the source, then recover their cursor range (`jobguard "
+            f"recover {name} ...`, dry run first)."),
+        AlarmText(
             "incomplete", "run incomplete",
-            f"A run of {name} finished with work items failed or still uncertain (the "
-            "counts are on its run record, status `incomplete`). Its trigger is done; "
-            "those items are not retried by the next tick unless they are retryable.",
+            f"A run of {name} finished with work items failed, still uncertain or "
+            "rejected (the counts are on its run record, status `incomplete`). Its trigger "
+            "is done; those items are not retried by the next tick unless they are retryable.",
             f"`jobguard runs {name} --status incomplete` and `jobguard items {name}` name "
             "them; once the destination is healthy, recover their cursor range with "
             "`--mode failed` or `--mode uncertain` (dry run first); for a plain @guarded "

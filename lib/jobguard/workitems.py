@@ -24,6 +24,7 @@ written under the fence and findable through the sparse index. Unresolved items
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -37,6 +38,8 @@ __all__ = [
     "Committed",
     "Completion",
     "Fence",
+    "InvalidWorkIdError",
+    "MAX_SOURCE_KEPT",
     "ItemRecord",
     "ItemState",
     "JobRow",
@@ -44,21 +47,31 @@ __all__ = [
     "OutcomeUnknown",
     "Unresolved",
     "WorkId",
+    "check_key",
     "claim_hash",
     "is_outcome_unknown",
     "payload_differs",
+    "rejected_key",
+    "source_key",
 ]
 
-_SOURCE_MAX = 256
+_KEPT_MAX = 256
+"""Bytes (UTF-8) of a source id kept as it is in the key; a longer one is hashed."""
 _OPERATION = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
-_SOURCE_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f#]")
+_NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f#]")
+_ESCAPED = re.compile(r"[\x00-\x1f\x7f#%]")
+_HASHED = "#sha256:"
+_REJECTED = "#rejected:"
+MAX_SOURCE_KEPT = 1024
+"""Bytes (UTF-8) of an escaped or hashed source id kept on its ledger rows."""
 
 
 class InvalidWorkIdError(JobGuardError, ValueError):
     """A work id that cannot be a stable identity.
 
     Attributes:
-        field: ``"source_id"`` or ``"operation"``.
+        field: ``"source_id"``, ``"operation"`` or ``"work_id"`` (a key that no work id
+            makes).
     """
 
     def __init__(self, field: str, message: str) -> None:
@@ -66,17 +79,95 @@ class InvalidWorkIdError(JobGuardError, ValueError):
         super().__init__(f"{field}: {message}")
 
 
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _escape(source_id: str) -> str:
+    """Percent-escape ``%``, ``#``, control characters and surrounding whitespace (as
+    their UTF-8 bytes): what makes a source id unfit to be kept as it is."""
+    body = source_id.strip()
+    start = source_id.index(body) if body else len(source_id)
+    head, tail = source_id[:start], source_id[start + len(body):]
+
+    def pct(text: str) -> str:
+        return "".join(f"%{b:02X}" for b in _utf8(text))
+
+    return pct(head) + _ESCAPED.sub(lambda m: pct(m.group()), body) + pct(tail)
+
+
+def _unescape(text: str) -> str:
+    raw = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] == "%":
+            raw.append(int(text[i + 1:i + 3], 16))
+            i += 3
+        else:
+            raw += text[i].encode("utf-8")
+            i += 1
+    return raw.decode("utf-8")
+
+
+def source_key(source_id: str) -> str:
+    """The source part of a work id's key (what the ledger and the destination see).
+
+    - A *plain* source id (at most 256 bytes in UTF-8, no ``#``, no control character,
+      no surrounding whitespace) is kept as it is: ``contact-42``.
+    - Any other is escaped behind a leading ``#``: ``%``, ``#``, control characters and
+      surrounding whitespace become ``%XX`` (their UTF-8 bytes), e.g.
+      ``https://crm.example/c/42#notes`` -> ``#https://crm.example/c/42%23notes``.
+    - One that is still longer than 256 bytes is hashed, and the original is kept on its
+      ledger rows: ``#sha256:<64 hex digits of its UTF-8 bytes>``.
+
+    The three forms never meet: a plain key has no ``#``, an escaped one always holds a
+    ``%``, a hashed one never does.
+    """
+    if (len(_utf8(source_id)) <= _KEPT_MAX and not _NOT_PLAIN.search(source_id)
+            and source_id == source_id.strip()):
+        return source_id
+    escaped = "#" + _escape(source_id)
+    if len(escaped.encode("utf-8")) <= _KEPT_MAX:
+        return escaped
+    return _HASHED + hashlib.sha256(_utf8(source_id)).hexdigest()
+
+
+def rejected_key(fingerprint: str) -> str:
+    """The ledger key of a rejected record (no work id could be made for it): it never
+    meets a work id's key (see :func:`source_key`)."""
+    return f"{_REJECTED}{fingerprint}"
+
+
+def check_key(text: object) -> str:
+    """``text`` if it is a key a :class:`WorkId` makes (``str(work_id)``), else
+    :class:`InvalidWorkIdError` naming ``work_id``. Hashed keys are accepted as they
+    are: their source id is known only by its digest."""
+    if not isinstance(text, str) or not text:
+        raise InvalidWorkIdError("work_id", "must be a non-empty string")
+    source, sep, operation = text.rpartition(":")
+    if source.startswith(_HASHED) and re.fullmatch(r"[0-9a-f]{64}", source[len(_HASHED):]) \
+            and _OPERATION.fullmatch(operation):
+        return text
+    WorkId.parse(text)
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class WorkId:
     """The identity of one business action: source record id + operation.
 
-    The string form ``<source_id>:<operation>`` is the destination's idempotency key.
-    The operation may not contain ``:``, so the form parses back unambiguously even
-    when source ids do.
+    The source id may be any text a system hands you (any length, any punctuation, any
+    Unicode but a lone surrogate, which is not text). Its key, ``str(work_id)``, is
+    ``<source key>:<operation>`` (:func:`source_key`: the source id itself when it is
+    plain, else escaped or hashed), the destination's idempotency key and the ledger's.
+    The operation may not contain ``:``, so the key parses back unambiguously even when
+    source ids do.
 
     Example:
         >>> str(WorkId("contact-42", "create-note"))
         'contact-42:create-note'
+        >>> str(WorkId("https://crm.example/c/42#notes", "create-note"))
+        '#https://crm.example/c/42%23notes:create-note'
         >>> WorkId.parse("urn:crm:42:create-note").source_id
         'urn:crm:42'
     """
@@ -86,19 +177,15 @@ class WorkId:
 
     def __post_init__(self) -> None:
         if not isinstance(self.source_id, str) or not self.source_id:
-            raise InvalidWorkIdError("source_id", "must be a non-empty string")
-        if len(self.source_id.encode("utf-8")) > _SOURCE_MAX:
-            # bytes, not characters: the work id is part of DynamoDB keys (partition key
-            # at most 2,048 bytes, index sort key at most 1,024)
             raise InvalidWorkIdError(
-                "source_id", f"must be at most {_SOURCE_MAX} bytes in UTF-8, got "
-                f"{len(self.source_id.encode('utf-8'))}")
-        if _SOURCE_FORBIDDEN.search(self.source_id) or self.source_id != self.source_id.strip():
+                "source_id", f"must be a non-empty string, got {self.source_id!r}"[:200])
+        try:
+            self.source_id.encode("utf-8")
+        except UnicodeEncodeError as exc:
             raise InvalidWorkIdError(
-                "source_id",
-                f"{self.source_id!r} holds a control character, '#' (the key delimiter) "
-                "or surrounding whitespace",
-            )
+                "source_id", f"{ascii(self.source_id)[:120]} holds a lone UTF-16 surrogate at "
+                f"character {exc.start} (a broken JSON escape?): it is not text any store "
+                "keeps; fix the record at its source") from None
         if not isinstance(self.operation, str) or not _OPERATION.fullmatch(self.operation):
             raise InvalidWorkIdError(
                 "operation",
@@ -106,15 +193,42 @@ class WorkId:
                 "starting with a letter (no ':': it delimits the work id)",
             )
 
+    @property
+    def key(self) -> str:
+        """The idempotency key: ``<source key>:<operation>`` (see :func:`source_key`)."""
+        return f"{source_key(self.source_id)}:{self.operation}"
+
+    @property
+    def kept_as_is(self) -> bool:
+        """Whether the key holds the source id as it is (not escaped or hashed)."""
+        return source_key(self.source_id) == self.source_id
+
     def __str__(self) -> str:
-        return f"{self.source_id}:{self.operation}"
+        return self.key
 
     @classmethod
     def parse(cls, text: str) -> WorkId:
-        source_id, sep, operation = text.rpartition(":")
-        if not sep:
-            raise InvalidWorkIdError("operation", f"{text!r} has no ':<operation>' part")
-        return cls(source_id, operation)
+        """The work id whose key is ``text`` (:class:`InvalidWorkIdError` if none is,
+        or if it is a hashed key, whose source id is known only by its digest)."""
+        source, sep, operation = text.rpartition(":")
+        if not sep or not source:
+            raise InvalidWorkIdError("operation", f"{text!r} has no '<source>:<operation>' "
+                                     "form")
+        if source.startswith(_HASHED):
+            raise InvalidWorkIdError("work_id", f"{text!r} is a hashed key: its source id "
+                                     "is kept on its ledger rows, not in the key")
+        if source.startswith("#"):
+            try:
+                source = _unescape(source[1:])
+            except (ValueError, UnicodeDecodeError):
+                raise InvalidWorkIdError("work_id", f"{text!r} is not an escaped key"
+                                         ) from None
+        work_id = cls(source, operation)
+        if str(work_id) != text:
+            raise InvalidWorkIdError("work_id", f"{text!r} is not the key of any work id "
+                                     f"(the source {source!r} has the key "
+                                     f"{str(work_id)!r})")
+        return work_id
 
 
 class ItemState(StrEnum):
@@ -128,6 +242,11 @@ class ItemState(StrEnum):
     """The action failed with a known outcome; retried later only if ``retryable``."""
     UNCERTAIN = "uncertain"
     """Outcome unknown: reconciled against the destination before anything is redone."""
+    REJECTED = "rejected"
+    """No work id could be made for the record (its ``work_id()`` or ``payload()``
+    raised, e.g. a source id holding a lone surrogate): nothing was claimed or called;
+    the run and the checkpoint went past it. Kept (``last_error`` says why) for
+    ``item_ttl``; fix the record at its source, then recover its range."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +268,9 @@ class ItemRecord:
     updated_at_ms: int | None = None
     completed_at_ms: int | None = None
     ttl_epoch_s: int | None = None
+    source_id: str | None = None
+    """The original source id, where the key holds it escaped or hashed (at most
+    :data:`MAX_SOURCE_KEPT` bytes of it)."""
 
     def claim_expired(self, now_ms: int, skew_ms: int) -> bool:
         return (
@@ -158,9 +280,10 @@ class ItemRecord:
         )
 
     def live(self, now_s: int) -> bool:
-        """False for a completed record whose TTL passed: treated as absent everywhere."""
+        """False for a completed or rejected record whose TTL passed: treated as absent
+        everywhere."""
         return not (
-            self.state is ItemState.COMPLETED
+            self.state in (ItemState.COMPLETED, ItemState.REJECTED)
             and self.ttl_epoch_s is not None
             and self.ttl_epoch_s < now_s
         )
@@ -293,12 +416,14 @@ class Completion:
     fence: int
     payload_hash: str | None = None
     attempts: int = 1
+    source_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Unresolved:
-    """A failed or uncertain outcome: a row of its own, findable through the sparse
-    index, written under the fence and never over a completion."""
+    """A failed, uncertain or rejected outcome: a row of its own, findable through the
+    sparse index, written under the fence and never over a completion. A rejected row
+    expires (``ttl_s`` after it is written); the others never do."""
 
     work_id: str
     state: ItemState
@@ -306,6 +431,8 @@ class Unresolved:
     retryable: bool = False
     payload_hash: str | None = None
     attempts: int = 1
+    source_id: str | None = None
+    ttl_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ def _clean(out) -> None:  # noqa: ANN001
     # One acquisition: R0 had fence 1, R1 has 2 (a second acquisition would make it 3).
     assert out.r1.fence == 2
     assert out.r1.extra["completed"] == N_ITEMS - 1 and out.r1.extra["reconciled"] == 1
-    assert out.r1.extra.get("rejected", 0) == 0 and out.r1.extra.get("held", 0) == 0
+    assert out.r1.extra.get("superseded", 0) == 0 and out.r1.extra.get("held", 0) == 0
 
 
 def _lost_at(site: str, nth: int = 1):  # noqa: ANN202

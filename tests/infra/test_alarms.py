@@ -13,8 +13,8 @@ from jobguard.observability import NAMESPACE
 
 from .conftest import EXPORT, NIGHTLY, PRICES, TOPIC, Synth
 
-EVERY_JOB = {"no_success", "paused", "uncertain", "incomplete", "reconciled", "schedule_dlq",
-             "errors",
+EVERY_JOB = {"no_success", "paused", "uncertain", "rejected", "incomplete", "reconciled",
+             "schedule_dlq", "errors",
              "throttles", "async_dropped", "failed_ticks"}
 BUSY = {"busy", "lease_lost"}  # not REPLACE: there lease_lost is the policy
 QUEUED = {"trigger_dlq", "trigger_queue_age"}  # QUEUE and COALESCE
@@ -75,7 +75,8 @@ def test_every_alarm_carries_runbook_text_and_notifies_the_topic_when_it_fires_a
 
 @pytest.mark.parametrize(("kind", "metric"), [
     ("lease_lost", "LeaseLost"), ("uncertain", "UncertainOutcomes"),
-    ("incomplete", "RunsIncomplete"), ("reconciled", "ReconciliationFindings")])
+    ("rejected", "ItemsRejected"), ("incomplete", "RunsIncomplete"),
+    ("reconciled", "ReconciliationFindings")])
 def test_lease_lost_uncertain_and_findings_alarm_on_the_first_one(synth: Synth, kind: str,
                                                                  metric: str) -> None:
     alarm = _alarm(synth, "crm-sync", kind)

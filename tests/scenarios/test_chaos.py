@@ -766,7 +766,7 @@ def summary(faults: Faults, audit: StreamAudit, runs: dict[str, Any], unrecorded
     refused = sum("no longer carries this fence" in (r.error or "") for r in runs.values())
     work: Counter[str] = Counter()
     for r in runs.values():
-        for key in ("completed", "reconciled", "retried", "rejected", "remaining"):
+        for key in ("completed", "reconciled", "retried", "superseded", "remaining"):
             work[key] += int(r.extra.get(key, 0))
     paused = Counter(runs[r].status.value if r in runs else "unrecorded"
                      for r in faults.paused_holders if r in audit.taken_over)

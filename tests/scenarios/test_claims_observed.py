@@ -380,13 +380,13 @@ def test_a_vanished_claims_items_that_cannot_be_reconciled_name_the_run_that_hel
     assert failures == {(k, "ConnectionError: destination down") for k in ids}
 
 
-def test_a_vanished_claims_completed_items_outside_the_page_are_not_reported_rejected(
+def test_a_vanished_claims_completed_items_outside_the_page_are_not_reported_superseded(
         aws, clock, metrics):
     """GIVEN a run (pages of 5) that wrote its page's completions and died before the
     job-row write that drops the page from its claim
     WHEN the next run, deployed with pages of 2, takes over
     THEN it sees the whole vanished claim: the completions beyond its first page are
-    final, none is reported rejected (no CompletionsRejected metric), nothing is sent
+    final, none is reported superseded (no CompletionsRejected metric), nothing is sent
     again, and the checkpoint reaches the end."""
     notes = NotesTable.create(aws.ddb)
     job = CrmSync(config(aws, batch_size=5), contacts(5), notes, store=aws.store,
@@ -415,7 +415,7 @@ def test_a_vanished_claims_completed_items_outside_the_page_are_not_reported_rej
                       clock=clock)
     report = smaller.handler()(manual("next"), None)
 
-    assert report["already_done"] == 5 and report.get("rejected", 0) == 0
+    assert report["already_done"] == 5 and report.get("superseded", 0) == 0
     assert "CompletionsRejected" not in metrics()
     assert len(notes.calls) == 5
     ids = [str(note_id(c)) for c in contacts(5)]
@@ -460,14 +460,14 @@ def test_an_item_claimed_on_a_ledger_of_an_earlier_version_is_left_uncertain_if_
 # -- a completion that lands meanwhile -------------------------------------------------------
 
 
-def test_an_uncertain_outcome_refused_by_a_late_completion_is_counted_rejected(
+def test_an_uncertain_outcome_refused_by_a_late_completion_is_counted_superseded(
         aws, clock, metrics):
     """GIVEN run A (REPLACE job, batch 1) held right before its destination call for X
     WHEN run B replaces it, reconciles X (not found yet), claims it, and while B's call
     is in flight A's call goes through and A writes its completion; then B's call times
     out
     THEN B's uncertain row is refused (the completion is final and stands): B reports
-    one rejected outcome and emits CompletionsRejected 1; the ledger says completed with
+    one superseded outcome and emits CompletionsRejected 1; the ledger says completed with
     the note the destination holds (one note)."""
     notes = NotesTable.create(aws.ddb)
     replace = config(aws, batch_size=1, policy=OverlapPolicy.REPLACE)
@@ -496,7 +496,7 @@ def test_an_uncertain_outcome_refused_by_a_late_completion_is_counted_rejected(
     emitted = metrics()
 
     assert box["result"]["jobguard"] == "lease_lost"  # A's claim drop was refused
-    assert report_b["uncertain"] == 1 and report_b["rejected"] == 1
+    assert report_b["uncertain"] == 1 and report_b["superseded"] == 1
     assert emitted["CompletionsRejected"] == 1
     (row,) = ledger(aws, [key]).values()
     assert row.state is ItemState.COMPLETED and row.destination_id == notes.find(key)

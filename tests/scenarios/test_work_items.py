@@ -381,12 +381,14 @@ def test_a_payload_that_is_not_a_short_hash_is_kept_as_its_hash(aws, clock):
     again = job.handler()(manual("again"), None)
     assert again.get("conflicts", 0) == 0
 
+    # a payload() that returns no string: that record is rejected (it cannot be told
+    # apart from other content), saying why; the job goes on past it
     job.payload = lambda record: 42  # type: ignore[method-assign]
-    from jobguard import JobGuardError
-
     job.source.append({"id": "contact-00099", "change": "x"})
-    with pytest.raises(JobGuardError, match="payload\\(\\) must return a string or None"):
-        job.handler()(manual("third"), None)
+    third = job.handler()(manual("third"), None)
+    assert third["rejected"] == 1 and third["completed"] == 0
+    assert "payload() must return a string or None, got int" in third["rejected_first"]
+    assert "contact-00099:create-note" not in notes.all()
 
 
 def test_items_settled_from_several_threads_of_one_run_do_not_collide(aws, clock):

@@ -345,6 +345,10 @@ class GuardedJob(Construct):
             self, "UncertainAlarm", metric=job_metric(name, "UncertainOutcomes"),
             threshold=1, action=action, runbook=runbook("uncertain"),
         )
+        alarms["rejected"] = runbook_alarm(
+            self, "RejectedAlarm", metric=job_metric(name, "ItemsRejected"),
+            threshold=1, action=action, runbook=runbook("rejected"),
+        )
         alarms["incomplete"] = runbook_alarm(
             self, "IncompleteAlarm", metric=job_metric(name, "RunsIncomplete"),
             threshold=1, action=action, runbook=runbook("incomplete"),
@@ -420,7 +424,7 @@ class GuardedJob(Construct):
             title="Work items", width=8,
             left=metrics("ItemsCompleted", "ItemsFailed", "ItemsRetried", "RunsIncomplete",
                          "UncertainOutcomes", "ReconciliationFindings",
-                         "CompletionsRejected"))
+                         "CompletionsRejected", "ItemsRejected"))
         queues: list[cloudwatch.IMetric] = [
             self.schedule_dlq.metric_approximate_number_of_messages_visible(
                 label="schedule DLQ", statistic="Maximum"),
