@@ -101,6 +101,7 @@ class BatchJob(Generic[R]):
     def process_one(self, run: Any, item: ClaimedItem) -> None:
         """Check the lease and the claim, call :meth:`process`, record the outcome."""
         fire("before_item", job=run.job, run_id=run.run_id, work_id=item.key)
+        item.handed_out = True  # from here the destination may be called
         item.ensure_claim()
         try:
             destination_id = self.process(item.record, item)

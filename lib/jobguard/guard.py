@@ -598,8 +598,11 @@ class GuardedJob:
             run.close()
         except LeaseLostError as exc:
             status, error = RunStatus.LEASE_LOST, exc
+            run.abandon()
         except BaseException as exc:  # recorded, then raised again below
             status, error = RunStatus.FAILED, exc
+            if isinstance(exc, Exception):
+                run.close(exc)  # what it earned, while the lease is still held
         finally:
             heartbeat.stop()
             _reset_current(token)
@@ -607,7 +610,8 @@ class GuardedJob:
             status = RunStatus.LEASE_LOST
         if status is RunStatus.SUCCEEDED:
             figures = run.figures()
-            if figures.get("failed", 0) or figures.get("uncertain", 0):
+            if figures.get("failed", 0) or figures.get("uncertain", 0) \
+                    or figures.get("rejected", 0):
                 # not hidden behind a green status: `runs --status incomplete`, an alarm
                 status = RunStatus.INCOMPLETE
                 rt.telemetry.count("RunsIncomplete")

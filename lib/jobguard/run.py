@@ -250,12 +250,34 @@ class Run:
             self.stats.update(self._claims.report.as_dict())
         return {k: v for k, v in self.stats.items() if isinstance(v, int | str | bool)}
 
-    def close(self) -> None:
-        """Write outcomes still buffered and put the work figures on the run record."""
+    def close(self, error: Exception | None = None) -> None:
+        """End the run's work items and put their figures on the run record.
+
+        Every claimed item gets an outcome and what is recorded is written, the
+        checkpoint with it, while the lease is held: also when the handler raised
+        (``error``), since what the run finished is true whatever happens next. A
+        failure to write then is logged and said on the record; the handler's error
+        stays the run's. A run that lost its lease writes nothing."""
+        if self._claims is None:
+            return
+        if self.lease_lost:
+            self._claims.abandon()
+        elif error is None:
+            self._claims.close()
+        else:
+            try:
+                self._claims.close(error)
+            except Exception as exc:  # noqa: BLE001 - the handler's error is the run's
+                if self.services is not None:
+                    self.services.telemetry.logger.warning(
+                        "outcomes not written after the handler failed",
+                        extra={"error": f"{type(exc).__name__}: {exc}"})
+        self.stats.update(self._claims.report.as_dict())
+
+    def abandon(self) -> None:
+        """The lease is lost: the run's work items write nothing more, now or later."""
         if self._claims is not None:
-            if not self.lease_lost:
-                self._claims.flush()
-            self.stats.update(self._claims.report.as_dict())
+            self._claims.abandon()
 
 
 def current_run() -> Run:
