@@ -359,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutants", help="'all' or a comma-separated list: hunt each in turn")
     parser.add_argument("--mutant-minutes", type=float, default=10.0,
                         help="the budget per mutant (default 10)")
-    parser.add_argument("--bias", default=None, help="scheduler bias: wake, late or pause "
-                        "(see sim.BIASES)")
+    parser.add_argument("--bias", default=None, help="scheduler bias: wake, late, pause or "
+                        "strangers (see sim.BIASES)")
     parser.add_argument("--bench", help="record the known-bug figures in this results.json")
     parser.add_argument("--json", help="write the summary here")
     args = parser.parse_args(argv)

@@ -83,7 +83,7 @@ DAMAGES = ("remove:expires_at_ms", "remove:fence", "string:fence", "string:expir
            "delete-row")
 
 
-BIASES = ("", "wake", "late", "pause")
+BIASES = ("", "wake", "late", "pause", "strangers")
 """Scheduler biases (``--bias``), shapes of histories the uniform weights reach rarely.
 They change weights only (a history's choice list replays with the same bias):
 
@@ -96,6 +96,8 @@ They change weights only (a history's choice list replays with the same bias):
 - ``pause``: the operator pauses while triggers wait on the queue (a second trigger
   while the lease is held is frequent, pauses too once a message waits, resumes rare,
   hidden messages come back), so retries meet a paused job.
+- ``strangers`` changes no weight: the source also holds records no work id can be made
+  for (issue 33), which must end rejected with the checkpoint past them.
 """
 LATE_EVENTS = {"retick": 3.0, "remanual": 3.0, "future_tick": 4.0, "sqs": 1.5,
                "expire_visibility": 3.0, "clock": 1.5}
@@ -281,9 +283,13 @@ class Sim:
     """One history: build the world, run the fault phase from the chooser, settle, check."""
 
     def __init__(self, chooser: Chooser, *, seed: int | None = None, policy: str | None = None,
-                 trace: bool = True, bias: str = "") -> None:
+                 trace: bool = True, bias: str = "", strangers: bool = False) -> None:
         self.chooser = chooser
         self.bias = bias
+        self.strangers = strangers or bias == "strangers"
+        """The source also holds records no work id can be made for (an id with a lone
+        surrogate, a record without an id), added without a draw, so that a choice list
+        replays the same history with or without them (issue 33)."""
         self.seed = seed
         # configuration is drawn too (so that a replayed list replays it)
         self.policy = policy or POLICIES[chooser.draw(len(POLICIES))]
@@ -413,6 +419,9 @@ class Sim:
                                 batch_size=2, lease=LEASE, skew_margin=SKEW,
                                 max_queued=self.max_queued)
         self.source = [{"id": f"c{i:03d}", "change": f"change {i}"} for i in range(3)]
+        if self.strangers:
+            self.source[1:1] = [stranger(0)]
+            self.source.append(stranger(1))
         self.containers: list[Container] = []
 
     @contextlib.contextmanager
@@ -807,26 +816,42 @@ class Sim:
             self.row = {k: str(v) for k, v in (item or {}).items()}
 
     def _check_checkpoint(self) -> None:
-        from jobguard.workitems import ItemState, WorkId
+        from jobguard.workitems import ItemState
 
         cp = self.items_view.read_checkpoint(JOB)
         cursor = int(cp.cursor) if cp.cursor else -1
         if (cp.seq, cursor) == self.model.checkpoint:
             return
-        ids = [str(WorkId(r["id"], "create-note")) for r in self.source[:max(cursor, 0)]]
+        ids = [key_of(r) for r in self.source[:max(cursor, 0)]]
         rows = self.items_view.get_many(JOB, ids) if ids else {}
+        # a rejected record is finished once its row says so (it is never claimed)
         unfinished = [w for w in ids if w not in rows
-                      or rows[w].state not in (ItemState.COMPLETED, ItemState.FAILED)]
+                      or rows[w].state not in (ItemState.COMPLETED, ItemState.FAILED,
+                                               ItemState.REJECTED)]
         self.model.checkpoint_moved(cp.seq, cursor, unfinished, self.step)
 
     def _check_ledger(self) -> None:
         """After the fresh tick (no faults): END, every item of the source completed or
         failed, none claimed or uncertain, no claim left open; ONCE, every completion's
         proof is the note the destination holds."""
-        from jobguard.workitems import ItemState, WorkId
+        from jobguard.workitems import ItemState
 
-        ids = [str(WorkId(r["id"], "create-note")) for r in self.source]
+        ids = [key_of(r) for r in self.source]
         rows = self.items_view.get_many(JOB, ids)
+        for index, record in enumerate(self.source):
+            if not is_stranger(record):
+                continue
+            row = rows.get(ids[index])
+            if row is None or row.state is not ItemState.REJECTED:
+                self.model.violate("END/rejected-unrecorded", f"after the fresh tick source "
+                                   f"record {index} (no work id can be made for it) has no "
+                                   "rejected row", key="rejected")
+            checkpoint = self.items_view.read_checkpoint(JOB).cursor
+            if checkpoint is None or int(checkpoint) <= index:
+                self.model.violate("CKPT/stuck-at-rejected", f"after the fresh tick the "
+                                   f"checkpoint ({checkpoint}) has not passed the rejected "
+                                   f"record {index}", key="rejected")
+        ids = [w for w, r in zip(ids, self.source, strict=True) if not is_stranger(r)]
         notes = {i["work_id"]["S"]: i["destination_id"]["S"]
                  for i in self.observer.scan(TableName=self.notes_table,
                                              ConsistentRead=True)["Items"]}
@@ -1415,6 +1440,8 @@ class Sim:
         start = len(self.source)
         for i in range(start, start + 1 + self.chooser.draw(2)):
             self.source.append({"id": f"c{i:03d}", "change": f"change {i}"})
+        if self.strangers:
+            self.source.append(stranger(start))
         self.log(f"ENV source now has {len(self.source)} records")
 
     def _ev_damage(self) -> None:
@@ -1685,8 +1712,32 @@ class _Raw:
         return body
 
 
+def stranger(n: int) -> dict[str, Any]:
+    """A source record no work id can be made for: even ones hold a lone surrogate in
+    their id (a broken JSON escape), odd ones have no id at all."""
+    if n % 2 == 0:
+        return {"id": f"c{n:03d}-" + chr(0xD83D), "change": f"stranger {n}"}
+    return {"change": f"stranger {n}, no id"}
+
+
+def is_stranger(record: dict[str, Any]) -> bool:
+    return str(record.get("change", "")).startswith("stranger")
+
+
+def key_of(record: dict[str, Any]) -> str:
+    """The ledger key the source record is recorded under: its work id's, or, for a
+    stranger, its rejected row's (the README: keyed by the record's content)."""
+    from jobguard.claims import fingerprint
+    from jobguard.workitems import WorkId, rejected_key
+
+    if is_stranger(record):
+        return rejected_key(fingerprint(record) or "")
+    return str(WorkId(record["id"], "create-note"))
+
+
 def run_history(*, seed: int | None = None, choices: list[int] | None = None,
-                steps: int = 160, trace: bool = True, bias: str = "") -> Result:
+                steps: int = 160, trace: bool = True, bias: str = "",
+                strangers: bool = False) -> Result:
     """One history: random from ``seed`` (``steps`` draws of faults), or replayed."""
     import random as _random
 
@@ -1695,5 +1746,5 @@ def run_history(*, seed: int | None = None, choices: list[int] | None = None,
         chooser = Chooser(seed, budget=budget)
     else:
         chooser = Chooser(replay=choices)
-    sim = Sim(chooser, seed=seed, trace=trace, bias=bias)
+    sim = Sim(chooser, seed=seed, trace=trace, bias=bias, strangers=strangers)
     return sim.run()

@@ -237,3 +237,36 @@ def test_found_on_the_new_protocol_holds(name: str) -> None:
     result = (run_history(seed=what, trace=False, **kwargs) if isinstance(what, int)
               else run_history(choices=list(what), trace=False, **kwargs))
     assert not result.violations, f"{shown}: {result.violations[0]}"
+
+
+STRANGER_SEEDS = range(1, 9)
+"""Histories whose source holds records no work id can be made for (issue 33: an id with
+a lone surrogate, a record without an id), among the ordinary ones."""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", STRANGER_SEEDS)
+def test_ci_seed_with_rejected_records_holds(seed: int) -> None:
+    """The model checks that each such record ends rejected (its row names it) and that
+    the checkpoint passes it, under the same faults, kills and operator actions."""
+    result = run_history(seed=seed, trace=False, strangers=True)
+    assert not result.violations, (
+        f"replay with run_history(seed={seed}, strangers=True): {result.violations[0]}")
+
+
+@pytest.mark.timeout(120)
+def test_the_model_sees_a_record_that_stops_its_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN the behaviour before issue 33 (a record whose work id cannot be made fails
+    its whole page), put back for this test
+    WHEN a history with such records runs
+    THEN the model reports it: the records behind it never end, the checkpoint never
+    passes it."""
+    from jobguard import claims
+
+    def stops_the_page(record: object, error: BaseException, ttl_s: int) -> object:
+        raise error
+
+    monkeypatch.setattr(claims, "rejection", stops_the_page)
+    result = run_history(seed=1, trace=False, strangers=True)
+    codes = {sig.split(":")[0] for sig, _ in result.violations}
+    assert {"END/rejected-unrecorded", "CKPT/stuck-at-rejected"} <= codes, result.violations
