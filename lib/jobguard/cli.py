@@ -829,8 +829,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         f"decisions/s {summary['decisions_per_s']}  ({summary['seconds']} s)",
         f"decisions {_counts(summary['decisions'])}",
         f"decided {summary['decided']} of {summary['triggers']} triggers "
-        f"({summary['decided_share']:.1%}); malformed planned {summary['malformed_planned']} "
-        f"(refused {summary['malformed_refused']}), failed after Lambda's retries "
+        f"({summary['decided_share']:.1%})",
+        f"not decided: malformed on purpose {summary['malformed_planned']} (refused "
+        f"{summary['malformed_refused']}), failed after Lambda's retries "
         f"{summary['failed_after_retries']}, refused unplanned {summary['invalid_unplanned']}",
         f"runs {_counts(summary['runs'])}",
         f"items {_counts(summary['items'])}, AWS calls {_counts(summary['calls'])}, faults "
