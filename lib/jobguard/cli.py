@@ -832,10 +832,17 @@ def cmd_local(args: argparse.Namespace) -> int:
         f"faults {summary['faults'] or 'none'}, seed {summary['seed']}",
         f"decisions/s {summary['decisions_per_s']}  ({summary['seconds']} s)",
         f"decisions {_counts(summary['decisions'])}",
+        f"decided {summary['decided']} of {summary['triggers']} triggers "
+        f"({summary['decided_share']:.1%})",
+        f"not decided: malformed on purpose {summary['malformed_planned']} (refused "
+        f"{summary['malformed_refused']}), failed after Lambda's retries "
+        f"{summary['failed_after_retries']}, refused unplanned {summary['invalid_unplanned']}",
         f"runs {_counts(summary['runs'])}",
         f"items {_counts(summary['items'])}, AWS calls {_counts(summary['calls'])}, faults "
         f"injected {summary['faults_injected']} ({_counts(summary['faults_by_kind'])})",
         f"invariant checks {_counts(summary['checks'])}",
+        f"destination calls {summary['destination_calls']}, work ids called more than once "
+        f"by policy {_counts(summary['called_twice_by_policy'])}",
         f"violations {len(summary['violations'])}",
         *summary["violations"][:20],
     ])

@@ -4,20 +4,30 @@ Many triggers across several jobs of the crm-sync shape (a source of changed con
 one note per contact in a :class:`~jobguard.destinations.DynamoDBDestination`), fired by
 several threads with random overlaps and duplicate deliveries, while
 :class:`jobguard.faults.Faults` injects throttling, 5xx, timeouts and lost responses
-into every AWS call site. Queued triggers and follow-ups are delivered by the local
-event source mapping. Afterwards each job gets one clean run (the next tick), and the
-invariants are checked against the ledger, the run log and the destination:
+into every AWS call site. The ticks are scheduled inside the window a job accepts (see
+``jobguard.local._load_plan``): nearly all reach a decision; a few are deliberately late
+(decided ``stale``) and a few deliberately malformed (refused, counted on their own).
+A delivery that fails is retried as Lambda retries an asynchronous invoke
+(:data:`~jobguard.runbook.ASYNC_RETRIES` times). Queued triggers and follow-ups are
+delivered by the local event source mapping. Afterwards each job gets one clean run
+(the next tick), and the invariants are checked against the ledger, the run log and
+the destination:
 
-- ONCE: every note's put reached the destination once (lost responses included: the
-  SDK's resend is refused by the conditional write and counts for nothing new);
+- ONCE: no work id's side effect was called more than once, under every policy: each
+  destination put that reached the emulator is counted per work id (a lost response's
+  SDK resend is the same call; a call refused before it was sent is none), whatever the
+  ledger or the destination's conditional write made of it; and the ledger's
+  destination id is the stored one;
 - END: every item completed; none claimed, none uncertain after the clean run;
 - FENCE: writes carrying an old fence are refused;
-- CKPT: the checkpoint never moved backwards and never passed an unfinished item.
+- CKPT: the checkpoint never moved backwards and never passed an unfinished item;
+- STALE: a tick delivered after ``stale_after`` never ran;
+- REFUSED: a malformed tick was refused and left no trigger behind.
 
 Example:
     >>> summary = run_load(triggers=1000, jobs=5, fault_rate=0.1, seed=1)  # doctest: +SKIP
-    >>> summary["violations"]  # doctest: +SKIP
-    []
+    >>> summary["decided"] >= 900, summary["violations"]  # doctest: +SKIP
+    (True, [])
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from ..batch import BatchJob, ClaimedItem, Page
@@ -128,6 +138,8 @@ class Invariants:
 
     violations: list[str] = field(default_factory=list)
     checked: Counter[str] = field(default_factory=Counter)
+    called_twice: Counter[str] = field(default_factory=Counter)
+    """Per job: work ids whose side effect was called more than once (ONCE violations)."""
 
     def require(self, name: str, ok: bool, message: str) -> None:
         self.checked[name] += 1
@@ -141,9 +153,12 @@ def check_invariants(world: World, job: str, work_ids: list[str], notes: dict[st
                      found: Invariants | None = None) -> Invariants:
     """ONCE, END, FENCE and CKPT for one job whose source is ``work_ids``, in order.
 
-    ``puts`` counts the destination puts that reached the emulator, per work id;
-    ``checkpoints`` the (seq, cursor) observed over time; ``stale`` a (run id, fence)
-    that no longer holds the lease, to try writing with.
+    ``puts`` counts the destination calls that reached the emulator, per work id
+    (:func:`puts_reached`): more than one for a work id is a ONCE violation whatever
+    the job's policy, whether or not the item completed, even when the destination's
+    conditional write kept it to one note; ``checkpoints`` the (seq, cursor) observed
+    over time; ``stale`` a (run id, fence) that no longer holds the lease, to try
+    writing with.
     """
     from ..dynamodb_items import DynamoItemStore
     from ..errors import LeaseLostError
@@ -156,8 +171,11 @@ def check_invariants(world: World, job: str, work_ids: list[str], notes: dict[st
         row = rows.get(work_id)
         inv.require("END", row is not None and row.state in _ENDED,
                     f"{job} {work_id} is {row.state.value if row else 'absent'}")
-        inv.require("ONCE", puts.get(work_id, 0) <= 1,
-                    f"{job} {work_id}: {puts.get(work_id)} puts reached the destination")
+        calls = puts.get(work_id, 0)
+        inv.require("ONCE", calls <= 1,
+                    f"{job} {work_id}: {calls} puts reached the destination")
+        if calls > 1:
+            inv.called_twice[job] += 1
         if row is not None and row.state is ItemState.COMPLETED:
             inv.require("ONCE", notes.get(work_id) == row.destination_id,
                         f"{job} {work_id}: ledger says {row.destination_id}, destination "
@@ -220,25 +238,46 @@ class _Budget:
         return 900_000
 
 
+INVALID, ERROR = "invalid", "error"
+"""A delivery's end that is no decision: refused as malformed (``InvalidTriggerError``),
+or failed on every attempt (Lambda then puts the event on the failed-ticks queue)."""
+
+
+def _decision_of(result: Any) -> str:
+    """What a handler's answer says the trigger did: a decision, or ``ran``."""
+    if isinstance(result, dict) and "jobguard" in result:
+        return str(result.get("decision") or result["jobguard"])
+    return "ran"
+
+
 def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
              fault_spec: str | None = None, fault_rate: float = 0.1, seed: int = 1,
-             threads: int = 8, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+             threads: int = 8, log: Callable[[str], None] | None = None,
+             job_class: type[NotesJob] | None = None) -> dict[str, Any]:
     """Fire ``triggers`` ticks across ``jobs`` jobs under faults; check the invariants.
+
+    Args:
+        job_class: the job the load runs (default :class:`NotesJob`); a subclass
+            changes what a run does with each record, e.g. to see that the checks
+            catch a job that calls its destination twice.
 
     Returns the summary (also what ``jobguard local --json`` prints).
     """
     from .. import hooks
+    from ..clock import SystemClock
     from ..dynamodb import DynamoJobStore
-    from ..errors import JobGuardError
+    from ..errors import InvalidTriggerError
     from ..faults import Faults
+    from ..runbook import ASYNC_RETRIES
     from ..triggerqueue import TriggerQueue
-    from ..triggers import format_instant
+    from ._load_plan import LATE_TICK, MALFORMED_TICK, TICKS_AHEAD, TICKS_BEHIND, plan_load
     from .emulator import in_process
     from .esm import deliver_once
 
     say = log or (lambda text: None)
     spec = fault_spec if fault_spec is not None else f"any={fault_rate}"
     rng = random.Random(seed)
+    job_type = job_class or NotesJob
     with in_process():
         world = World.create()
         store = DynamoJobStore(world.table, client=world.ddb)
@@ -257,23 +296,17 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                 batch_size=5, lease=timedelta(seconds=6), skew_margin=timedelta(seconds=1),
                 max_queued=50)
             queue = TriggerQueue(queue_url, client=world.sqs) if queue_url else None
-            handlers[name] = NotesJob(configs[name], sources[name], notes, store=store,
+            handlers[name] = job_type(configs[name], sources[name], notes, store=store,
                                       queue=queue).handler()
             if queue_url:
                 queues[name] = queue_url
-        base = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
-        plan: list[tuple[str, dict[str, Any]]] = []
-        for n in range(triggers):
-            name = rng.choice(names)
-            # Ticks a minute apart per job; about one in ten is delivered again.
-            minute = rng.randrange(max(1, triggers // jobs))
-            event = {"job": name, "scheduled_at": format_instant(base + timedelta(minutes=minute))}
-            plan.append((name, event))
-            if rng.random() < 0.1 and n + 1 < triggers:
-                plan.append((name, dict(event)))
-        plan = plan[:triggers]
-        decisions: Counter[str] = Counter()
+        # Relative to the clock the handlers read (the system clock): inside the window
+        # they accept, whatever the date.
+        plan = plan_load(names, triggers, now=SystemClock().now(),
+                         stale_after=configs[names[0]].stale_after, rng=rng)
+        outcomes: list[str] = [""] * len(plan)
         errors: Counter[str] = Counter()
+        retries = Counter[str]()
         checkpoints: dict[str, list[tuple[int, str | None]]] = {name: [] for name in names}
         ckpt_violations: list[str] = []
         lock = threading.Lock()
@@ -299,6 +332,24 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                     with lock:
                         errors[f"delivery:{type(exc).__name__}"] += 1
 
+        def invoke(name: str, event: dict[str, Any]) -> str:
+            """One asynchronous invoke: the first attempt and Lambda's retries of it."""
+            for attempt in range(1 + ASYNC_RETRIES):
+                if attempt:
+                    with lock:
+                        retries["attempts"] += 1
+                try:
+                    return _decision_of(handlers[name](event, _Budget()))
+                except InvalidTriggerError as exc:
+                    # refused before anything was written: a retry is refused the same
+                    with lock:
+                        errors[type(exc).__name__] += 1
+                    return INVALID
+                except Exception as exc:  # noqa: BLE001 - Lambda retries the event
+                    with lock:
+                        errors[type(exc).__name__] += 1
+            return ERROR
+
         def worker() -> None:
             while True:
                 with lock:
@@ -306,19 +357,9 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                     cursor["next"] += 1
                 if n >= len(plan):
                     return
-                name, event = plan[n]
-                try:
-                    result = handlers[name](event, _Budget())
-                    what = (result.get("decision") or result.get("jobguard") or "ran"
-                            if isinstance(result, dict) and "jobguard" in result else "ran")
-                except (JobGuardError, Exception) as exc:  # noqa: BLE001 - the sender retries
-                    what = "error"
-                    with lock:
-                        errors[type(exc).__name__] += 1
-                with lock:
-                    decisions[str(what)] += 1
+                outcomes[n] = invoke(plan[n].job, plan[n].event)
                 if n % 3 == 0:
-                    deliver(name)
+                    deliver(plan[n].job)
 
         started = time.perf_counter()
         with faults, hooks.on("after_claim", observe):
@@ -366,10 +407,12 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
             from ..dynamodb_items import DynamoItemStore
 
             store_items = DynamoItemStore(world.table, client=world.ddb)
+            sourced: set[str] = set()
             for name in names:
                 work_ids = [str(WorkId(r["id"], "create-note")) for r in sources[name]]
+                sourced.update(work_ids)
                 lease = store.read_lease(name)
-                records = store.list_runs(name, limit=1000)
+                records = store.list_runs(name, limit=1_000_000)
                 runs.update(r.status.value for r in records)
                 stale = next(((r.run_id, r.fence) for r in records
                               if r.fence is not None and r.fence < lease.fence), None)
@@ -378,10 +421,31 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                 failed_items += len(store_items.unresolved(name, states=[ItemState.FAILED]))
                 items_done += len(work_ids)
                 inv.require("END", name in finals, f"{name}: no clean run after the faults")
+                recorded = {r.trigger_id for r in records}
+                for planned, outcome in zip(plan, outcomes, strict=True):
+                    if planned.job != name:
+                        continue
+                    if planned.kind == LATE_TICK:
+                        inv.require("STALE", outcome not in ("ran", "lease_lost"),
+                                    f"{planned.trigger_id} ran {outcome!r}, after stale_after")
+                    elif planned.kind == MALFORMED_TICK:
+                        inv.require(
+                            "REFUSED", outcome == INVALID and planned.trigger_id not in recorded
+                            and store.read_trigger(name, planned.trigger_id) is None,
+                            f"{planned.trigger_id} was not refused whole: {outcome!r}")
+            stray = sorted(set(reached) - sourced)
+            inv.require("ONCE", not stray, f"puts for work ids no source has: {stray[:5]}")
         injected = faults.summary()
         by_kind: Counter[str] = Counter()
         for call in faults.injected:
             by_kind[call.fault.value if call.fault else "-"] += 1
+        decisions = Counter(outcomes)
+        malformed = [o for p, o in zip(plan, outcomes, strict=True) if p.kind == MALFORMED_TICK]
+        decided = sum(n for what, n in decisions.items() if what not in (INVALID, ERROR))
+        policy_of = {name: configs[name].policy.value for name in names}
+        called_twice = {policy: 0 for policy in dict.fromkeys(policy_of.values())}
+        for name, n in inv.called_twice.items():
+            called_twice[policy_of[name]] += n
         return {
             "triggers": len(plan),
             "jobs": jobs,
@@ -391,6 +455,17 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
             "seconds": round(elapsed, 2),
             "decisions_per_s": round(len(plan) / elapsed, 1),
             "decisions": dict(sorted(decisions.items())),
+            "decided": decided,
+            "decided_share": round(decided / len(plan), 3),
+            "malformed_planned": len(malformed),
+            "malformed_refused": malformed.count(INVALID),
+            "late_planned": sum(1 for p in plan if p.kind == LATE_TICK),
+            "redelivered": sum(1 for p in plan if p.again),
+            "invalid_unplanned": decisions[INVALID] - malformed.count(INVALID),
+            "failed_after_retries": decisions[ERROR],
+            "sender_retries": retries["attempts"],
+            "tick_window_s": [-int(TICKS_BEHIND.total_seconds()),
+                              int(TICKS_AHEAD.total_seconds())],
             "errors_surfaced": dict(sorted(errors.items())),
             "runs": dict(sorted(runs.items())),
             "runs_ran": sum(v for k, v in runs.items()
@@ -398,6 +473,8 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                                      "abandoned")),
             "items": items_done,
             "items_failed_reported": failed_items,
+            "destination_calls": sum(reached.values()),
+            "called_twice_by_policy": called_twice,
             "calls": len(faults.calls),
             "faults_injected": sum(by_kind.values()),
             "faults_by_kind": dict(sorted(by_kind.items())),

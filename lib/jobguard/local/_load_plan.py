@@ -1,0 +1,95 @@
+"""The fault load's plan: which job gets which event, in what order (private).
+
+Every tick is scheduled relative to the worker's clock when the plan is made, inside
+the window a guarded job accepts::
+
+    stale_after ago        TICKS_BEHIND ago       now      TICKS_AHEAD    TICK_AHEAD_LIMIT
+         |  late (stale)  |  on-time ticks, evenly spaced per job  |              |  malformed
+    -----+----------------+------------------------------+--------+--------------+------------>
+
+- on-time ticks: each job's ticks are spread evenly from ``TICKS_BEHIND`` ago to
+  ``TICKS_AHEAD`` ahead (whole seconds, at least one apart; a schedule compressed
+  into the load's minutes). A tick is picked at random per trigger, so ticks repeat by
+  chance too. They stay accepted while the load runs: none is more than
+  ``TICKS_AHEAD`` ahead (the guard refuses more than ``TICK_AHEAD_LIMIT``), and none
+  becomes stale before ``stale_after - TICKS_BEHIND`` has passed (30 minutes with the
+  default hour).
+- late: a retry delivered after ``stale_after`` (Scheduler retries a tick for up to a
+  day): the protocol records it ``stale`` and does not run it.
+- malformed: a tick scheduled further ahead than ``TICK_AHEAD_LIMIT`` (no schedule
+  writes one): refused with ``InvalidTriggerError`` before anything is written. Counted
+  on a line of their own, never as a decision.
+- about one delivery in ten is delivered again at once (the same event: one trigger).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..guard import TICK_AHEAD_LIMIT
+from ..triggers import format_instant, tick_trigger_id
+
+TICKS_BEHIND = timedelta(minutes=30)
+"""The oldest on-time tick, behind the clock when the plan is made."""
+
+TICKS_AHEAD = timedelta(minutes=10)
+"""The newest on-time tick, ahead of the clock (inside ``TICK_AHEAD_LIMIT``)."""
+
+REDELIVERED = 0.1
+"""Share of deliveries sent again at once (a duplicate delivery of one trigger)."""
+
+LATE = 0.02
+"""Share of triggers that are ticks delivered after ``stale_after``."""
+
+MALFORMED = 0.01
+"""Share of triggers that are ticks scheduled beyond ``TICK_AHEAD_LIMIT``."""
+
+TICK, LATE_TICK, MALFORMED_TICK = "tick", "late", "malformed"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One delivery of the load: the job's event and what the plan meant by it."""
+
+    job: str
+    event: dict[str, Any]
+    trigger_id: str
+    """The trigger's identity (job + scheduled time): every delivery of it is one."""
+    kind: str
+    """``tick`` (on time), ``late`` (past ``stale_after``) or ``malformed``."""
+    again: bool = False
+    """A second delivery of the event just before it."""
+
+
+def plan_load(names: list[str], triggers: int, *, now: datetime, stale_after: timedelta,
+              rng: random.Random) -> list[Planned]:
+    """``triggers`` deliveries over the jobs ``names``, scheduled relative to ``now``."""
+    per_job = max(1, triggers // len(names))
+    window_s = int((TICKS_BEHIND + TICKS_AHEAD).total_seconds())
+    spacing_s = max(1, window_s // per_job)
+    slots = min(per_job, window_s // spacing_s + 1)
+    first = now.replace(microsecond=0) - TICKS_BEHIND
+    plan: list[Planned] = []
+    while len(plan) < triggers:
+        name = rng.choice(names)
+        draw = rng.random()
+        if draw < MALFORMED:
+            kind = MALFORMED_TICK
+            at = first + TICKS_BEHIND + TICK_AHEAD_LIMIT + timedelta(
+                seconds=rng.randrange(60, 3 * 3600))
+        elif draw < MALFORMED + LATE:
+            kind = LATE_TICK
+            at = first + TICKS_BEHIND - stale_after - timedelta(
+                seconds=rng.randrange(60, 3600))
+        else:
+            kind = TICK
+            at = first + timedelta(seconds=rng.randrange(slots) * spacing_s)
+        event = {"job": name, "scheduled_at": format_instant(at)}
+        trigger_id = tick_trigger_id(name, at)
+        plan.append(Planned(name, event, trigger_id, kind))
+        if rng.random() < REDELIVERED and len(plan) < triggers:
+            plan.append(Planned(name, dict(event), trigger_id, kind, again=True))
+    return plan
