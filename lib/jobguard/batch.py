@@ -116,6 +116,29 @@ class BatchJob(Generic[R]):
         else:
             item.complete(destination_id=destination_id)
 
+    def _after_holds(self, run: Any, claims: WorkClaims, context: Any,
+                     margin_ms: float) -> bool:
+        """The items a displaced run could still call for (REPLACE), once it no longer
+        can: reconciled (found: completed, never called again) and the rest done, if
+        the invocation has the time; else the next run does it. True when none is left
+        unfinished."""
+        records = claims.after_holds(context, margin_ms)
+        if not records:
+            return claims.report.deferred == 0
+        report = claims.report
+        unfinished_before = report.held + report.uncertain + report.deferred
+        items = claims.claim_page(records, self.work_id, self.payload, again=True)
+        for index, item in enumerate(items):
+            if remaining_ms(context) < margin_ms:
+                for unstarted in items[index:]:
+                    unstarted.release()
+                claims.report.stopped = "time"
+                break
+            claims.hold_next = index == len(items) - 1
+            self.process_one(run, item)
+        return (report.stopped != "time"
+                and report.held + report.uncertain + report.deferred == unfinished_before)
+
     def payload(self, record: R) -> str | None:
         """A hash of what the action would write (detects a work id reused with other
         content). Defaults to a hash of the record's canonical JSON."""
@@ -145,6 +168,7 @@ class BatchJob(Generic[R]):
         cursor, seq = checkpoint.cursor, checkpoint.seq
         report.cursor_from = report.cursor_to = cursor
         advancing = True
+        blocked = False
         lag_items = 0
         margin_ms = self.config.time_margin.total_seconds() * 1000
         while True:
@@ -158,6 +182,7 @@ class BatchJob(Generic[R]):
             check_cursor(run.job, page.next_cursor)  # before the page is claimed
             report.pages += 1
             unfinished_before = report.held + report.uncertain
+            deferred_before = report.deferred
             items = claims.claim_page(page.records, self.work_id, self.payload)
             fire("after_claim", job=run.job, run_id=run.run_id, work_ids=[i.key for i in items])
             for index, item in enumerate(items):
@@ -170,19 +195,28 @@ class BatchJob(Generic[R]):
                 self.process_one(run, item)
             page_done = (report.stopped is None
                          and report.held + report.uncertain == unfinished_before)
-            if advancing and page_done:
+            held_back = report.deferred > deferred_before
+            if advancing and page_done and not held_back:
                 claims.advance((seq, page.next_cursor))  # with the next write of the job row
                 seq += 1
                 cursor = page.next_cursor
                 report.cursor_to = cursor
             else:
                 # The checkpoint stays before this page: the next run comes back here and
-                # skips what is completed. Later pages are still worked on.
+                # skips what is completed. Later pages are still worked on. (Held back
+                # only by a displaced run's items: it may move on once they are done.)
+                blocked = blocked or not page_done
                 advancing = False
                 lag_items += len(page.records)
                 cursor = page.next_cursor
             if report.stopped:
                 break
+        if self._after_holds(run, claims, context, margin_ms) and not advancing \
+                and not blocked and report.stopped != "time":
+            # every page was finished but for the displaced run's items, now done too
+            claims.advance((seq, cursor))
+            report.cursor_to = cursor
+            lag_items = 0
         claims.flush()  # the last page's completions, then its outcomes and checkpoint
         # Items selected past the checkpoint: the next run will select them again.
         run.telemetry_count("CheckpointLagItems", lag_items)

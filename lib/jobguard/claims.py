@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 from ._bounds import bounded_text, check_batch_size, check_cursor
 from .clock import to_ms
 from .errors import JobGuardError, LeaseLostError, StoreError
+from .hooks import fire
 from .workitems import (
     MAX_SOURCE_KEPT,
     Commit,
@@ -72,6 +74,10 @@ class BatchReport:
     retried: int = 0
     conflicts: int = 0
     held: int = 0
+    deferred: int = 0
+    """Items a displaced run (REPLACE) may still call the destination for: left alone
+    until its deadline, then reconciled by this run if it has the time, else by the next
+    (uncertain rows until then)."""
     remaining: int = 0
     rejected: int = 0
     """Records no work id could be made for (``rejected`` in the ledger): passed."""
@@ -344,6 +350,10 @@ class WorkClaims:
         self._sources: dict[str, str] = {}
         """Escaped or hashed keys -> the original source id (kept on ledger rows)."""
         self._checkpoint: tuple[int, str | None] | None = None
+        self._deferred: dict[str, Any] = {}
+        """Records left alone while a displaced run may still call for them (key ->
+        record), with the latest moment that may happen in ``_held_until``."""
+        self._held_until = 0
         self._open: list[ClaimedItem] = []
         """The items of the last page claimed (an outcome each before the run ends)."""
         self._closed = False
@@ -387,6 +397,7 @@ class WorkClaims:
         payload: Callable[[Any], str | None] = fingerprint,
         *,
         replay_failed: bool = False,
+        again: bool = False,
     ) -> list[ClaimedItem]:
         """Claim every record of a page that still needs work.
 
@@ -395,6 +406,13 @@ class WorkClaims:
         vanished run's open claim, are reconciled first (found: completed; not found:
         claimed for a safe retry). ``replay_failed`` (recovery) claims failed items that
         are not retryable too.
+
+        Items a displaced run may still call the destination for (the open claim of a
+        lower fence while the job row's ``hold_until_ms`` is ahead, or an uncertain row
+        ``held_until_ms`` then) are left alone: counted ``deferred``, written as
+        uncertain rows (reconciled only after that moment), and handed back by
+        :meth:`after_holds`. ``again``: the records were selected before (not counted
+        again).
         """
         self.run.ensure_lease()
         if self._closed:
@@ -416,13 +434,15 @@ class WorkClaims:
             kept = kept_source(wid)
             if kept is not None:
                 self._sources[str(wid)] = kept
-        self.report.selected += len(by_key) + len(rejected)
+        if not again:
+            self.report.selected += len(by_key) + len(rejected)
         self._rejected(list(rejected.values()))
         self._write_facts()  # earlier pages' completions first: this lookup sees them
         found = self._lookup(list(by_key))
         now_ms = to_ms(self._clock.now())
         now_s = now_ms // 1000
         foreign = self._foreign()
+        hold = self._hold(now_ms)
         claim: dict[str, tuple[int, str | None, int]] = {}  # key -> attempt, hash, attempts
         rows: list[Unresolved] = []
         covered: set[str] = set()
@@ -450,8 +470,21 @@ class WorkClaims:
                     ItemState.UNCERTAIN, ItemState.CLAIMED)):
                 claim[key] = (1, digest, row.attempts if live_row and row else 0)
                 continue
-            # Uncertain, or claimed by a run that can write nothing more: reconcile first.
+            # Uncertain, or claimed by a run that can write nothing more: reconcile first,
+            # unless that run was displaced alive and may still call the destination.
             covered.add(key)
+            held_row = (row is not None and row.state is ItemState.UNCERTAIN
+                        and (row.held_until_ms or 0) > now_ms)
+            if (vanished and hold is not None) or held_row:
+                until = hold if vanished and hold is not None else (
+                    row.held_until_ms if row is not None and row.held_until_ms else now_ms)
+                self._defer(key, record, until)
+                if vanished and not held_row and foreign is not None:
+                    stored_hash = row.payload_hash if row is not None else None
+                    rows.append(self._vanished_row(
+                        key, foreign, stored_hash or foreign.items.get(key) or None,
+                        row.attempts if row is not None else 0, held_until=until))
+                continue
             observed = (foreign.record(self.run.job, key) if vanished and foreign is not None
                         and (row is None or row.state is not ItemState.UNCERTAIN) else row)
             assert observed is not None
@@ -473,11 +506,13 @@ class WorkClaims:
                 self.report.uncertain += 1
                 if row is None or row.state is not ItemState.UNCERTAIN:
                     rows.append(self._vanished_row(key, foreign, stored, attempts))
-        rows += self._foreign_rows(found, covered | set(claim), now_s)
+        rows += self._foreign_rows(found, covered | set(claim), now_s, held_until=hold)
         rows += rejected.values()
         self._write_facts()  # found ones: before the write that drops a vanished claim
-        self._commit({k: claim_hash(h) for k, (_, h, _) in claim.items()}, rows)
+        # the claims' deadline counts from before the write: the row says they expire
+        # claim_for after a moment no earlier than this (CKPT, and the hold of a REPLACE)
         claimed_mono = self._clock.monotonic()
+        self._commit({k: claim_hash(h) for k, (_, h, _) in claim.items()}, rows)
         for key, (_, digest, attempts) in claim.items():
             self._claimed[key] = _Claimed(digest, attempts + 1)
         self.telemetry.count("BatchSize", len(by_key))
@@ -517,15 +552,63 @@ class WorkClaims:
         return found
 
     def _vanished_row(self, key: str, foreign: OpenClaim | None, stored: str | None,
-                      attempts: int) -> Unresolved:
+                      attempts: int, *, held_until: int | None = None) -> Unresolved:
         who = (f"claim of run {foreign.run_id} (fence {foreign.fence}) vanished without an "
                "outcome" if foreign is not None and key in foreign.items
                else "outcome unknown; reconciliation did not tell")
+        if held_until is not None and foreign is not None:
+            who = (f"claim of run {foreign.run_id} (fence {foreign.fence}), displaced while "
+                   f"alive: it may call the destination until {held_until} (epoch ms); "
+                   "reconciled after that")
         return Unresolved(key, ItemState.UNCERTAIN, error=who, payload_hash=stored,
-                          attempts=attempts + 1)
+                          attempts=attempts + 1, held_until_ms=held_until)
+
+    def _hold(self, now_ms: int) -> int | None:
+        """Until when the run of the open claim of a lower fence may still call the
+        destination (a REPLACE took its lease while it was alive), or None: it cannot."""
+        row = self._row
+        if (row is None or self._foreign() is None or row.hold_until_ms is None
+                or row.hold_until_ms <= now_ms):
+            return None
+        return row.hold_until_ms
+
+    def _defer(self, key: str, record: Any, until: int) -> None:
+        if key not in self._deferred:
+            self.report.deferred += 1
+        self._deferred[key] = record
+        self._held_until = max(self._held_until, until)
+
+    @_locked
+    def after_holds(self, context: Any, margin_ms: float) -> list[Any]:
+        """The records left alone while a displaced run could still call for them, once
+        it no longer can: at once if that moment has passed; after waiting for it if the
+        invocation has the time (``context``'s remaining time less ``margin_ms``); else
+        none (their uncertain rows wait for the next run, which reconciles them then).
+        Claim them with ``claim_page(records, ..., again=True)``."""
+        if not self._deferred:
+            return []
+        until = self._held_until
+        if to_ms(self._clock.now()) < until:
+            left = remaining_ms(context)
+            wait_ms = until - to_ms(self._clock.now())
+            if left == float("inf") or left - margin_ms < wait_ms:
+                return []
+            real_end = time.monotonic() + wait_ms / 1000 + 1
+            while to_ms(self._clock.now()) < until and time.monotonic() < real_end:
+                fire("holding", job=self.run.job, run_id=self.run.run_id, until_ms=until)
+                ahead_ms = until - to_ms(self._clock.now())
+                if ahead_ms > 0:
+                    time.sleep(min(1.0, ahead_ms / 1000))
+                self.run.ensure_lease()
+            if to_ms(self._clock.now()) < until:
+                return []
+        records = list(self._deferred.values())
+        self.report.deferred -= len(records)
+        self._deferred.clear()
+        return records
 
     def _foreign_rows(self, found: dict[str, ItemRecord], covered: set[str],
-                      now_s: int) -> list[Unresolved]:
+                      now_s: int, *, held_until: int | None = None) -> list[Unresolved]:
         """A vanished run's claimed items nothing here resolved: uncertain rows (its
         claim is dropped by the next job-row write, and they must stay findable)."""
         foreign = self._foreign()
@@ -540,7 +623,8 @@ class WorkClaims:
                     ItemState.COMPLETED, ItemState.UNCERTAIN):
                 continue  # completed (final), or already uncertain
             rows.append(self._vanished_row(key, foreign, row.payload_hash if row else prefix,
-                                           row.attempts if row else 0))
+                                           row.attempts if row else 0,
+                                           held_until=held_until))
         return rows
 
     def _reconcile_one(self, record: Any, observed: ItemRecord) -> str | bool:
@@ -744,6 +828,7 @@ class WorkClaims:
         self.start()
         report = SweepReport()
         now_ms = to_ms(self._clock.now())
+        hold = self._hold(now_ms)
         rows: list[Unresolved] = []
         covered: set[str] = set()
         for row in self.store.unresolved(self.run.job, limit=limit, now_ms=now_ms):
@@ -754,6 +839,10 @@ class WorkClaims:
                 continue
             if row.state is ItemState.CLAIMED and row.run_id == self.run.run_id:
                 report.held += 1  # this run's own claim
+                continue
+            if (row.state is ItemState.CLAIMED and hold is not None) or (
+                    row.state is ItemState.UNCERTAIN and (row.held_until_ms or 0) > now_ms):
+                report.held += 1  # a displaced run may still call for it: not yet
                 continue
             covered.add(row.work_id)
             try:
@@ -780,7 +869,7 @@ class WorkClaims:
             # the vanished claim's items beyond the limit, or completed: as their rows say
             rest = [w for w in foreign.items if w not in covered]
             found, _ = self.store.lookup(self.run.job, rest) if rest else ({}, None)
-            rows += self._foreign_rows(found, covered, now_ms // 1000)
+            rows += self._foreign_rows(found, covered, now_ms // 1000, held_until=hold)
         self._write_facts()  # before the write that drops a vanished claim
         self._commit({}, rows)
         return report

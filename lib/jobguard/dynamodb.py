@@ -570,8 +570,17 @@ class DynamoJobStore:
         if not _mutants.on("fence-restarts"):
             f = _Expr()
             hw = f.n("hw")
+            set_hw = f"SET {hw} = {f.v(fence)}"
+            if replace and held:
+                # REPLACE takes the lease from a live run, which learns it only at its next
+                # renewal: until its local deadline (its last renewal, sent at the latest
+                # now, + the lease - the skew margin, on a clock at most the skew margin
+                # off) it may still call the destination for its open claim. Every run
+                # leaves that claim alone until then (jobguard.claims).
+                set_hw += (f", {f.n('hold_until_ms')} = "
+                           f"{f.v(now_ms + lease_ms + skew_ms)}")
             actions.append(self._update(
-                self._fence_key(job), f, f"SET {hw} = {f.v(fence)}",
+                self._fence_key(job), f, set_hw,
                 f"attribute_not_exists({hw}) OR {hw} < {f.v(fence)}"))
             kinds.append("fence")
         actions.append(self._trigger_write(

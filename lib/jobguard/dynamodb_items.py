@@ -178,6 +178,7 @@ def item_record(job: str, raw: dict[str, Any] | None) -> ItemRecord | None:
         completed_at_ms=row.get("completed_at_ms"),
         ttl_epoch_s=row.get(TTL_ATTRIBUTE),
         source_id=row.get("source_id"),
+        held_until_ms=row.get("held_until_ms"),
     )
 
 
@@ -195,8 +196,10 @@ def job_row(job: str, raw: dict[str, Any] | None) -> JobRow:
     checkpoint = Checkpoint(cursor=row.get("cursor"), seq=int(row.get("seq", 0)),
                             run_id=row.get("cursor_run_id"), fence=row.get("cursor_fence"),
                             updated_at_ms=row.get("cursor_at_ms"))
+    hold = row.get("hold_until_ms")
     return JobRow(job=job, fence=hw if isinstance(hw, int) else 0, checkpoint=checkpoint,
-                  claim=claim, token=row.get("commit_token"))
+                  claim=claim, token=row.get("commit_token"),
+                  hold_until_ms=hold if isinstance(hold, int) else None)
 
 
 def shard_of(work_id: str) -> int:
@@ -492,7 +495,7 @@ class DynamoItemStore:
                                     seq=seq + 1, run_id=lease.run_id, fence=lease.fence,
                                     updated_at_ms=now_ms)
         return JobRow(job=lease.job, fence=lease.fence, checkpoint=checkpoint, claim=claim,
-                      token=token)
+                      token=token, hold_until_ms=expected.hold_until_ms)
 
     # -- transactions of unresolved rows ---------------------------------------------------
 
@@ -572,6 +575,8 @@ class DynamoItemStore:
             values["source_id"] = row.source_id
         if row.ttl_s is not None:
             values[TTL_ATTRIBUTE] = now_ms // 1000 + row.ttl_s
+        if row.held_until_ms is not None:
+            values["held_until_ms"] = row.held_until_ms
         return {"Put": {"TableName": self.table_name,
                         "Item": {k: to_attr(v) for k, v in values.items()},
                         "ConditionExpression": condition,

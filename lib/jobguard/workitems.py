@@ -271,6 +271,9 @@ class ItemRecord:
     source_id: str | None = None
     """The original source id, where the key holds it escaped or hashed (at most
     :data:`MAX_SOURCE_KEPT` bytes of it)."""
+    held_until_ms: int | None = None
+    """An uncertain item a displaced run may still call the destination for: nobody
+    reconciles or redoes it before then (see :attr:`JobRow.hold_until_ms`)."""
 
     def claim_expired(self, now_ms: int, skew_ms: int) -> bool:
         return (
@@ -401,6 +404,10 @@ class JobRow:
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
     claim: OpenClaim | None = None
     token: str | None = None
+    hold_until_ms: int | None = None
+    """Until then a run displaced while alive (REPLACE) may still call the destination
+    for the open claim of a lower fence: nobody reconciles or redoes those items before
+    (set by the acquisition that displaced it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,6 +440,7 @@ class Unresolved:
     attempts: int = 1
     source_id: str | None = None
     ttl_s: int | None = None
+    held_until_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -462,46 +462,66 @@ def test_an_item_claimed_on_a_ledger_of_an_earlier_version_is_left_uncertain_if_
 
 def test_an_uncertain_outcome_refused_by_a_late_completion_is_counted_superseded(
         aws, clock, metrics):
-    """GIVEN run A (REPLACE job, batch 1) held right before its destination call for X
-    WHEN run B replaces it, reconciles X (not found yet), claims it, and while B's call
-    is in flight A's call goes through and A writes its completion; then B's call times
-    out
+    """GIVEN run A (REPLACE job, batch 1) has called the destination for X, and its
+    completion fact is on its way (its BatchWriteItem sent, not yet answered)
+    WHEN run B replaces it and leaves X alone (A may still call for it: an uncertain row
+    held until A's deadline), and A's completion lands between B's lookup and B's write
+    of that row
     THEN B's uncertain row is refused (the completion is final and stands): B reports
-    one superseded outcome and emits CompletionsRejected 1; the ledger says completed with
-    the note the destination holds (one note)."""
+    one superseded outcome and emits CompletionsRejected 1; the ledger says completed
+    with the note the destination holds; one call, one note."""
     notes = NotesTable.create(aws.ddb)
     replace = config(aws, batch_size=1, policy=OverlapPolicy.REPLACE)
-    at_call, go = threading.Event(), threading.Event()
     key = "contact-00000:create-note"
+    a_sending, a_go, a_wrote, b_once = (threading.Event(), threading.Event(),
+                                        threading.Event(), threading.Event())
 
-    def hold_a(item: Any) -> None:
-        at_call.set()
-        assert go.wait(20)
+    def is_a() -> bool:  # A runs in a thread of its own, B in the test's
+        return threading.current_thread() is not threading.main_thread()
 
-    job_a = CrmSync(replace, contacts(1), notes, before_call=hold_a, store=aws.store,
-                    clock=clock)
-    thread, box = in_thread(lambda: job_a.handler()(manual("a"), None))
-    assert at_call.wait(10)
+    def a_fact_in_flight(**kwargs: Any) -> None:
+        if is_a() and not a_go.is_set():
+            a_sending.set()
+            assert a_go.wait(20)
 
-    def a_lands_then_b_times_out(item: Any) -> None:
-        go.set()
+    def a_fact_landed(**kwargs: Any) -> None:
+        if is_a():
+            a_wrote.set()
+
+    def b_row_after_it(params: dict[str, Any], **kwargs: Any) -> None:
+        rows = [a for a in params["TransactItems"]
+                if a.get("Put", {}).get("Item", {}).get("pk", {}).get("S", "").startswith(
+                    "ITEM#")]
+        if rows and not is_a() and not b_once.is_set():  # B's uncertain row, not its lease
+            b_once.set()
+            a_go.set()
+            assert a_wrote.wait(20)
+
+    events = aws.ddb.meta.events
+    hooks_ = [("before-call.dynamodb.BatchWriteItem", a_fact_in_flight),
+              ("after-call.dynamodb.BatchWriteItem", a_fact_landed),
+              ("before-parameter-build.dynamodb.TransactWriteItems", b_row_after_it)]
+    for name, hook in hooks_:
+        events.register(name, hook)
+    try:
+        job_a = CrmSync(replace, contacts(2), notes, store=aws.store, clock=clock)
+        thread, box = in_thread(lambda: job_a.handler()(manual("a"), None))
+        assert a_sending.wait(10)
+        job_b = CrmSync(replace, contacts(1), notes, store=aws.store, clock=clock)
+        metrics()
+        report_b = job_b.handler()(manual("b"), None)
+        emitted = metrics()
         thread.join(20)
-        assert not thread.is_alive()
-        raise TimeoutError("no answer from the destination")
+    finally:
+        for name, hook in hooks_:
+            events.unregister(name, hook)
 
-    job_b = CrmSync(replace, contacts(1), notes, before_call=a_lands_then_b_times_out,
-                    store=aws.store, clock=clock)
-    metrics()
-    report_b = job_b.handler()(manual("b"), None)
-    emitted = metrics()
-
-    assert box["result"]["jobguard"] == "lease_lost"  # A's claim drop was refused
-    assert report_b["uncertain"] == 1 and report_b["superseded"] == 1
+    assert box["result"]["jobguard"] == "lease_lost"  # A's next job-row write was refused
+    assert report_b["deferred"] == 1 and report_b["superseded"] == 1
     assert emitted["CompletionsRejected"] == 1
     (row,) = ledger(aws, [key]).values()
     assert row.state is ItemState.COMPLETED and row.destination_id == notes.find(key)
-    assert len(notes.all()) == 1
-
+    assert notes.calls == [key] and len(notes.all()) == 1
 
 
 def test_a_sweep_over_a_vanished_claim_says_what_it_found_and_what_it_could_not_tell(

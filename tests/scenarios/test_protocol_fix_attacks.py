@@ -340,10 +340,12 @@ def test_item_flush_a_kill_after_a_pages_held_failure_redoes_only_that_item(aws,
 def test_item_flush_a_held_row_of_a_run_taken_over_is_never_written(aws, clock):
     """GIVEN flush='item', a page whose last item fails (its row held for the next
     page's claim)
-    WHEN the run's lease is taken over (REPLACE) before that claim, and the new run
-    completes the item
-    THEN the old run's held failed row is refused (fenced): the item stays completed
-    and the old run ends lease_lost."""
+    WHEN the run's lease is taken over (REPLACE) before that claim; the new run leaves
+    the old run's open page alone (it may still call until its deadline); after that
+    deadline a third run comes
+    THEN the old run's held failed row is refused (fenced): the item is the new run's
+    held uncertain row, never the old run's failure, and the old run ends lease_lost;
+    the third run retries it (its one earlier call failed) and completes it."""
     config = JobConfig(name=JOB, table_name=aws.table, batch_size=2, flush="item",
                        lease=LEASE, policy=OverlapPolicy.REPLACE)
     sync = Sync(config, ["a", "bad-b", "c"], store=aws.store, clock=clock)
@@ -367,6 +369,13 @@ def test_item_flush_a_held_row_of_a_run_taken_over_is_never_written(aws, clock):
     first = handler({"job": JOB, "manual": True, "trigger_id": "one"}, None)
     assert state.get("thief"), "the takeover never happened"
     assert first.get("jobguard") == "lease_lost", first
-    row = DynamoItemStore(aws.table, client=aws.ddb).get_many(JOB, ["bad-b:push"])
-    assert row["bad-b:push"].state is ItemState.COMPLETED, row
+    store = DynamoItemStore(aws.table, client=aws.ddb)
+    held = store.get(JOB, "bad-b:push")
+    assert held is not None and held.state is ItemState.UNCERTAIN, held
+    assert held.held_until_ms is not None and held.run_id != first["run_id"]
+    assert sync.calls.count("bad-b") == 1 and sync.calls.count("a") == 1, sync.calls
+    clock.advance(timedelta(milliseconds=held.held_until_ms - to_ms(clock.now()) + 1))
+    handler({"job": JOB, "manual": True, "trigger_id": "third"}, None)
+    row = store.get(JOB, "bad-b:push")
+    assert row is not None and row.state is ItemState.COMPLETED, row
     assert sync.calls.count("bad-b") == 2 and sync.calls.count("a") == 1, sync.calls
