@@ -96,6 +96,7 @@ class Model:
         self.skew_ms = skew_ms
         self.violations: list[tuple[str, str]] = []
         self.hw_fence = 0
+        self.calls: dict[str, list[tuple[str, int]]] = {}
         self.fence_owner: dict[int, str] = {}
         self.deliveries: list[Delivery] = []
         self.invocations: dict[str, Invocation] = {}
@@ -288,6 +289,23 @@ class Model:
             self.violate("CKPT/past-unfinished", f"checkpoint {cursor} passed unfinished items "
                          f"{unfinished_before[:3]}")
         self.checkpoint = max(self.checkpoint, (seq, cursor))
+
+    def destination_called(self, work_id: str, run_id: str, fence: int, *,
+                           excused: bool = False) -> None:
+        """A run issued a destination call for ``work_id`` (when it sent it: a call the
+        scheduler holds is in flight). README (REPLACE without a second call): a run
+        whose lease a newer run took can call nothing once the newer one may call: a
+        newer run leaves the displaced run's open claim alone until its deadline. So a
+        lower fence never calls after a higher one did. ``excused``: outside the
+        README's promise (a worker's clock off by more than the skew margin, or a run the
+        operator force-released while it was alive)."""
+        calls = self.calls.setdefault(work_id, [])
+        newer = [f for _, f in calls if f > fence]
+        if newer and not excused:
+            self.violate("ONCE/displaced-called-after", f"{work_id}: run {run_id} (fence "
+                         f"{fence}) called the destination after a run of fence "
+                         f"{max(newer)} had", key="replace")
+        calls.append((run_id, fence))
 
     def destination_reached(self, work_id: str, run_id: str, fence: int) -> None:
         stale = fence < self.hw_fence

@@ -331,6 +331,9 @@ class Sim:
         self.dlq_steps: dict[int, int] = {}
         self._internal: Exception | None = None
         self.outage: tuple[str, str, int] | None = None
+        self.offsets_beyond_skew = False
+        """A worker's clock was once off by more than the skew margin (the README's clock
+        promise no longer holds for the rest of the history)."""
 
     # -- trace ---------------------------------------------------------------------------
 
@@ -456,8 +459,11 @@ class Sim:
         for lg in loggers:
             lg.setLevel(logging.CRITICAL)
 
+        from jobguard import hooks
+
         with mock.patch.object(Heartbeat, "start", start), \
                 mock.patch.object(Heartbeat, "stop", stop), \
+                hooks.on("holding", self._holding), \
                 mock.patch.object(os, "urandom", urandom), \
                 mock.patch.object(time, "sleep", lambda s: None), \
                 mock.patch.object(observability.JobTelemetry, "flush", lambda self: None), \
@@ -545,6 +551,13 @@ class Sim:
         body = request.body
         params = json.loads(body.decode() if isinstance(body, bytes) else (body or "{}"))
         req = Req(actor, "dynamodb", op, params, run=self._current_run(actor))
+        if op == "PutItem" and params.get("TableName") == self.notes_table \
+                and req.run is not None:
+            run_id, fence, _ = req.run
+            work_id = str(params.get("Item", {}).get("work_id", {}).get("S", ""))
+            self.model.destination_called(
+                work_id, run_id, fence, excused=self.offsets_beyond_skew
+                or run_id in self.model.released_runs or self.damaged is not None)
         actor.park(req)
         url = request.url
         request.url = _UNROUTABLE  # moto's own before-send hook (after this one) skips it
@@ -969,6 +982,21 @@ class Sim:
     def _advance(self, delta: timedelta) -> None:
         self.clock.advance(delta)
 
+    def _holding(self, job: str, run_id: str, until_ms: int) -> None:
+        """A run waits for a displaced run's deadline (REPLACE) before it reconciles
+        that run's items: time passes while it waits (at most 20 s a turn), and its
+        heartbeat renews its lease meanwhile (a request like any other, faults and all)."""
+        from jobguard import current_run
+        from jobguard.clock import to_ms
+
+        run = current_run()  # its own clock: the deadline is on it
+        step_ms = min(max(until_ms - to_ms(run.clock.now()), 1), 20_000)
+        self._advance(timedelta(milliseconds=step_ms))
+        self.coverage.add((self._row_state(), "holding"))
+        self.log(f"{self._local.actor.name} waits for the displaced run's deadline: "
+                 f"+{step_ms} ms")
+        run.heartbeat.renew_once()
+
     # -- events ---------------------------------------------------------------------------------
 
     def _gated(self) -> list[Actor]:
@@ -1275,6 +1303,7 @@ class Sim:
         c = self.containers[self.chooser.draw(len(self.containers))]
         offset = SKEWS[self.chooser.draw(len(SKEWS))]
         c.clock.offset = offset
+        self.offsets_beyond_skew = self.offsets_beyond_skew or abs(offset) > SKEW
         self._disrupt("skew")
         self.coverage.add((self._row_state(), f"skew{int(offset.total_seconds()):+d}s"))
         self.log(f"ENV c{c.n} wall clock offset now {offset.total_seconds():+.0f}s")
