@@ -132,6 +132,11 @@ def _text(max_length: int, pattern: re.Pattern[str] | None = None, what: str = "
             raise InvalidTriggerError(field, f"the placeholder {text!r} was not filled in")
         if not text or len(text) > max_length:
             raise InvalidTriggerError(field, f"must be 1-{max_length} characters")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidTriggerError(field, "holds a lone UTF-16 surrogate (a broken \\u "
+                                      "escape): not text DynamoDB can store") from None
         if pattern is not None and not pattern.fullmatch(text):
             raise InvalidTriggerError(field, f"{text!r} is not {what}")
         return text
@@ -258,13 +263,21 @@ def parse_event(
 
 
 def parse_queue_message(body: str, *, job: str) -> tuple[Trigger, object]:
-    """Parse a trigger-queue message written by jobguard: the trigger and its event."""
+    """Parse a trigger-queue message written by jobguard: the trigger and its event.
+
+    Raises:
+        InvalidTriggerError: naming the field (``body``, ``body.job``, ...), for a
+            message that can never become a trigger of ``job``: the guard records it
+            ``rejected`` and reports it processed (:meth:`GuardedJob._handle_sqs`).
+    """
     import json
 
     try:
         data = json.loads(body)
     except (TypeError, ValueError) as exc:
         raise InvalidTriggerError("body", f"is not JSON: {exc}") from None
+    except RecursionError:  # thousands of nested brackets: no message jobguard writes
+        raise InvalidTriggerError("body", "is JSON nested too deeply to read") from None
     message = _validate("queue", data, "body.")
     if message["job"] != job:
         raise InvalidTriggerError(
