@@ -371,6 +371,13 @@ class GuardedJob(Construct):
                 threshold=queue_age_limit(job).total_seconds(), action=action,
                 runbook=runbook("trigger_queue_age"),
             )
+            # a message that is no trigger was deleted at once (so the triggers behind it
+            # ran): nothing else would tell anyone that something writes to this queue
+            alarms["rejected"] = runbook_alarm(
+                self, "TriggerMessagesRejectedAlarm",
+                metric=job_metric(name, "TriggerMessagesRejected"), threshold=1,
+                action=action, runbook=runbook("rejected"),
+            )
         alarms["errors"] = errors_alarm(
             self, "ErrorsAlarm", self.function, action=action, runbook=runbook("errors"),
         )
