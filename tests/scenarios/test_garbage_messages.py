@@ -29,7 +29,7 @@ from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind, queue_message_body
 
 from ._support import Gate, in_thread, tick
-from ._trigger_support import comes_back, deliver, drain
+from ._trigger_support import cli, comes_back, deliver, drain
 
 JOB = "export"
 MAX_RECEIVES = 3
@@ -188,6 +188,12 @@ def test_garbage_ahead_of_two_queued_triggers_is_rejected_and_they_run_at_once(
     queued = [r.trigger_id for r in aws.runs(JOB) if r.decision.value == "queued"]
     assert sorted(queued) == ids[1:]
     assert aws.store.read_lease(JOB).queued_n == 0
+    # what the alarm's runbook tells the operator to run names each one
+    code, out, err = cli(aws, "runs", JOB, "--status", "rejected", "--json")
+    assert code == 0, err
+    listed = {r["message_id"]: r for r in json.loads(out)}
+    assert sorted(listed) == sorted(message_ids)
+    assert [listed[m]["field"] for m in message_ids] == [f for _, f, _ in GARBAGE.values()]
 
 
 def test_a_garbage_message_whose_record_cannot_be_written_comes_back_and_is_rejected_once(
