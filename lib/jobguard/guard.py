@@ -28,6 +28,7 @@ from .errors import (
     InvalidTriggerError,
     JobGuardError,
     LeaseLostError,
+    NewerMessageError,
     SendError,
     StoreError,
 )
@@ -752,6 +753,14 @@ class GuardedJob:
         def one(record: Any) -> Any:
             try:
                 trigger, original = parse_queue_message(record.body, job=self.config.name)
+            except NewerMessageError as exc:
+                # a trigger a newer jobguard wrote (a deployment under way): not garbage,
+                # so reported failed for a worker that reads it (or, if none ever does,
+                # the DLQ and its alarm), never recorded rejected and deleted
+                runtime.telemetry.logger.warning(
+                    "trigger message from a newer jobguard: left on the queue",
+                    extra={"version": exc.version, "message_id": record.message_id})
+                raise
             except InvalidTriggerError as exc:
                 return self._reject(record, exc)
             try:

@@ -162,9 +162,9 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
             "validation). It was recorded `rejected` and deleted, so the triggers behind it "
             "ran; nothing of it ran. Only jobguard writes this queue: someone else did.",
             f"`jobguard runs {name} --status rejected` names each message's field, reason, "
-            "sender id and an excerpt. Find the sender: another job on this queue's URL "
-            "(JOBGUARD_TRIGGER_QUEUE_URL), two jobguard versions in one deployment, a hand-"
-            "sent test. If it was work someone meant, start a manual run."))
+            "sender id and an excerpt. Find the sender (another job given this queue's URL "
+            "as JOBGUARD_TRIGGER_QUEUE_URL, a hand-sent test, a producer that is not "
+            "jobguard) and stop it. If it was work someone meant, start a manual run."))
     texts += [
         AlarmText(
             "errors", "function errors",

@@ -183,7 +183,6 @@ BODIES: dict[str, tuple[Any, str]] = {
     "not JSON": ("{job: crm-sync", "body"),
     "a JSON list": ([BODY], "body"),
     "no jobguard version": (_with(BODY, jobguard=None), "body.jobguard"),
-    "jobguard version 2": (_with(BODY, jobguard=2), "body.jobguard"),
     "jobguard version true": (_with(BODY, jobguard=True), "body.jobguard"),
     "no job": (_with(BODY, job=None), "body.job"),
     "another job": (_with(BODY, job="report-export"), "body.job"),
@@ -221,6 +220,20 @@ def test_a_malformed_trigger_message_is_recorded_rejected_alone_and_deleted(
     assert record.trigger_id == f"crm-sync@message:{message_id}"
     assert aws.item_count() == 1, "more than the rejected record in the jobguard table"
     _nothing_written(aws, crm, table=False)
+
+
+def test_a_message_of_a_newer_jobguard_is_left_on_the_queue_not_rejected(
+        aws, crm, crm_sync, caplog):
+    """A message whose ``jobguard`` version is above this worker's is a trigger a newer
+    jobguard wrote (a deployment under way), not garbage: reported failed, for a worker
+    that reads it (or the DLQ), logged, and nothing recorded."""
+    event = _sqs(_with(BODY, jobguard=2))
+    message_id = event["Records"][0]["messageId"]
+    assert crm_sync(event, None) == {"batchItemFailures": [{"itemIdentifier": message_id}]}
+    [logged] = [r for r in caplog.records
+                if r.getMessage() == "trigger message from a newer jobguard: left on the queue"]
+    assert (logged.version, logged.message_id) == (2, message_id)
+    _nothing_written(aws, crm)
 
 
 # -- the recovery request --------------------------------------------------------------------

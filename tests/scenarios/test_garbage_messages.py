@@ -265,3 +265,24 @@ def test_a_garbage_message_is_recorded_once_however_often_it_comes(aws, clock, h
     assert record.extra["field"] == "body.job"
     assert on_queue(aws, aws.queues[JOB]) == 0 and on_queue(aws, dlq) == 0
     assert exports.calls == []
+
+
+def test_a_message_of_a_newer_jobguard_is_left_on_the_queue_for_a_worker_that_reads_it(
+        aws, clock, metrics):
+    """GIVEN a QUEUE job's trigger queue holding a message for this job written by a newer
+    jobguard (``jobguard: 2``: a deployment under way, the new code not yet everywhere)
+    WHEN this worker receives it
+    THEN it is not garbage: reported failed (it stays on the queue for a worker that
+    reads it, or the DLQ and its alarm if none ever does), not recorded, not counted."""
+    exports = Exports(aws)
+    job, dlq = queue_job(aws, clock, exports)
+    body = json.loads(queue_message_body(
+        Trigger(JOB, f"{JOB}@2026-11-29T07:35:00Z", TriggerKind.QUEUED)))
+    message_id = send_garbage(aws, json.dumps({**body, "jobguard": 2}))
+    metrics()
+
+    delivery = deliver(aws, JOB, job)
+
+    assert delivery is not None and delivery.message_id == message_id and delivery.failed
+    assert on_queue(aws, aws.queues[JOB]) == 1 and on_queue(aws, dlq) == 0
+    assert aws.runs(JOB) == [] and "TriggerMessagesRejected" not in metrics()
