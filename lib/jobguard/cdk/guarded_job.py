@@ -415,11 +415,12 @@ class GuardedJob(Construct):
             title="Run duration (ms, max)", width=8,
             left=metrics("RunDuration", statistic="Maximum"),
             left_annotations=annotations)
+        rejected = ("TriggerMessagesRejected",) if self.trigger_queue is not None else ()
         decisions = cloudwatch.GraphWidget(
             title="Trigger decisions", width=8, stacked=True,
             left=metrics("TriggersSkipped", "TriggersQueued", "TriggersCoalesced",
                          "TriggersDropped", "TriggersStale", "TriggersDuplicate",
-                         "TriggersPaused"))
+                         "TriggersPaused", *rejected))
         lease = cloudwatch.GraphWidget(
             title="Lease", width=8,
             left=metrics("LeaseAcquireAttempts", "RunSucceeded", "LeaseTakeovers", "LeaseLost"))
