@@ -1,5 +1,6 @@
-"""Known-bug switches: the eleven trigger-state defects of issue 14, re-introduced one
-at a time so the explorer (``tests/explorer``) can prove it finds each (private).
+"""Known-bug switches: the eleven trigger-state defects of issue 14 and issue 33's
+garbage message (#12), re-introduced one at a time so the explorer (``tests/explorer``)
+can prove it finds each (private).
 
 Empty in production: nothing in jobguard adds to :data:`ACTIVE`; only the explorer's
 ``--mutant NAME`` does, in its own process. Each name is checked at the one place its
@@ -27,6 +28,9 @@ KNOWN: dict[str, str] = {
     "lease-row-grows": "#9 every skip leaves a mark on the lease row",
     "fence-restarts": "#10 a lease row without a fence starts again at 1; no high-water",
     "future-tick-runs": "#11 a far-future tick is accepted and kept only from now",
+    "garbage-message-returned": "#12 a trigger-queue message that is no trigger is "
+                                "returned to SQS (a batch item failure), not recorded: "
+                                "it blocks its FIFO group until the DLQ",
 }
 
 ACTIVE: set[str] = set()

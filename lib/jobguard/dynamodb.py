@@ -215,8 +215,9 @@ UNDO_QUEUED = call_site(
 PUT_RUN = call_site(
     "dynamodb.put_run", "dynamodb", "PutItem", "DynamoJobStore.put_run",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note=("stale/duplicate records surface to the sender; never written over another "
-          "record of the run (a repeat of a landed put is refused by it)"),
+    note=("stale/duplicate records surface to the sender; so does a rejected trigger "
+          "message's (SQS delivers it again); never written over another record of the "
+          "run (a repeat of a landed put is refused by it)"),
     paths=(Path.RUN,),
 )
 LIST_RUNS = call_site(

@@ -13,6 +13,7 @@ __all__ = [
     "InvalidRequestError",
     "LeaseBusyError",
     "InvalidTriggerError",
+    "NewerMessageError",
     "JobGuardError",
     "LeaseLostError",
     "SendError",
@@ -46,6 +47,23 @@ class InvalidTriggerError(JobGuardError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+class NewerMessageError(InvalidTriggerError):
+    """A trigger-queue message written by a newer jobguard (its ``jobguard`` version is
+    above the one this one writes): not garbage, a trigger this worker cannot read. It
+    is left on the queue for a worker that can (a deployment under way), never recorded
+    ``rejected`` and deleted.
+
+    Attributes:
+        version: the message's ``jobguard`` version.
+    """
+
+    def __init__(self, version: int, readable: int) -> None:
+        self.version = version
+        super().__init__("body.jobguard", f"version {version} was written by a newer "
+                         f"jobguard than this worker's (which reads {readable}); left on "
+                         "the queue for a worker that reads it")
 
 
 class LeaseLostError(JobGuardError):

@@ -28,6 +28,7 @@ from .errors import (
     InvalidTriggerError,
     JobGuardError,
     LeaseLostError,
+    NewerMessageError,
     SendError,
     StoreError,
 )
@@ -756,13 +757,16 @@ class GuardedJob:
         def one(record: Any) -> Any:
             try:
                 trigger, original = parse_queue_message(record.body, job=self.config.name)
-            except InvalidTriggerError as exc:
-                # Reported as this message's failure (SQS redelivers it, then moves it to
-                # the DLQ); logged with the field, since the batch utility keeps it quiet.
+            except NewerMessageError as exc:
+                # a trigger a newer jobguard wrote (a deployment under way): not garbage,
+                # so reported failed for a worker that reads it (or, if none ever does,
+                # the DLQ and its alarm), never recorded rejected and deleted
                 runtime.telemetry.logger.warning(
-                    "malformed trigger message", extra={"field": exc.field, "error": str(exc),
-                                                        "message_id": record.message_id})
+                    "trigger message from a newer jobguard: left on the queue",
+                    extra={"version": exc.version, "message_id": record.message_id})
                 raise
+            except InvalidTriggerError as exc:
+                return self._reject(record, exc)
             try:
                 return self.handle(trigger, original, context)
             except _Deferred as deferred:
@@ -776,6 +780,42 @@ class GuardedJob:
             return dict(response)
         finally:
             runtime.telemetry.flush()
+
+    def _reject(self, message: Any, error: InvalidTriggerError) -> dict[str, Any]:
+        """A trigger-queue message that can never become a trigger (not JSON, another
+        shape, another job's message, a field that fails validation): recorded
+        ``rejected`` with its reason, counted (``TriggerMessagesRejected``) and reported
+        processed, so SQS deletes it and the triggers behind it in its FIFO group run now
+        (redelivered, it would be refused the same way until the DLQ, holding them back
+        for the whole redrive budget). A failure to record it (a throttled or timed-out
+        put) raises: the message comes back and is rejected at its next delivery; the
+        record is keyed on the message (:mod:`jobguard._rejected`), so however often it
+        is delivered it is written once."""
+        from ._rejected import rejected_record
+
+        rt = self.runtime()
+        now_ms = to_ms(self.clock.now())
+        raw = message.raw_event
+        record = rejected_record(
+            job=self.config.name, policy=self.config.policy.value, owner=self.owner,
+            message_id=message.message_id, body=message.body,
+            attributes=raw.get("attributes") if isinstance(raw.get("attributes"), dict)
+            else None, error=error, now_ms=now_ms)
+        said = {"field": record.extra.get("field"), "error": record.error,
+                "message_id": record.extra.get("message_id"), "run_id": record.run_id}
+        # logged with the field (the batch utility keeps a record's failure quiet)
+        rt.telemetry.logger.warning("malformed trigger message", extra=said)
+        if _mutants.on("garbage-message-returned"):
+            raise error  # the old behaviour: a batch item failure, redelivered to the DLQ
+        try:
+            rt.store.put_run(record, self._ttl(now_ms), only_if_absent=True)
+        except Exception as exc:
+            rt.telemetry.logger.warning(
+                "malformed trigger message not recorded: it comes back",
+                extra={**said, "store_error": f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]})
+            raise
+        rt.telemetry.count("TriggerMessagesRejected")
+        return self._outcome(record)
 
     def _defer(self, receipt: str, state: LeaseState) -> None:
         """Hide the message until the holder's lease would end, and ask the holder to

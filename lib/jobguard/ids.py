@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
-__all__ = ["new_run_id", "run_id_bounds"]
+__all__ = ["keyed_run_id", "new_run_id", "run_id_bounds"]
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32
 
@@ -20,6 +21,21 @@ def new_run_id(epoch_ms: int) -> str:
         26
     """
     return _encode((epoch_ms << 80) | int.from_bytes(os.urandom(10), "big"))
+
+
+def keyed_run_id(epoch_ms: int, key: str) -> str:
+    """A run id like :func:`new_run_id`'s whose 80 low bits come from ``key`` (SHA-256)
+    instead of chance: the same ``(epoch_ms, key)`` always gives the same id, so a record
+    written under it by a conditional put is written once however often it is retried
+    (a rejected trigger-queue message: its first receive time and its message id).
+
+    Example:
+        >>> keyed_run_id(1_764_400_000_000, "m-1") == keyed_run_id(1_764_400_000_000, "m-1")
+        True
+    """
+    low = int.from_bytes(hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:10],
+                         "big")
+    return _encode((max(0, min(epoch_ms, _MAX_MS)) << 80) | low)
 
 
 def run_id_bounds(from_ms: int, to_ms: int) -> tuple[str, str]:

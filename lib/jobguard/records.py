@@ -31,6 +31,12 @@ class Decision(StrEnum):
     """The job is paused; not run."""
     DUPLICATE = "duplicate"
     """Another delivery of a trigger that already ran, is running, or was decided."""
+    REJECTED = "rejected"
+    """A message on the job's trigger queue that can never become a trigger (not JSON,
+    another shape, another job's message, a field that fails validation): recorded with
+    the field, the reason and a bounded excerpt, then deleted (reported processed to
+    SQS), so the triggers behind it in its FIFO group run at once. Nothing ran. Its
+    record's trigger id is ``<job>@message:<SQS message id>``, its kind ``message``."""
 
 
 class RunStatus(StrEnum):
@@ -53,6 +59,7 @@ class RunStatus(StrEnum):
     STALE = "stale"
     PAUSED = "paused"
     DUPLICATE = "duplicate"
+    REJECTED = "rejected"
 
 
 @dataclass(frozen=True, kw_only=True)

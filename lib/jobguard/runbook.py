@@ -163,6 +163,16 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
             "queued triggers or the follow-up are not being run.",
             f"check the function's errors and throttles and the event source mapping "
             f"(enabled?); `jobguard status {name}` shows the holder and what is pending."))
+        texts.append(AlarmText(
+            "rejected", "trigger message rejected",
+            f"A message on the trigger queue of {name} could never become a trigger of it "
+            "(not JSON, another shape, another job's message, a field that fails "
+            "validation). It was recorded `rejected` and deleted, so the triggers behind it "
+            "ran; nothing of it ran. Only jobguard writes this queue: someone else did.",
+            f"`jobguard runs {name} --status rejected` names each message's field, reason, "
+            "sender id and an excerpt. Find the sender (another job given this queue's URL "
+            "as JOBGUARD_TRIGGER_QUEUE_URL, a hand-sent test, a producer that is not "
+            "jobguard) and stop it. If it was work someone meant, start a manual run."))
     texts += [
         AlarmText(
             "errors", "function errors",
@@ -323,7 +333,10 @@ def render(job: JobDefinition) -> str:
         "A `stale` trigger arrived more than "
         f"{_human(job.stale_after)} after its scheduled time; `duplicate` is another delivery of a "
         "trigger that already ran; `paused` means the job is paused "
-        f"(`jobguard resume {job.name}`).",
+        f"(`jobguard resume {job.name}`)."
+        + (" `rejected` is a message on the trigger queue that was no trigger of this job: "
+           "recorded with its reason and deleted, never run." if job.config().needs_queue
+           else ""),
         "",
         "## Alarms",
         "",

@@ -26,12 +26,14 @@ from enum import StrEnum
 from typing import Any
 
 from .config import JOB_NAME_PATTERN, OverlapPolicy
-from .errors import InvalidTriggerError
+from .errors import InvalidTriggerError, NewerMessageError
 
 __all__ = ["Trigger", "TriggerKind", "check_sqs_event", "format_instant", "parse_event",
            "parse_queue_message"]
 
 _PLACEHOLDER = "<aws.scheduler."
+QUEUE_MESSAGE_VERSION = 1
+"""The ``jobguard`` version of the trigger-queue messages this jobguard writes and reads."""
 _TRIGGER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/+=-]{0,127}$")
 # What follows "<job>@" in an id jobguard wrote: "manual:" or "follow-up:" + up to 128.
 _WRITTEN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/+=-]{0,159}$")
@@ -132,6 +134,11 @@ def _text(max_length: int, pattern: re.Pattern[str] | None = None, what: str = "
             raise InvalidTriggerError(field, f"the placeholder {text!r} was not filled in")
         if not text or len(text) > max_length:
             raise InvalidTriggerError(field, f"must be 1-{max_length} characters")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidTriggerError(field, "holds a lone UTF-16 surrogate (a broken \\u "
+                                      "escape): not text DynamoDB can store") from None
         if pattern is not None and not pattern.fullmatch(text):
             raise InvalidTriggerError(field, f"{text!r} is not {what}")
         return text
@@ -162,7 +169,7 @@ _SHAPES: dict[str, dict[str, tuple[_Check, bool]]] = {
                "trigger_id": (_text(128, _TRIGGER_ID_PATTERN,
                                     "a trigger id: letters, digits and _.:@/+=-"), False),
                "requested_by": (_text(256), False)},
-    "queue": {"jobguard": (_literal(1), True), "job": (_JOB, True),
+    "queue": {"jobguard": (_literal(QUEUE_MESSAGE_VERSION), True), "job": (_JOB, True),
               "trigger_id": (_text(512), True),
               "kind": (_literal("queued", "follow_up"), True),
               "scheduled_at": (_instant, False), "requested_by": (_text(256), False),
@@ -258,13 +265,26 @@ def parse_event(
 
 
 def parse_queue_message(body: str, *, job: str) -> tuple[Trigger, object]:
-    """Parse a trigger-queue message written by jobguard: the trigger and its event."""
+    """Parse a trigger-queue message written by jobguard: the trigger and its event.
+
+    Raises:
+        NewerMessageError: a message of a newer jobguard (``body.jobguard`` above
+            :data:`QUEUE_MESSAGE_VERSION`): a trigger, for a worker that reads it.
+        InvalidTriggerError: naming the field (``body``, ``body.job``, ...), for a
+            message that can never become a trigger of ``job``: the guard records it
+            ``rejected`` and reports it processed (:mod:`jobguard.guard`).
+    """
     import json
 
     try:
         data = json.loads(body)
     except (TypeError, ValueError) as exc:
         raise InvalidTriggerError("body", f"is not JSON: {exc}") from None
+    except RecursionError:  # thousands of nested brackets: no message jobguard writes
+        raise InvalidTriggerError("body", "is JSON nested too deeply to read") from None
+    version = data.get("jobguard") if isinstance(data, dict) else None
+    if type(version) is int and version > QUEUE_MESSAGE_VERSION:
+        raise NewerMessageError(version, QUEUE_MESSAGE_VERSION)
     message = _validate("queue", data, "body.")
     if message["job"] != job:
         raise InvalidTriggerError(
@@ -320,7 +340,7 @@ def queue_message_body(trigger: Trigger, *, event: object = None) -> str:
 
     return json.dumps({
         "event": event,
-        "jobguard": 1,
+        "jobguard": QUEUE_MESSAGE_VERSION,
         "job": trigger.job,
         "trigger_id": trigger.trigger_id,
         "kind": trigger.kind.value,

@@ -235,14 +235,15 @@ def explore(minutes: float, *, first_seed: int, steps: int, shrink_s: float,
             first[bug] = {"seed": info["seed"], "seconds": info["seconds"], "signature": sig}
     summary["known_bugs_found"] = {str(k): v for k, v in sorted(first.items())}
     summary["known_bugs_total"] = len(BUGS)
-    say(f"issue-14 behaviours found: {len(first)} of {len(BUGS)}")
+    say(f"known behaviours found (issue 14's eleven, issue 33's #12): {len(first)} of "
+        f"{len(BUGS)}")
     for bug, text in BUGS.items():
         hit = first.get(bug)
         say(f"  #{bug:<2} {text[:62]:<62} " + (
             f"{hit['seconds']:7.1f}s seed {hit['seed']}" if hit else "      -"))
     unknown = sorted(sig for sig in found if bug_of(sig) is None)
     if unknown:
-        say(f"not in issue 14 (look at their traces): {unknown}")
+        say(f"not a known behaviour (look at their traces): {unknown}")
     if shrink_s > 0:
         for sig, info in sorted(found.items(), key=lambda kv: kv[1]["seconds"]):
             say(f"\n=== {sig} (seed {info['seed']}, found after {info['seconds']} s)")
@@ -267,6 +268,7 @@ MUTANT_SHAPES: dict[str, tuple[str, str]] = {
     "lease-row-grows": ("SKIP,burst", ""),
     "fence-restarts": ("damage", ""),
     "future-tick-runs": ("future_tick", "late"),
+    "garbage-message-returned": ("QUEUE,sqs", "garbage"),
 }
 
 
@@ -359,8 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutants", help="'all' or a comma-separated list: hunt each in turn")
     parser.add_argument("--mutant-minutes", type=float, default=10.0,
                         help="the budget per mutant (default 10)")
-    parser.add_argument("--bias", default=None, help="scheduler bias: wake, late, pause or "
-                        "strangers (see sim.BIASES)")
+    parser.add_argument("--bias", default=None, help="scheduler bias: wake, late, pause, "
+                        "garbage or strangers (see sim.BIASES)")
     parser.add_argument("--bench", help="record the known-bug figures in this results.json")
     parser.add_argument("--json", help="write the summary here")
     args = parser.parse_args(argv)

@@ -25,6 +25,8 @@ class Message:
     sent_ms: int
     visible_ms: int = 0
     receive_count: int = 0
+    first_receive_ms: int | None = None
+    """When it was first received (SQS's ``ApproximateFirstReceiveTimestamp``)."""
     receipt: str | None = None
     state: str = "queued"  # queued | inflight | deleted | dlq
     history: list[str] = field(default_factory=list)
@@ -38,13 +40,19 @@ class Message:
     def message_id(self) -> str:
         return f"m{self.seq:04d}"
 
-    def trigger_id(self) -> str:
+    def fields(self) -> dict[str, Any]:
+        """Its body as a JSON object; ``{}`` for a body that is not one (a message that
+        is no trigger: not JSON, a list, ...)."""
         import json
 
         try:
-            return str(json.loads(self.body).get("trigger_id"))
+            body = json.loads(self.body)
         except ValueError:
-            return "?"
+            return {}
+        return body if isinstance(body, dict) else {}
+
+    def trigger_id(self) -> str:
+        return str(self.fields().get("trigger_id", "?"))
 
 
 class SqsError(Exception):
@@ -105,6 +113,8 @@ class FifoQueue:
             m.history.append(f"dlq@{now_ms}")
             return None
         m.receive_count += 1
+        if m.first_receive_ms is None:
+            m.first_receive_ms = now_ms
         m.deferred_on, m.deferred_by, m.excused = None, None, False
         self._receipts += 1
         m.receipt = f"rh-{m.message_id}-{self._receipts}"

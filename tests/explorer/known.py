@@ -1,4 +1,5 @@
-"""Which issue-14 behaviour a violation's signature shows (for the explorer's summary).
+"""Which issue-14 behaviour (or issue 33's #12) a violation's signature shows (for the
+explorer's summary).
 
 A signature is ``INVARIANT/what:key``; the key of ``END/queued-never-ran`` is the
 trigger's records in order (``queued>ran:lease_lost>duplicate``; ``+1h`` on a record
@@ -23,6 +24,8 @@ BUGS = {
     9: "the lease row grows without bound",
     10: "a damaged lease row wedges or crashes the job",
     11: "a trigger redelivered after its mark aged out runs twice (far-future tick, manual)",
+    12: "a trigger-queue message that is no trigger is returned, blocking its group "
+        "(issue 33)",
 }
 
 _RULES: list[tuple[str, int]] = [
@@ -45,6 +48,7 @@ _RULES: list[tuple[str, int]] = [
     (r"^(FENCE/reissued|FENCE/no-fence|FENCE/stale-write|END/crash|DAMAGE/)", 10),
     (r"^RERUN/ran-again:(far-future-tick|manual):returned-ran", 11),
     (r"^RERUN/ran-again:far-future-tick:", 11),
+    (r"^(END/garbage-|LIVE/behind-garbage)", 12),
 ]
 
 

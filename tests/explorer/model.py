@@ -30,6 +30,12 @@ Invariants (each violation is ``(code, text)``; the code is what shrinking prese
   equals the queued triggers still pending.
 - ``DAMAGE``: a damaged lease row is reported as an error naming the attribute (never a
   crash, never a silent second fence).
+- ``GARBAGE`` (issue 33, README "Bad input"): a message on the trigger queue that can
+  never become a trigger is recorded ``rejected`` once and reported processed on its
+  first delivery that meets no fault (``END/garbage-returned``, ``END/garbage-
+  unrecorded``); the queued triggers behind it are served without waiting for its
+  redrive budget: none is first delivered after it went to the dead-letter queue, unless
+  every delivery of it met a fault (``LIVE/behind-garbage``).
 """
 
 from __future__ import annotations
@@ -123,6 +129,10 @@ class Model:
         """Runs an operator's ``release --force`` ended, by step (not a repair's)."""
         self.now_step = 0
         """The simulator's step counter (set before each observation)."""
+        self.garbage: dict[str, list[str]] = {}
+        """Messages on the trigger queue that are no trigger, by message id: how each of
+        their deliveries ended (``rejected``, ``returned``, ``returned-faulted``,
+        ``killed``)."""
 
     def violate(self, code: str, text: str, key: str = "") -> None:
         """``code`` is ``INVARIANT/what``; ``key`` refines it for shrinking (no ids)."""
@@ -315,6 +325,42 @@ class Model:
         if len(fresh_runs) > 1:
             self.violate("ONCE/two-runs", f"{work_id} reached the destination from runs "
                          f"{sorted(fresh_runs)}, each holding the newest fence")
+
+    def garbage_delivered(self, message_id: str, outcome: str) -> None:
+        """A delivery of a message that is no trigger ended: ``rejected`` (reported
+        processed), ``returned`` (a batch item failure, no fault in its requests),
+        ``returned-faulted`` (one of its requests met a fault: the record may not have
+        been written, so back it comes) or ``killed``."""
+        self.garbage.setdefault(message_id, []).append(outcome)
+        if outcome == "returned":
+            self.violate("END/garbage-returned", f"message {message_id}, which can never "
+                         "become a trigger, was returned to the queue by a delivery that met "
+                         "no fault: it comes back until the DLQ, the triggers behind it "
+                         "waiting")
+
+    def served_behind_garbage(self, trigger_id: str, garbage: list[str]) -> None:
+        """The first delivery of queued trigger ``trigger_id``'s message, which was behind
+        the messages ``garbage`` (no triggers, now in the dead-letter queue) in its FIFO
+        group. Excused only where every delivery of such a message met a fault or a kill
+        (its record may not have been written: back it came, as promised)."""
+        waited = [g for g in garbage if "returned" in self.garbage.get(g, [])]
+        if waited:
+            self.violate("LIVE/behind-garbage", f"queued trigger {trigger_id} was first "
+                         f"delivered only after message {waited[0]}, no trigger, went to "
+                         "the DLQ (its whole redrive budget) although a delivery of it met "
+                         "no fault")
+
+    def garbage_checks(self, *, states: dict[str, str], recorded: dict[str, int]) -> None:
+        """Once the queue drained: each message that is no trigger and left the queue
+        (``deleted``) has exactly one ``rejected`` record; ``states``: message id -> its
+        state on the queue, ``recorded``: message id -> its ``rejected`` records."""
+        for message_id, state in sorted(states.items()):
+            n = recorded.get(message_id, 0)
+            if state == "deleted" and n != 1:
+                self.violate("END/garbage-unrecorded" if n == 0 else
+                             "END/garbage-recorded-twice",
+                             f"message {message_id}, no trigger, left the queue with {n} "
+                             "`rejected` records (one is promised)")
 
     # -- after the faults stopped --------------------------------------------------------
 

@@ -83,9 +83,10 @@ DAMAGES = ("remove:expires_at_ms", "remove:fence", "string:fence", "string:expir
            "delete-row")
 
 
-BIASES = ("", "wake", "late", "pause", "strangers")
+BIASES = ("", "wake", "late", "pause", "garbage", "strangers")
 """Scheduler biases (``--bias``), shapes of histories the uniform weights reach rarely.
-They change weights only (a history's choice list replays with the same bias):
+They change weights only (a history's choice list replays with the same bias), but for
+``garbage``, which adds an event (so its choice lists replay only with it):
 
 - ``wake`` delivers queue messages while a run holds the lease and loses the responses
   of the holder's requests (its release above all), the shape of issue 14's #4 (a
@@ -95,10 +96,27 @@ They change weights only (a history's choice list replays with the same bias):
   are frequent, so marks age between deliveries of one trigger;
 - ``pause``: the operator pauses while triggers wait on the queue (a second trigger
   while the lease is held is frequent, pauses too once a message waits, resumes rare,
-  hidden messages come back), so retries meet a paused job.
+  hidden messages come back), so retries meet a paused job;
+- ``garbage``: someone who is not jobguard sends messages that can never become a
+  trigger to a QUEUE or COALESCE job's trigger queue, in its message group (not JSON,
+  another job's message, another shape, a field that fails validation; at most
+  ``MAX_GARBAGE``), so they wait ahead of queued triggers (issue 33);
 - ``strangers`` changes no weight: the source also holds records no work id can be made
   for (issue 33), which must end rejected with the checkpoint past them.
 """
+GARBAGE = (
+    ("not-json", "{job: crm-sync, scheduled_at: 2026-03-02T08:00:00Z"),
+    ("another-job", json.dumps({"event": None, "jobguard": 1, "job": "report-export",
+                                "trigger_id": "report-export@2026-03-02T08:00:00Z",
+                                "kind": "queued", "scheduled_at": "2026-03-02T08:00:00Z"})),
+    ("another-shape", json.dumps({"Records": [{"eventSource": "aws:s3",
+                                               "eventName": "ObjectCreated:Put"}]})),
+    ("bad-field", json.dumps({"event": None, "jobguard": 1, "job": JOB,
+                              "trigger_id": f"{JOB}@follow up", "kind": "queued"})),
+)
+"""Messages that are no trigger of the job: (shape, body)."""
+GARBAGE_WEIGHT = 3.0
+MAX_GARBAGE = 3
 LATE_EVENTS = {"retick": 3.0, "remanual": 3.0, "future_tick": 4.0, "sqs": 1.5,
                "expire_visibility": 3.0, "clock": 1.5}
 LATE_CLOCK_WEIGHTS = (4, 3, 3, 2.5, 1.5, 6, 3)
@@ -273,6 +291,9 @@ class Result:
     requests: int
     coverage: set[tuple[str, str]]
     first_violation_step: int | None = None
+    behind_garbage: int = 0
+    """Deliveries of a trigger's message that had a message that is no trigger ahead of it
+    in its FIFO group (bias ``garbage``): the shape issue 33's #12 needs."""
 
     @property
     def codes(self) -> set[str]:
@@ -298,6 +319,12 @@ class Sim:
         self.weights = {e: EVENT_WEIGHTS[e] * SWARM[chooser.draw(len(SWARM), SWARM_WEIGHTS)]
                         for e in EVENTS}
         self.weights["step"] = EVENT_WEIGHTS["step"]
+        # (drawn after the configuration: a seed's policy and swarm are the same with it)
+        self.events = EVENTS + (("garbage",) if bias == "garbage" else ())
+        self.weights["garbage"] = GARBAGE_WEIGHT
+        self.garbage: dict[int, str] = {}
+        """Messages sent to the trigger queue that are no trigger, by sequence: shape."""
+        self.behind_garbage = 0
         self.handler_failure = HANDLER_FAILURE[chooser.draw(len(HANDLER_FAILURE))]
         self.want_trace = trace
         self.trace: list[str] = []
@@ -381,7 +408,7 @@ class Sim:
                 self._abandon_all()
         return Result(self.seed, self.policy, list(self.chooser.record), self.model.violations,
                       self.trace, self.step, self.requests, self.coverage,
-                      self.first_violation_step)
+                      self.first_violation_step, self.behind_garbage)
 
     def _build(self) -> None:
         import botocore.session
@@ -1017,6 +1044,8 @@ class Sim:
             "kill": bool(self._gated()), "expire_visibility": bool(self.queue.inflight(now)),
             "ttl": True, "work": True, "future_tick": free, "damage": True,
             "burst": free, "outage": self.outage is None,
+            "garbage": self.policy in ("QUEUE", "COALESCE")
+            and len(self.garbage) < MAX_GARBAGE,
         }
 
     def _renewable(self) -> list[Any]:
@@ -1026,7 +1055,7 @@ class Sim:
 
     def _step_random(self) -> None:
         enabled = self._enabled()
-        weights = [self.weights[e] if enabled[e] else 0.0 for e in EVENTS]
+        weights = [self.weights[e] if enabled[e] else 0.0 for e in self.events]
         if self.bias == "wake" and self.row.get("run_id") is not None:
             if enabled["sqs"]:
                 weights[EVENTS.index("sqs")] = max(weights[EVENTS.index("sqs")], 9.0) * 4
@@ -1047,8 +1076,8 @@ class Sim:
                 weights[EVENTS.index("expire_visibility")] *= 3.0
                 weights[EVENTS.index("sqs")] *= 2.0
         if not any(weights):
-            weights = [1.0 if enabled[e] else 0.0 for e in EVENTS]
-        event = EVENTS[self.chooser.draw(len(EVENTS), weights)]
+            weights = [1.0 if enabled[e] else 0.0 for e in self.events]
+        event = self.events[self.chooser.draw(len(self.events), weights)]
         if not enabled[event]:
             return
         if event != "step":
@@ -1226,14 +1255,28 @@ class Sim:
                      f"moved to the DLQ")
             self.coverage.add(("queued-msg", "dlq"))
             return None
-        body = json.loads(m.body)
-        kind = str(body.get("kind"))
-        tid = str(body.get("trigger_id"))
-        self.coverage.add((self._state_of(tid), f"sqs:{kind}:recv{min(m.receive_count, 3)}"))
+        garbage = self.garbage.get(m.seq)
+        body = m.fields()
+        kind = "garbage" if garbage is not None else str(body.get("kind"))
+        tid = f"{JOB}@message:{m.message_id}" if garbage is not None else str(
+            body.get("trigger_id"))
+        state = f"garbage:{garbage}" if garbage is not None else self._state_of(tid)
+        self.coverage.add((state, f"sqs:{kind}:recv{min(m.receive_count, 3)}"))
+        ahead = [g for g in self.queue.messages
+                 if g.seq in self.garbage and g.group == m.group and g.seq < m.seq]
+        if garbage is None and m.receive_count == 1 and ahead:
+            self.behind_garbage += 1
+            self.log(f"ENV sqs {m.message_id} ({tid}) was behind "
+                     f"{', '.join(g.message_id for g in ahead)} (no trigger)")
+            self.model.served_behind_garbage(
+                tid, [g.message_id for g in ahead if g.state == "dlq"])
+            self._note_violations()
         d = Delivery(len(self.deliveries) + 1, tid, kind, self.step)
         self.deliveries.append(d)
         record = {"messageId": m.message_id, "receiptHandle": receipt, "body": m.body,
                   "attributes": {"ApproximateReceiveCount": str(m.receive_count),
+                                 "SentTimestamp": str(m.sent_ms),
+                                 "ApproximateFirstReceiveTimestamp": str(m.first_receive_ms),
                                  "MessageGroupId": m.group,
                                  "MessageDeduplicationId": m.dedup_id},
                   "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
@@ -1243,12 +1286,25 @@ class Sim:
                  f"-> c{c.n} (delivery #{d.n})")
 
         def done(actor: Actor) -> None:
+            if garbage is not None and (actor.killed or actor.exc is not None):
+                self.model.garbage_delivered(m.message_id, "killed" if actor.killed
+                                             else "returned-faulted" if actor.faults
+                                             else "returned")
+                self._note_violations()
             if actor.killed or actor.exc is not None:
                 return  # comes back after its visibility timeout
             failed = {f.get("itemIdentifier") for f in
                       (actor.result or {}).get("batchItemFailures", [])}
             if m.message_id not in failed and self.queue.delete_by_receipt(receipt):
                 self.log(f"ENV sqs {m.message_id} deleted (handled)")
+            if garbage is not None:
+                returned = m.message_id in failed
+                d.outcome = "returned" if returned else "rejected"
+                self.model.garbage_delivered(m.message_id, "rejected" if not returned
+                                             else "returned-faulted" if actor.faults
+                                             else "returned")
+                self._note_violations()
+                return
             if d.outcome is None:
                 d.outcome = "failed" if m.message_id in failed else "handled"
                 d.run_id = d.invoked[-1] if d.invoked else None
@@ -1263,6 +1319,17 @@ class Sim:
         return self.spawn(f"sqs-{kind}#{d.n}", "sqs",
                           lambda: c.job({"Records": [record]}, Ctx(rid)), container=c,
                           delivery=d, on_done=done)
+
+    def _ev_garbage(self) -> None:
+        """Someone who is not jobguard sends the trigger queue a message that can never
+        become a trigger, in the job's message group (bias ``garbage``)."""
+        shape, body = GARBAGE[self.chooser.draw(len(GARBAGE))]
+        m = self.queue.send(body, JOB, f"garbage-{len(self.garbage) + 1}", self._now_ms())
+        self.garbage[m.seq] = shape
+        self.coverage.add((self._row_state(), f"garbage:{shape}"))
+        behind = sum(1 for x in self.queue.live() if x.seq < m.seq)
+        self.log(f"ENV garbage: message {m.message_id} ({shape}), no trigger, is sent to "
+                 f"the trigger queue ({behind} message(s) ahead of it)")
 
     def _ev_sqs(self) -> None:
         m = self.queue.next_visible(self._now_ms())
@@ -1568,7 +1635,8 @@ class Sim:
             dlq=[(m.trigger_id(), self.dlq_steps.get(m.seq, 0)) for m in self.queue.dlq],
             final=True)
         self._note_violations()
-        if any(json.loads(m.body).get("kind") == "queued" for m in self.queue.dlq):
+        if any(m.fields().get("kind") == "queued" and m.seq not in self.garbage
+               for m in self.queue.dlq):
             # README: a queued trigger dead-lettered before it ran leaves its count on the
             # lease row; the operator's `jobguard repair JOB` recounts it
             self.log("ENV the DLQ holds a queued trigger: operator runs jobguard repair")
@@ -1586,6 +1654,15 @@ class Sim:
             runs=runs, dlq=dlq, queue_live=[m.trigger_id() for m in self.queue.live()],
             undecided=undecided, queued_n=int(queued_n) if isinstance(queued_n, int) else -1,
             invocations_after={}, failed_events=frozenset(self.dropped_by_lambda))
+        if self.garbage:
+            rejected = [r for r in runs if r["decision"] == "rejected"]
+            self.model.garbage_checks(
+                states={m.message_id: m.state for m in self.queue.messages
+                        if m.seq in self.garbage},
+                recorded={m.message_id: sum(1 for r in rejected
+                                            if r["trigger_id"] == f"{JOB}@message:"
+                                            f"{m.message_id}")
+                          for m in self.queue.messages if m.seq in self.garbage})
         self._note_violations()
         # a fresh tick runs
         self._advance(TICK_EVERY)

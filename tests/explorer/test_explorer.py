@@ -4,7 +4,9 @@ GIVEN the real library on the in-process emulator, every AWS request a schedulin
 WHEN a seed's history runs (faults, kills, clock steps, operator actions, then a settle)
 THEN the reference model finds no violation: the trigger-state redesign has landed
 (``regressions.PROTOCOL_FIXED``), so every fixed seed and every old-protocol regression
-history (from its choice list and from its seed) holds on the new code.
+history (from its choice list and from its seed) holds on the new code. The garbage
+seeds put messages that are no trigger on the trigger queue (issue 33), and the model
+catches the old behaviour there (the known-bug switch ``garbage-message-returned``).
 Budget: about 2 minutes on the loaded 2-core machine (``make test``).
 """
 
@@ -168,6 +170,11 @@ histories hold from now on."""
 CI_SEEDS = [s for s in range(1, 41) if s not in OPEN_FINDINGS]
 """About 1 s each on the 2-core machine."""
 
+GARBAGE_SEEDS = [4, 13, 16, 33, 51]
+"""Seeds run with bias ``garbage`` (issue 33, #12): QUEUE (4, 33, 51) and COALESCE (13,
+16) histories in which messages that can never become a trigger wait on the trigger
+queue ahead of queued triggers or a follow-up. 1-2 s each."""
+
 
 @pytest.mark.timeout(120)
 def test_same_seed_same_history_byte_for_byte() -> None:
@@ -199,6 +206,42 @@ def test_ci_seed_holds(seed: int) -> None:
     result = run_history(seed=seed, trace=False)
     assert not result.violations, (
         f"replay with `make explore SEED={seed}`: {result.violations[0]}")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", GARBAGE_SEEDS)
+def test_ci_seed_with_a_garbage_message_holds(seed: int) -> None:
+    """GIVEN a history in which messages that are no trigger are sent to the trigger
+    queue, a trigger's message behind one of them WHEN it runs THEN each is recorded
+    ``rejected`` once and deleted, and the triggers behind it are served without waiting
+    for its redrive budget (the model's GARBAGE checks), and nothing else breaks."""
+    result = run_history(seed=seed, trace=False, bias="garbage")
+    assert not result.violations, (
+        f"replay with `make explore SEED={seed} EXPLORE_ARGS=\"--bias garbage\"`: "
+        f"{result.violations[0]}")
+    assert result.behind_garbage, (f"seed {seed} no longer delivers a trigger behind a "
+                                   "message that is no trigger: choose another seed")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", [4, 13])
+def test_the_model_finds_a_garbage_message_returned_to_the_queue(seed: int) -> None:
+    """GIVEN the known-bug switch ``garbage-message-returned`` (the behaviour before issue
+    33: a message that is no trigger is a batch item failure, redelivered until the DLQ)
+    WHEN a garbage CI seed runs THEN the model reports it, as issue 33's #12."""
+    from jobguard import _mutants
+
+    from .known import bug_of
+
+    saved = set(_mutants.ACTIVE)
+    _mutants.ACTIVE.clear()
+    _mutants.ACTIVE.add("garbage-message-returned")
+    try:
+        result = run_history(seed=seed, trace=False, bias="garbage")
+    finally:
+        _mutants.ACTIVE.clear()
+        _mutants.ACTIVE.update(saved)
+    assert [sig for sig, _ in result.violations if bug_of(sig) == 12], result.violations
 
 
 @pytest.mark.timeout(120)

@@ -116,6 +116,8 @@ SCHEDULED: dict[str, tuple[Any, str]] = {
     "manual: requested_by empty": (_with(MANUAL, requested_by=" "), "requested_by"),
     "manual: requested_by an object": (_with(MANUAL, requested_by={"name": "alice"}),
                                        "requested_by"),
+    "manual: requested_by a lone surrogate": (_with(MANUAL, requested_by="al\udc00ice"),
+                                              "requested_by"),
 }
 
 
@@ -174,13 +176,13 @@ def test_a_malformed_sqs_envelope_names_the_field_and_writes_nothing(aws, crm, c
     _nothing_written(aws, crm)
 
 
-# A malformed body fails that message only: it is reported (SQS redelivers it, then
-# moves it to the DLQ) and logged with the field.
+# A body that can never become a trigger is that message's alone: recorded `rejected`
+# with the field, logged with it, and reported processed (SQS deletes it: redelivered,
+# it would hold the triggers behind it in its FIFO group until the DLQ).
 BODIES: dict[str, tuple[Any, str]] = {
     "not JSON": ("{job: crm-sync", "body"),
     "a JSON list": ([BODY], "body"),
     "no jobguard version": (_with(BODY, jobguard=None), "body.jobguard"),
-    "jobguard version 2": (_with(BODY, jobguard=2), "body.jobguard"),
     "jobguard version true": (_with(BODY, jobguard=True), "body.jobguard"),
     "no job": (_with(BODY, job=None), "body.job"),
     "another job": (_with(BODY, job="report-export"), "body.job"),
@@ -195,19 +197,42 @@ BODIES: dict[str, tuple[Any, str]] = {
     "scheduled_at naive": (_with(BODY, kind="queued", trigger_id="crm-sync@2026-11-29T07:35:00Z",
                                  scheduled_at="2026-11-29T07:35:00"), "body.scheduled_at"),
     "requested_by a number": (_with(BODY, requested_by=3), "body.requested_by"),
+    "requested_by a lone surrogate": (json.dumps(_with(BODY, requested_by="al\ud800ice")),
+                                      "body.requested_by"),
+    "JSON nested too deeply": ("[" * 100_000 + "]" * 100_000, "body"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BODIES))
-def test_a_malformed_trigger_message_fails_alone_names_the_field_and_writes_nothing(
+def test_a_malformed_trigger_message_is_recorded_rejected_alone_and_deleted(
         aws, crm, crm_sync, case, caplog):
     body, field = BODIES[case]
     event = _sqs(body)
     message_id = event["Records"][0]["messageId"]
-    assert crm_sync(event, None) == {"batchItemFailures": [{"itemIdentifier": message_id}]}
+    assert crm_sync(event, None) == {"batchItemFailures": []}  # processed: SQS deletes it
     logged = [r for r in caplog.records if r.getMessage() == "malformed trigger message"]
     assert [(r.field, r.message_id) for r in logged] == [(field, message_id)]
     assert logged[0].error.startswith(f"{field}: ")
+    # one run record, `rejected`, naming the field; nothing else written
+    [record] = aws.runs("crm-sync")
+    assert (record.decision.value, record.status.value) == ("rejected", "rejected")
+    assert (record.extra["field"], record.extra["message_id"]) == (field, message_id)
+    assert record.trigger_id == f"crm-sync@message:{message_id}"
+    assert aws.item_count() == 1, "more than the rejected record in the jobguard table"
+    _nothing_written(aws, crm, table=False)
+
+
+def test_a_message_of_a_newer_jobguard_is_left_on_the_queue_not_rejected(
+        aws, crm, crm_sync, caplog):
+    """A message whose ``jobguard`` version is above this worker's is a trigger a newer
+    jobguard wrote (a deployment under way), not garbage: reported failed, for a worker
+    that reads it (or the DLQ), logged, and nothing recorded."""
+    event = _sqs(_with(BODY, jobguard=2))
+    message_id = event["Records"][0]["messageId"]
+    assert crm_sync(event, None) == {"batchItemFailures": [{"itemIdentifier": message_id}]}
+    [logged] = [r for r in caplog.records
+                if r.getMessage() == "trigger message from a newer jobguard: left on the queue"]
+    assert (logged.version, logged.message_id) == (2, message_id)
     _nothing_written(aws, crm)
 
 

@@ -24,6 +24,10 @@ VALID = {
     # never comes from the queue.
     "sqs-follow-up-without-mark.json": (
         "duplicate", "crm-sync@follow-up:01M8K455CTTK6J3JQ50YRKYJS2", "follow_up"),
+    # Another job's message on crm-sync's queue can never run here: recorded and deleted
+    # (reported processed), never returned to block the triggers behind it.
+    "sqs-another-jobs-message.json": (
+        "rejected", "crm-sync@message:4b7e2a90-6c1d-4f3e-9a85-0d2c3b4a5f61", "message"),
 }
 MALFORMED = {
     "not-a-dict.json": "event",

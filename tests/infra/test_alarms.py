@@ -17,7 +17,7 @@ EVERY_JOB = {"no_success", "paused", "uncertain", "rejected", "incomplete", "rec
              "schedule_dlq", "errors",
              "throttles", "async_dropped", "failed_ticks"}
 BUSY = {"busy", "lease_lost"}  # not REPLACE: there lease_lost is the policy
-QUEUED = {"trigger_dlq", "trigger_queue_age"}  # QUEUE and COALESCE
+QUEUED = {"trigger_dlq", "trigger_queue_age", "rejected"}  # QUEUE and COALESCE
 EXPECTED_KINDS = {
     "crm-sync": EVERY_JOB | BUSY | QUEUED | {"overlap"},          # COALESCE
     "report-export": EVERY_JOB | BUSY | QUEUED | {"dropped"},     # QUEUE, 2-min runs, hourly
@@ -146,6 +146,21 @@ def test_a_trigger_waiting_longer_than_a_backlog_drains_alarms(
     assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {
         "Fn::GetAtt": [synth.logical_id(job.trigger_queue), "QueueName"]}}]
     assert (alarm["Statistic"], alarm["Threshold"]) == ("Maximum", seconds)
+
+
+@pytest.mark.parametrize("name", ["crm-sync", "report-export"])
+def test_a_trigger_message_rejected_alarms_on_the_first_one_naming_the_decision(
+        synth: Synth, name: str) -> None:
+    """A message that is no trigger is deleted at once (the triggers behind it run), so
+    nothing but this alarm says that something else writes to the job's trigger queue."""
+    alarm = _alarm(synth, name, "rejected")
+    assert _jobguard_metric(alarm, name) == "TriggerMessagesRejected"
+    assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 1)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
+    description = alarm["AlarmDescription"]
+    assert f"jobguard runs {name} --status rejected" in description
+    assert "start a manual run" in description.partition(DECIDE)[2]
 
 
 def _function_alarms(synth: Synth, metric: str) -> set[str]:

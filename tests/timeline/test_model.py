@@ -317,3 +317,33 @@ def test_terminal_lines_fit_their_width_and_lose_no_word(width):
     assert all(line.startswith("    ") and line.strip() for line in lines[1:])
     assert lines[0].startswith("08:00:10.000Z  run      failed")  # its columns kept
     assert "".join("".join(lines).split()) == "".join(text.split())
+
+
+def test_a_rejected_trigger_message_is_a_mark_the_terminal_and_the_page_name():
+    """GIVEN a QUEUE job's run log holding the record of a trigger-queue message that was
+    no trigger (``rejected``, issue 33) WHEN drawn THEN it is a mark at its time, counted
+    in the lane's summary, drawn ``r`` in the terminal and with its own symbol and
+    meaning on the page (not the unknown decision's grey dot)."""
+    from jobguard._rejected import rejected_record
+    from jobguard.errors import InvalidTriggerError
+    from jobguard.timeline import build_timeline, render_page, render_text
+    from jobguard.timeline._format import DECISION_MEANING, summary
+    from jobguard.timeline.text import LABEL_W, MARK_CHARS
+
+    record = rejected_record(job="j", policy="QUEUE", owner="fn/1", message_id="m-1",
+                             body="{not json", attributes={
+                                 "ApproximateFirstReceiveTimestamp": str(T0 + 90_000)},
+                             error=InvalidTriggerError("body", "is not JSON"),
+                             now_ms=T0 + 90_050)
+    (mark,) = lane(ran("A", 0, 60), record).marks
+    assert (mark.decision, mark.at_ms, mark.trigger_id) == ("rejected", T0 + 90_000,
+                                                            "j@message:m-1")
+    assert "1 rejected" in summary(lane(ran("A", 0, 60), record))
+    timeline = build_timeline([("j", [record])], WINDOW, now_ms=T0 + 600_000)
+    text = render_text(timeline, width=100)
+    assert MARK_CHARS["rejected"] == "r" and "r rejected" in text
+    marks = next(line for line in text.splitlines() if line.startswith("not run "))
+    assert marks[LABEL_W:].strip(" |") == "r"
+    page = render_page(timeline)
+    assert '<use href="#m-rejected"' in page and 'id="m-rejected"' in page
+    assert DECISION_MEANING["rejected"].split(":")[0] in page

@@ -137,11 +137,13 @@ def test_a_queued_trigger_counts_itself_and_the_queue_depth_it_leaves(aws, clock
     assert depths == [1, 2]
 
 
-def test_a_malformed_queue_message_is_logged_with_its_field_and_comes_back(
-        aws, clock, log_lines):
+def test_a_malformed_queue_message_is_logged_with_its_field_counted_and_deleted(
+        aws, clock, log_lines, metrics):
     """GIVEN a QUEUE job WHEN its queue delivers a message that is not a jobguard trigger
-    (its ``kind`` is unknown) THEN the message is reported failed (SQS redelivers it, then
-    dead-letters it) and a warning names the field, the error and the message id."""
+    (its ``kind`` is unknown) THEN the message is reported processed (SQS deletes it: it
+    can never run, and redelivered it would hold up the triggers behind it), a warning
+    names the field, the error, the message id and its record's run id, and
+    TriggerMessagesRejected counts it (the alarm's metric)."""
     job = job_of(aws, clock, policy=OverlapPolicy.QUEUE)
     body = json.dumps({"jobguard": 1, "job": JOB, "trigger_id": f"{JOB}@x", "kind": "bogus",
                        "event": None, "scheduled_at": None, "requested_by": None})
@@ -152,8 +154,11 @@ def test_a_malformed_queue_message_is_logged_with_its_field_and_comes_back(
 
     assert delivered is not None
     message, failed = delivered
-    assert failed
+    assert not failed
     [warning] = logs(log_lines, "malformed trigger message")
     assert (warning["level"], warning["field"], warning["message_id"]) == (
         "WARNING", "body.kind", message["MessageId"])
     assert "kind" in warning["error"]
+    [record] = aws.runs(JOB)
+    assert (record.status.value, record.run_id) == ("rejected", warning["run_id"])
+    assert metrics()["TriggerMessagesRejected"] == 1

@@ -1,10 +1,10 @@
 """The known-bug switches (``jobguard._mutants``): each brings its old defect back.
 
 The explorer (``tests/explorer``) proves it still finds each of issue 14's eleven
-defects by switching them back on one at a time. A switch that silently stopped
-working (its name misspelt where it is checked, the code behind it broken) would make
-that proof empty: the explorer would "miss" a defect that is not there. So each switch
-gets one test, on the in-process emulator, that
+defects (and issue 33's garbage message) by switching them back on one at a time. A
+switch that silently stopped working (its name misspelt where it is checked, the code
+behind it broken) would make that proof empty: the explorer would "miss" a defect that
+is not there. So each switch gets one test, on the in-process emulator, that
 
 GIVEN the situation the defect needs, WHEN it plays out with the switch off and then
 (for another job) with it on, THEN the fixed behaviour is seen first and the old defect
@@ -383,6 +383,29 @@ def test_future_tick_runs_accepts_a_tick_scheduled_hours_ahead(aws, clock, switc
     assert ran == [f"future-on@{ahead}"]
 
 
+# -- #12 (issue 33) -----------------------------------------------------------------------
+
+def test_garbage_message_returned_reports_a_message_that_is_no_trigger_failed(
+        aws, clock, switch):
+    """GIVEN a QUEUE job whose trigger queue delivers a message that is not JSON WHEN it
+    is handled THEN it is reported processed (SQS deletes it) and recorded ``rejected``;
+    with ``garbage-message-returned`` on, it is reported failed (redelivered until the
+    DLQ, the group behind it waiting) and nothing is recorded."""
+    answers, records = {}, {}
+    for on in (False, True):
+        name = f"garbage-{'on' if on else 'off'}"
+        job = job_of(aws, clock, name, OverlapPolicy.QUEUE, ok)
+        aws.sqs.send_message(QueueUrl=aws.queues[name], MessageBody="{not json",
+                             MessageGroupId=name, MessageDeduplicationId=name)
+        with switch("garbage-message-returned", on):
+            delivered = aws.deliver(name, job)
+        assert delivered is not None
+        answers[on] = delivered[1]
+        records[on] = [r.status for r in aws.runs(name)]
+    assert answers == {False: False, True: True}
+    assert records == {False: [RunStatus.REJECTED], True: []}
+
+
 # -- every switch has its test ------------------------------------------------------------
 
 SWITCH_TESTS = {
@@ -406,6 +429,8 @@ SWITCH_TESTS = {
     "fence-restarts":
         test_fence_restarts_reads_a_held_row_without_fence_as_fence_0_and_keeps_no_high_water,
     "future-tick-runs": test_future_tick_runs_accepts_a_tick_scheduled_hours_ahead,
+    "garbage-message-returned":
+        test_garbage_message_returned_reports_a_message_that_is_no_trigger_failed,
 }
 
 

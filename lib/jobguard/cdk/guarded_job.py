@@ -375,6 +375,13 @@ class GuardedJob(Construct):
                 threshold=queue_age_limit(job).total_seconds(), action=action,
                 runbook=runbook("trigger_queue_age"),
             )
+            # a message that is no trigger was deleted at once (so the triggers behind it
+            # ran): nothing else would tell anyone that something writes to this queue
+            alarms["rejected"] = runbook_alarm(
+                self, "TriggerMessagesRejectedAlarm",
+                metric=job_metric(name, "TriggerMessagesRejected"), threshold=1,
+                action=action, runbook=runbook("rejected"),
+            )
         alarms["errors"] = errors_alarm(
             self, "ErrorsAlarm", self.function, action=action, runbook=runbook("errors"),
         )
@@ -412,11 +419,12 @@ class GuardedJob(Construct):
             title="Run duration (ms, max)", width=8,
             left=metrics("RunDuration", statistic="Maximum"),
             left_annotations=annotations)
+        rejected = ("TriggerMessagesRejected",) if self.trigger_queue is not None else ()
         decisions = cloudwatch.GraphWidget(
             title="Trigger decisions", width=8, stacked=True,
             left=metrics("TriggersSkipped", "TriggersQueued", "TriggersCoalesced",
                          "TriggersDropped", "TriggersStale", "TriggersDuplicate",
-                         "TriggersPaused"))
+                         "TriggersPaused", *rejected))
         lease = cloudwatch.GraphWidget(
             title="Lease", width=8,
             left=metrics("LeaseAcquireAttempts", "RunSucceeded", "LeaseTakeovers", "LeaseLost"))

@@ -38,6 +38,7 @@ DECISION_MEANING = {
     "stale": "delivered too long after its scheduled time",
     "paused": "the job was paused",
     "dropped": "QUEUE: too many pending, dropped",
+    "rejected": "a trigger-queue message that was no trigger: recorded, deleted, not run",
 }
 MARKER_LABEL = {"takeover": "takeover", "force_release": "force release"}
 

@@ -2,11 +2,12 @@
 
 A job's run log holds one record per trigger decision. Those that took the lease
 (``decision = ran``) become *bars* from start to end, coloured by status; every other
-decision (skipped, queued, coalesced, duplicate, stale, paused, dropped) becomes a
-*mark* at its time, linked to the run it deferred to (the holder named on the record)
-and, where the log shows it, the run it became (a queued trigger's own run, the
-follow-up of a coalesced one). A run that took over another's lease (its record names
-the displaced run) and a lease an operator force-released are *markers*.
+decision (skipped, queued, coalesced, duplicate, stale, paused, dropped, and a
+trigger-queue message rejected as no trigger) becomes a *mark* at its time, linked to
+the run it deferred to (the holder named on the record) and, where the log shows it,
+the run it became (a queued trigger's own run, the follow-up of a coalesced one). A run
+that took over another's lease (its record names the displaced run) and a lease an
+operator force-released are *markers*.
 
 The run holding the lease has no record yet: :mod:`.collect` passes one made from the
 lease row (status ``running``), whose ``extra`` carries the row's ``lease_expires_at_ms``
@@ -34,7 +35,8 @@ RUN_STATUSES = ("succeeded", "incomplete", "failed", "lease_lost", "abandoned",
                 "expired", "released_by_operator", "running")
 """Statuses a bar can have, in the legend's order. ``expired`` is no record's status: a
 run holding the lease past its expiry, not taken over yet (its worker stopped)."""
-DECISIONS = ("skipped", "queued", "coalesced", "duplicate", "stale", "paused", "dropped")
+DECISIONS = ("skipped", "queued", "coalesced", "duplicate", "stale", "paused", "dropped",
+             "rejected")
 """Decisions a mark can have, in the legend's order."""
 ITEM_COUNTS = ("selected", "completed", "failed", "uncertain", "reconciled", "already_done")
 """The work-item figures a run record carries (``BatchReport``), shown per bar."""
