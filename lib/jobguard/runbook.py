@@ -117,7 +117,7 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
             f"run recovery for the item's cursor range (`jobguard recover {name} ...`, dry "
             "run first)."),
         AlarmText(
-            "rejected", "source records rejected",
+            "records_rejected", "source records rejected",
             f"A run of {name} met source records no work id could be made for (its "
             "work_id() or payload() raised, or a source id held a lone surrogate). Nothing "
             "was done for them; the run and the checkpoint went past them.",
@@ -164,7 +164,7 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
             f"check the function's errors and throttles and the event source mapping "
             f"(enabled?); `jobguard status {name}` shows the holder and what is pending."))
         texts.append(AlarmText(
-            "rejected", "trigger message rejected",
+            "messages_rejected", "trigger message rejected",
             f"A message on the trigger queue of {name} could never become a trigger of it "
             "(not JSON, another shape, another job's message, a field that fails "
             "validation). It was recorded `rejected` and deleted, so the triggers behind it "

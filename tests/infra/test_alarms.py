@@ -13,11 +13,12 @@ from jobguard.observability import NAMESPACE
 
 from .conftest import EXPORT, NIGHTLY, PRICES, TOPIC, Synth
 
-EVERY_JOB = {"no_success", "paused", "uncertain", "rejected", "incomplete", "reconciled",
+EVERY_JOB = {"no_success", "paused", "uncertain", "records_rejected", "incomplete",
+             "reconciled",
              "schedule_dlq", "errors",
              "throttles", "async_dropped", "failed_ticks"}
 BUSY = {"busy", "lease_lost"}  # not REPLACE: there lease_lost is the policy
-QUEUED = {"trigger_dlq", "trigger_queue_age", "rejected"}  # QUEUE and COALESCE
+QUEUED = {"trigger_dlq", "trigger_queue_age", "messages_rejected"}  # QUEUE and COALESCE
 EXPECTED_KINDS = {
     "crm-sync": EVERY_JOB | BUSY | QUEUED | {"overlap"},          # COALESCE
     "report-export": EVERY_JOB | BUSY | QUEUED | {"dropped"},     # QUEUE, 2-min runs, hourly
@@ -75,7 +76,7 @@ def test_every_alarm_carries_runbook_text_and_notifies_the_topic_when_it_fires_a
 
 @pytest.mark.parametrize(("kind", "metric"), [
     ("lease_lost", "LeaseLost"), ("uncertain", "UncertainOutcomes"),
-    ("rejected", "ItemsRejected"), ("incomplete", "RunsIncomplete"),
+    ("records_rejected", "ItemsRejected"), ("incomplete", "RunsIncomplete"),
     ("reconciled", "ReconciliationFindings")])
 def test_lease_lost_uncertain_and_findings_alarm_on_the_first_one(synth: Synth, kind: str,
                                                                  metric: str) -> None:
@@ -153,7 +154,7 @@ def test_a_trigger_message_rejected_alarms_on_the_first_one_naming_the_decision(
         synth: Synth, name: str) -> None:
     """A message that is no trigger is deleted at once (the triggers behind it run), so
     nothing but this alarm says that something else writes to the job's trigger queue."""
-    alarm = _alarm(synth, name, "rejected")
+    alarm = _alarm(synth, name, "messages_rejected")
     assert _jobguard_metric(alarm, name) == "TriggerMessagesRejected"
     assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 1)
     assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"

@@ -345,9 +345,9 @@ class GuardedJob(Construct):
             self, "UncertainAlarm", metric=job_metric(name, "UncertainOutcomes"),
             threshold=1, action=action, runbook=runbook("uncertain"),
         )
-        alarms["rejected"] = runbook_alarm(
-            self, "RejectedAlarm", metric=job_metric(name, "ItemsRejected"),
-            threshold=1, action=action, runbook=runbook("rejected"),
+        alarms["records_rejected"] = runbook_alarm(
+            self, "RecordsRejectedAlarm", metric=job_metric(name, "ItemsRejected"),
+            threshold=1, action=action, runbook=runbook("records_rejected"),
         )
         alarms["incomplete"] = runbook_alarm(
             self, "IncompleteAlarm", metric=job_metric(name, "RunsIncomplete"),
@@ -377,10 +377,10 @@ class GuardedJob(Construct):
             )
             # a message that is no trigger was deleted at once (so the triggers behind it
             # ran): nothing else would tell anyone that something writes to this queue
-            alarms["rejected"] = runbook_alarm(
+            alarms["messages_rejected"] = runbook_alarm(
                 self, "TriggerMessagesRejectedAlarm",
                 metric=job_metric(name, "TriggerMessagesRejected"), threshold=1,
-                action=action, runbook=runbook("rejected"),
+                action=action, runbook=runbook("messages_rejected"),
             )
         alarms["errors"] = errors_alarm(
             self, "ErrorsAlarm", self.function, action=action, runbook=runbook("errors"),
