@@ -1843,8 +1843,9 @@ def key_of(record: dict[str, Any]) -> str:
 
 def run_history(*, seed: int | None = None, choices: list[int] | None = None,
                 steps: int = 160, trace: bool = True, bias: str = "",
-                strangers: bool = False) -> Result:
-    """One history: random from ``seed`` (``steps`` draws of faults), or replayed."""
+                strangers: bool = False, policy: str | None = None) -> Result:
+    """One history: random from ``seed`` (``steps`` draws of faults), or replayed.
+    ``policy`` fixes the job's policy (else drawn, the first choice)."""
     import random as _random
 
     if choices is None:
@@ -1852,5 +1853,5 @@ def run_history(*, seed: int | None = None, choices: list[int] | None = None,
         chooser = Chooser(seed, budget=budget)
     else:
         chooser = Chooser(replay=choices)
-    sim = Sim(chooser, seed=seed, trace=trace, bias=bias, strangers=strangers)
+    sim = Sim(chooser, seed=seed, trace=trace, bias=bias, strangers=strangers, policy=policy)
     return sim.run()

@@ -313,3 +313,34 @@ def test_the_model_sees_a_record_that_stops_its_page(monkeypatch: pytest.MonkeyP
     result = run_history(seed=1, trace=False, strangers=True)
     codes = {sig.split(":")[0] for sig, _ in result.violations}
     assert {"END/rejected-unrecorded", "CKPT/stuck-at-rejected"} <= codes, result.violations
+
+
+REPLACE_SEEDS = [*range(1, 9), 85]
+"""Histories of a REPLACE job (issue 33: a run that replaced a live one leaves its open
+page alone until the displaced run can no longer call the destination). Seed 85 is one
+where, without that, the displaced run calls the destination for an item after the run
+that replaced it did."""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", REPLACE_SEEDS)
+def test_ci_seed_of_a_replace_job_holds(seed: int) -> None:
+    result = run_history(seed=seed, trace=False, policy="REPLACE")
+    assert not result.violations, (
+        f"replay with run_history(seed={seed}, policy='REPLACE'): {result.violations[0]}")
+
+
+@pytest.mark.timeout(120)
+def test_the_model_sees_a_replacing_run_that_does_not_wait(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN the behaviour before issue 33 (a run that replaced a live one reconciles the
+    displaced run's open page at once), put back for this test
+    WHEN seed 85's REPLACE history runs
+    THEN the model reports the displaced run calling the destination for an item after
+    the newer run did (ONCE/displaced-called-after)."""
+    from jobguard import claims
+
+    monkeypatch.setattr(claims.WorkClaims, "_hold", lambda self, now_ms: None)
+    result = run_history(seed=85, trace=False, policy="REPLACE")
+    codes = {sig.split(":")[0] for sig, _ in result.violations}
+    assert "ONCE/displaced-called-after" in codes, result.violations
