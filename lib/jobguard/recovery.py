@@ -316,6 +316,7 @@ class Summary:
     skipped_by_mode: int = 0
     conflicts: int = 0
     rejected: int = 0  # records no work id can be made for: reported, never replayed
+    deferred: int = 0  # a displaced run (REPLACE) may still call for them: left for later
     left: int = 0  # planned items not replayed: the invocation ran out of time
     stopped: str | None = None  # "time" when it did
     next_cursor: str | None = None  # a recovery from here replays the rest
@@ -584,6 +585,22 @@ def _execute(job: Any, run: Any, request: RecoveryRequest, plan: Plan, summary: 
         summary.left = len(replay) - done
         summary.next_cursor = (job.cursor_of(replay[done - 1]) if done
                                else request.cursor_from)
+    elif claims.report.deferred:
+        # items a displaced run may still call for: after its deadline, if there is time
+        held = claims.after_holds(context, job.config.time_margin.total_seconds() * 1000)
+        items = claims.claim_page(held, job.work_id, job.payload, again=True,
+                                  replay_failed=True) if held else []
+        for index, item in enumerate(items):
+            if out_of_time():
+                for unstarted in items[index:]:
+                    unstarted.release()  # never started: the next recovery replays it
+                summary.stopped = "time"
+                summary.left = len(items) - index
+                summary.next_cursor = request.cursor_from  # what is done is skipped
+                break
+            job.process_one(run, item)
+            summary.replayed += 1
+    summary.deferred = claims.report.deferred
     claims.flush()  # completions, then the last page's outcomes (never the checkpoint)
     summary.reconciled = report.reconciled - before[0]
     summary.failed = report.failed - before[1]

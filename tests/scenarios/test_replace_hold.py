@@ -20,6 +20,7 @@ from jobguard.batch import sweep
 from jobguard.clock import to_ms
 from jobguard.dynamodb_items import DynamoItemStore
 from jobguard.records import RunStatus
+from jobguard.recovery import recover
 from jobguard.testing import LambdaContext
 
 from ._items import CrmSync, NotesTable, contacts
@@ -188,3 +189,32 @@ def test_a_displaced_run_that_never_calls_is_redone_once_after_its_deadline(aws,
     a.finish()  # the frozen worker wakes: past its deadline it calls nothing
     assert Counter(notes.calls) == Counter(first)
     assert a.box["result"]["jobguard"] == "lease_lost"
+
+
+def test_a_recovery_that_meets_a_displaced_runs_page_reports_it_deferred(aws, clock):
+    """GIVEN a REPLACE takeover that left the displaced run A's page (A frozen between
+    items) held until A's deadline
+    WHEN an operator recovers the range before that deadline, then again after it
+    THEN the first recovery replays nothing of A's page and says so (`deferred` in its
+    summary); the second reconciles them (not found) and replays each once."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(3)
+    a = Held(aws, clock, notes, source, at="item")
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    assert job.handler()(manual("b"), None)["deferred"] == 3
+    hold = items(aws).get(JOB, keys(source)[0]).held_until_ms
+    assert hold is not None
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "3", "requested_by": "alice",
+               "dry_run": False}
+    options = {"store": aws.store, "clock": clock}
+
+    early = recover(request, job=job, guard_options=options)
+    assert early["summary"]["deferred"] == 3 and early["summary"]["replayed"] == 0
+    assert notes.calls == []
+
+    clock.advance(timedelta(milliseconds=hold - to_ms(clock.now()) + 1))
+    late = recover(request, job=job, guard_options=options)
+    assert late["summary"]["deferred"] == 0 and late["summary"]["replayed"] == 3
+    assert Counter(notes.calls) == Counter(keys(source))
+    a.finish()
+    assert Counter(notes.calls) == Counter(keys(source))
