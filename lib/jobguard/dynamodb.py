@@ -158,9 +158,10 @@ RENEW = call_site(
 RELEASE = call_site(
     "dynamodb.release", "dynamodb", "TransactWriteItems", "DynamoJobStore.release",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
-    note="retried with backoff while the lease is still the run's; a retry refused by its "
-         "own release (`last_run_id` = run id, released by `run`) counts as released and "
-         "keeps the wake receipt and follow-up the first attempt found",
+    note="retried with backoff while the lease is still the run's; an error answer is read "
+         "back (consistent reads of the row, then of the trigger's item): a release that "
+         "landed unanswered, or a retry refused by it (`last_run_id` = run id, released by "
+         "`run`), counts as released and keeps the wake receipt and follow-up it found",
     paths=(Path.RUN,), parts=("Put", "Update"),
 )
 SET_WAKE = call_site(
@@ -240,9 +241,16 @@ GET_RUN = call_site(
 READ_TRIGGER = call_site(
     "dynamodb.read_trigger", "dynamodb", "GetItem", "DynamoJobStore.read_trigger",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="a read (CLI, tests)",
-    paths=(Path.OPERATOR,),
+    note="a read (CLI, tests, a queued job's late tick, a release read back): an error "
+         "surfaces, or the release tries again",
+    paths=(Path.RUN, Path.OPERATOR),
 )
+
+
+def _error_text(exc: BaseException) -> str:
+    """What an unresolved call answered (the service's own words, bounded)."""
+    cause = exc.__cause__ if isinstance(exc, StoreError) and exc.__cause__ else exc
+    return str(cause)[:300]
 
 
 def _follow_up_gate(lease: LeaseState, item: TriggerRecord | None) -> int:
@@ -674,11 +682,14 @@ class DynamoJobStore:
                                  Key=self._trigger_key(job, follow_up_id))
 
     def _acquire_unknown(self, job: str, run_id: str, exc: Exception) -> Acquired | Refused:
-        """The acquisition got no answer: it may have landed. A consistent read tells."""
+        """The acquisition's answer was an error: no answer, or one after which an
+        earlier attempt of the SDK's may have landed (its answer lost, the retries
+        throttled). Only a consistent read tells; the run starts only if the row names it.
+        """
         state = self.read_lease(job)
         if state.run_id == run_id:
             return Acquired(fence=state.fence, displaced_run_id=None)
-        return Refused(lease=state)
+        return Refused(lease=state, unanswered=_error_text(exc))
 
     def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int) -> bool:
         """Extend the lease; False when it is no longer ours (never re-creates a row).
@@ -725,7 +736,9 @@ class DynamoJobStore:
         The row is kept (with its fence) so the fence never resets. A deferred message's
         wake-up receipt and the holder's pending follow-up are removed by the write that
         saw them (a first attempt conditioned on their absence returns them) and
-        returned, also when a retry finds that an earlier attempt landed.
+        returned, also when a retry finds that an earlier attempt landed. An attempt
+        answered with an error (throttled, a 5xx, no answer: an earlier attempt of the
+        SDK's may have landed unanswered) is read back, as an acquisition is.
         ``keep_follow_up`` (a service run: recovery, reconciler) leaves the follow-up
         named on the row but still returns it, so the releaser can send its message
         again when it has the queue (the coalescing sender's send may have failed).
@@ -767,18 +780,27 @@ class DynamoJobStore:
             kinds.append("record")
             try:
                 refused = self._transact("release", job, actions, kinds)
-            except StoreError as exc:
-                if attempt < 7 and exc.__cause__ is not None and transient(exc.__cause__):
+            except (StoreError, BotoCoreError) as exc:
+                cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+                if cause is None or not transient(cause):
+                    raise
+                # Its answer was an error: no answer, or one after which an earlier
+                # attempt of the SDK's may have landed (its answer lost, the retries
+                # throttled). A consistent read tells, as for the acquisition: a landed
+                # release is recognised below, a row still ours tells what to remove.
+                unknown = _error_text(exc)
+                refused = self._release_unknown(job, run_id, trigger_id)
+                if refused is None or (refused.lease is not None
+                                       and refused.lease.run_id == run_id):
+                    if attempt == 7:
+                        raise StoreError(
+                            "release", job, f"run {run_id} (fence {fence}) could not release "
+                            f"its lease: no attempt landed in 8 tries (last: {unknown}); the "
+                            "lease stays its own until it expires, then the next trigger "
+                            "takes it over") from exc
                     backoff(attempt)
-                    continue
-                raise
-            except BotoCoreError as exc:
-                if attempt < 7:
-                    # Unanswered: the next attempt either lands or is refused by this
-                    # one's effect, which the checks below recognise.
-                    backoff(attempt)
-                    continue
-                raise StoreError("release", job, str(exc)) from exc
+                    if refused is None:
+                        continue
             if refused is None:
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
             mine = refused.trigger
@@ -808,6 +830,19 @@ class DynamoJobStore:
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
             return Released(released=False, state=state)
         raise StoreError("release", job, "transaction kept conflicting")
+
+    def _release_unknown(self, job: str, run_id: str, trigger_id: str) -> Refused | None:
+        """What a release whose answer was an error left: the lease row (still the run's,
+        or released by it), and, when the row has moved on since, the trigger's item (a
+        release by the run says so there). None when the reads fail too."""
+        try:
+            state = self.read_lease(job)
+            if state.run_id == run_id or state.last_run_id == run_id:
+                return Refused(lease=state)
+            return Refused(lease=state, trigger=self.read_trigger(job, trigger_id),
+                           trigger_failed=True)
+        except (StoreError, ClientError, BotoCoreError):
+            return None
 
     def set_wake(self, job: str, *, holder_run_id: str, receipt: str) -> bool:
         """Leave a deferred message's receipt for the holder to wake at release."""

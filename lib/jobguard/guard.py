@@ -105,6 +105,16 @@ def _landed_and_ended(run_id: str, refused: Refused) -> bool:
     return item is not None and item.run_id == run_id
 
 
+def _unlanded(job: str, trigger: Trigger, error: str) -> StoreError:
+    """The error of a trigger none of whose acquisitions landed, each answered with an
+    error (a throttle, a 5xx, no answer) and read back unapplied: nothing ran, nothing
+    was written, its sender retries."""
+    return StoreError(
+        "acquire", job, f"trigger {trigger.trigger_id}: no attempt landed in "
+        f"{_MAX_ATTEMPTS} tries, each answered with an error and read back unapplied "
+        f"(last: {error}); the handler did not run and nothing was written")
+
+
 def _default_owner() -> str:
     function = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
     if not function:
@@ -255,6 +265,7 @@ class GuardedJob:
         unmarkable: str | None = None  # a holder whose trigger item cannot be marked
         keep_follow_up = True
         seen: list[str] = []
+        unanswered: str | None = None  # the last attempt's error, read back unapplied
         for attempt in range(_MAX_ATTEMPTS):
             if attempt and trigger.scheduled_at is not None and route is Route.DIRECT \
                     and not owed and now - trigger.scheduled_at > config.stale_after:
@@ -317,11 +328,14 @@ class GuardedJob:
                 # the row was as seen, its follow-up not: it ran or was absorbed (the
                 # store reports no gate refusal beside a changed or conflicting row)
                 keep_follow_up = False
-            if refused.conflict:
+            unanswered = refused.unanswered
+            if refused.conflict or unanswered:
                 backoff(attempt)
             fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
             now = self.clock.now()
             now_ms = to_ms(now)
+        if unanswered:
+            raise _unlanded(config.name, trigger, unanswered)
         raise StoreError(
             "acquire", config.name,
             f"no stable decision for trigger {trigger.trigger_id} after {_MAX_ATTEMPTS} tries "
@@ -346,6 +360,7 @@ class GuardedJob:
         unmarkable: str | None = None
         keep_follow_up = True
         conflicts = 0
+        unanswered = 0  # attempts in a row whose answer was an error, read back unapplied
         while True:
             now_ms = to_ms(self.clock.now())
             run_id = new_run_id(now_ms)
@@ -388,7 +403,10 @@ class GuardedJob:
                 unmarkable = displacing
             if result.follow_up_failed:
                 keep_follow_up = False  # as in handle()
-            if result.conflict:
+            unanswered = unanswered + 1 if result.unanswered else 0
+            if result.unanswered and unanswered >= _MAX_ATTEMPTS:
+                raise _unlanded(self.config.name, trigger, result.unanswered)
+            if result.conflict or result.unanswered:
                 conflicts += 1
                 backoff(conflicts)
 

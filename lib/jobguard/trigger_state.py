@@ -338,3 +338,7 @@ class Refused:
     without moving it (it was decided meanwhile)."""
     conflict: bool = False
     """A concurrent transaction touched the same items: look again after a backoff."""
+    unanswered: str | None = None
+    """The attempt's answer was an error (throttled, a 5xx, no answer at all), and a
+    consistent read found that it had not landed: the error, to try again after a backoff
+    and to name if no attempt lands."""
