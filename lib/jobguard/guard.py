@@ -35,7 +35,7 @@ from .hooks import fire
 from .ids import new_run_id
 from .lease import Acquired, LeaseState, backoff
 from .ports import JobStore, TriggerQueuePort
-from .records import Decision, Outcome, RunRecord, RunStatus
+from .records import Decision, Outcome, RunOrigin, RunRecord, RunStatus
 from .run import Heartbeat, Run, _reset_current, _set_current
 from .trigger_state import TERMINAL, Next, Refused, Route, State, TriggerRecord, decide, route_of
 from .triggers import (
@@ -298,6 +298,7 @@ class GuardedJob:
                     record_ttl_s=self._ttl(now_ms),
                     mark_displaced=displacing is None or displacing != unmarkable,
                     keep_follow_up=not self.serves_triggers and keep_follow_up,
+                    origin=self._origin(trigger),
                 )
                 if isinstance(result, Acquired):
                     return self._run(trigger, run_id, result, now_ms, acquired_mono,
@@ -384,7 +385,7 @@ class GuardedJob:
                 ignore_pause=ignore_pause, displaced=self._displaced_record(lease, now_ms),
                 record_ttl_s=self._ttl(now_ms),
                 mark_displaced=lease.run_id is None or lease.run_id != unmarkable,
-                keep_follow_up=keep_follow_up,
+                keep_follow_up=keep_follow_up, origin=self._origin(trigger),
             )
             if isinstance(result, Acquired):
                 return self._run(trigger, run_id, result, now_ms, acquired_mono, event,
@@ -555,6 +556,14 @@ class GuardedJob:
             holder_fence=record.holder_fence,
             detail=record.detail,
         ).as_dict()
+
+    def _origin(self, trigger: Trigger) -> RunOrigin:
+        """What the run's record will say of how it came about (kept on its trigger's item
+        while it runs: a force release writes its record from outside the run)."""
+        return RunOrigin(
+            policy=self.config.policy.value, requested_by=trigger.requested_by,
+            scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at
+            else None)
 
     def _displaced_record(self, lease: LeaseState, now_ms: int) -> RunRecord | None:
         """The record of the run whose lease an acquisition takes over (expired, or
