@@ -106,13 +106,13 @@ def _landed_and_ended(run_id: str, refused: Refused) -> bool:
 
 
 def _unlanded(job: str, trigger: Trigger, error: str) -> StoreError:
-    """The error of a trigger none of whose acquisitions landed, each answered with an
-    error (a throttle, a 5xx, no answer) and read back unapplied: nothing ran, nothing
-    was written, its sender retries."""
+    """The error of a trigger none of whose acquisitions landed, the last one answered
+    with an error (a throttle, a 5xx, no answer) and read back unapplied: the handler
+    did not run, and the sender retries."""
     return StoreError(
         "acquire", job, f"trigger {trigger.trigger_id}: no attempt landed in "
-        f"{_MAX_ATTEMPTS} tries, each answered with an error and read back unapplied "
-        f"(last: {error}); the handler did not run and nothing was written")
+        f"{_MAX_ATTEMPTS} tries, the last answered with an error and read back unapplied "
+        f"({error}); the handler did not run")
 
 
 def _default_owner() -> str:
