@@ -812,11 +812,13 @@ class DynamoJobStore:
                 if refused is None or (refused.lease is not None
                                        and refused.lease.run_id == run_id):
                     if attempt == 7:
+                        ended = record.status.value + (f": {record.error}" if record.error
+                                                       else "")
                         raise StoreError(
-                            "release", job, f"run {run_id} (fence {fence}) could not release "
-                            f"its lease: no attempt landed in 8 tries (last: {unknown}); the "
-                            "lease stays its own until it expires, then the next trigger "
-                            "takes it over") from exc
+                            "release", job, f"run {run_id} (fence {fence}) ended {ended}, and "
+                            f"could not release its lease or write its record: no attempt "
+                            f"landed in 8 tries (last: {unknown}); the lease stays its own "
+                            "until it expires, then the next trigger takes it over") from exc
                     backoff(attempt)
                     if refused is None:
                         continue

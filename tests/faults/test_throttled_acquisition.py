@@ -13,6 +13,9 @@ answered), and a destination on a client of its own:
   from inside the handler, before its side effect), the release is read back as landed,
   the delivery returns the handler's answer, the run log says ``succeeded`` at fence 1,
   and a redelivery is a duplicate;
+- WHEN the acquisition lands that way and the release is throttled for good THEN the
+  delivery fails saying how the run ended and that its lease stays until it expires,
+  and the sender's retry meanwhile is a duplicate;
 - WHEN a recovery's acquisition is throttled for good THEN it gives up naming the
   throttle instead of trying forever, and nothing runs.
 """
@@ -144,6 +147,36 @@ def test_a_throttled_answer_to_a_landed_acquisition_runs_on_that_lease(aws, cloc
     again = job(event, None)
     assert again["decision"] == "duplicate" and len(writer.runs) == 1
     assert notes.calls == [trigger_id]
+
+
+def test_a_release_that_cannot_land_says_how_the_run_ended_and_keeps_the_lease(aws, clock):
+    notes = NotesTable.create(aws.sandbox.client("dynamodb"))  # its own client: unfaulted
+    faults = Faults([_landed_then_throttled("dynamodb.acquire"), *_every_write_throttled()],
+                    seed=7, backoff_scale=0.001, clients=[aws.ddb])
+    writer = NoteWriter(aws, notes, faults)
+    job = make_job(aws, clock, writer)
+    event = tick(JOB, clock.now())
+    trigger_id = f"{JOB}@{event['scheduled_at']}"
+
+    with faults, pytest.raises(StoreError) as failed:
+        job(event, None)
+
+    # THEN the handler ran once on its landed lease, and no release attempt landed
+    (seen,) = writer.runs
+    assert (seen["lease"].run_id, seen["fence"]) == (seen["run_id"], 1)
+    assert all(not c.reached for c in faults.calls_at("dynamodb.release"))
+    # AND the error says how the run ended and what it leaves: the lease, still its own
+    said = str(failed.value)
+    assert f"run {seen['run_id']} (fence 1) ended succeeded" in said
+    assert "could not release its lease" in said and PTEE in said
+    row = aws.store.read_lease(JOB)
+    assert (row.run_id, row.fence) == (seen["run_id"], 1)
+    assert aws.store.read_trigger(JOB, trigger_id).state.value == "running"
+    assert [(r.run_id, r.status.value) for r in aws.runs(JOB)] == [(seen["run_id"],
+                                                                    "running")]
+    assert notes.calls == [trigger_id]
+    # AND the sender's retry while that lease lives runs nothing again
+    assert job(event, None)["decision"] == "duplicate" and len(writer.runs) == 1
 
 
 @pytest.mark.timeout(60)
