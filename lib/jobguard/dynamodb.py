@@ -41,7 +41,7 @@ from .callsites import RETRY, SURFACE, Path, call_site
 from .errors import DamagedRowError, StoreError
 from .ids import run_id_bounds
 from .lease import Acquired, Busy, LeaseState, Released, backoff, parse_lease
-from .records import Decision, RunLog, RunRecord, RunStatus
+from .records import Decision, RunLog, RunOrigin, RunRecord, RunStatus
 from .schema import (
     FENCE_SK,
     LEASE_SK,
@@ -75,12 +75,16 @@ def trigger_record(job: str, item: dict[str, Any] | None) -> TriggerRecord | Non
     row = _plain(item)
     sk = str(row.get(SORT_KEY, ""))
     trigger_id = sk[len(TRIGGER_PREFIX):]
+    policy = row.get("policy")
     try:
         return TriggerRecord(
             trigger_id=trigger_id, state=State(row["state"]), route=Route(row["route"]),
             run_id=row.get("run_id"), fence=row.get("fence"), at_ms=int(row.get("at_ms", 0)),
             ttl_epoch_s=int(row.get(TTL_ATTRIBUTE, 0)), gate_fence=row.get("gate_fence"),
-            into=row.get("into"), ended_by=row.get("ended_by"),
+            into=row.get("into"), ended_by=row.get("ended_by"), kind=row.get("kind"),
+            origin=RunOrigin(policy=policy, requested_by=row.get("requested_by"),
+                             scheduled_at=row.get("scheduled_at"))
+            if isinstance(policy, str) else None,
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise DamagedRowError(job, sk, str(exc).strip("'\""), "is missing or invalid",
@@ -158,9 +162,10 @@ RENEW = call_site(
 RELEASE = call_site(
     "dynamodb.release", "dynamodb", "TransactWriteItems", "DynamoJobStore.release",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
-    note="retried with backoff while the lease is still the run's; a retry refused by its "
-         "own release (`last_run_id` = run id, released by `run`) counts as released and "
-         "keeps the wake receipt and follow-up the first attempt found",
+    note="retried with backoff while the lease is still the run's; an error answer is read "
+         "back (consistent reads of the row, then of the trigger's item): a release that "
+         "landed unanswered, or a retry refused by it (`last_run_id` = run id, released by "
+         "`run`), counts as released and keeps the wake receipt and follow-up it found",
     paths=(Path.RUN,), parts=("Put", "Update"),
 )
 SET_WAKE = call_site(
@@ -241,9 +246,16 @@ GET_RUN = call_site(
 READ_TRIGGER = call_site(
     "dynamodb.read_trigger", "dynamodb", "GetItem", "DynamoJobStore.read_trigger",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
-    note="a read (CLI, tests)",
-    paths=(Path.OPERATOR,),
+    note="a read (CLI, tests, a queued job's late tick, a release read back): an error "
+         "surfaces, or the release tries again",
+    paths=(Path.RUN, Path.OPERATOR),
 )
+
+
+def _error_text(exc: BaseException) -> str:
+    """What an unresolved call answered (the service's own words, bounded)."""
+    cause = exc.__cause__ if isinstance(exc, StoreError) and exc.__cause__ else exc
+    return str(cause)[:300]
 
 
 def _follow_up_gate(lease: LeaseState, item: TriggerRecord | None) -> int:
@@ -374,21 +386,32 @@ class DynamoJobStore:
                        *, state: State, route: Route, run_id: str, now_ms: int,
                        ttl_epoch_s: int, fence: int | None = None,
                        gate_fence: int | None = None, into: str | None = None,
-                       kind: str | None = None, gate: int | None = None) -> dict[str, Any]:
+                       kind: str | None = None, gate: int | None = None,
+                       origin: RunOrigin | None = None) -> dict[str, Any]:
         e = _Expr()
         sets = [f"{e.n('state')} = {e.v(state.value)}", f"{e.n('route')} = {e.v(route.value)}",
                 f"{e.n('run_id')} = {e.v(run_id)}", f"{e.n('at_ms')} = {e.v(now_ms)}",
                 f"{e.n(TTL_ATTRIBUTE)} = {e.v(ttl_epoch_s)}", f"{e.n('job')} = {e.v(job)}"]
+        removes: list[str] = []
         for name, value in (("fence", fence), ("gate_fence", gate_fence), ("into", into),
                             ("kind", kind)):
             if value is not None:
                 sets.append(f"{e.n(name)} = {e.v(value)}")
+        if origin is not None:
+            # the run's origin, exactly (nothing left from an earlier run of the trigger)
+            for name, value in (("policy", origin.policy),
+                                ("requested_by", origin.requested_by),
+                                ("scheduled_at", origin.scheduled_at)):
+                if value is None:
+                    removes.append(e.n(name))
+                else:
+                    sets.append(f"{e.n(name)} = {e.v(value)}")
         condition = self._trigger_condition(e, observed, now_ms)
         if gate is not None:
             # a follow-up runs only while no run started since the one it follows
             condition = f"({condition}) AND {e.n('gate_fence')} = {e.v(gate)}"
-        return self._update(self._trigger_key(job, trigger_id), e,
-                            "SET " + ", ".join(sets), condition)
+        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        return self._update(self._trigger_key(job, trigger_id), e, update, condition)
 
     def _run_put(self, record: RunRecord, ttl_epoch_s: int) -> dict[str, Any]:
         return {"Put": {"TableName": self.table_name, "Item": self._run_item(record, ttl_epoch_s)}}
@@ -501,6 +524,7 @@ class DynamoJobStore:
         record_ttl_s: int = 0,
         mark_displaced: bool = True,
         keep_follow_up: bool = False,
+        origin: RunOrigin | None = None,
     ) -> Acquired | Refused:
         """Take the job's lease from the row as observed, in one transaction.
 
@@ -516,7 +540,9 @@ class DynamoJobStore:
         - ``keep_follow_up`` (a recovery): a recovery replays a range, it does not do
           the job's regular work, so it never absorbs the pending follow-up: the
           follow-up stays named on the row (its release sends it) and its gate moves
-          with the fence.
+          with the fence;
+        - ``origin``: kept on the trigger's item while the run holds the lease, for the
+          record an operator's force release writes of it.
 
         Returns :class:`Acquired` with the new fence, or :class:`Refused` with what
         was there instead.
@@ -588,7 +614,8 @@ class DynamoJobStore:
             job, trigger_id, item, state=State.RUNNING, route=route, run_id=run_id,
             now_ms=now_ms, ttl_epoch_s=trigger_ttl_s, fence=fence,
             gate_fence=fence if trigger_kind == "follow_up" else None, kind=trigger_kind,
-            gate=_follow_up_gate(lease, item) if trigger_kind == "follow_up" else None))
+            gate=_follow_up_gate(lease, item) if trigger_kind == "follow_up" else None,
+            origin=origin))
         kinds.append("trigger")
         if lease.run_id is not None and lease.trigger_id and lease.trigger_id != trigger_id \
                 and mark_displaced:
@@ -684,11 +711,14 @@ class DynamoJobStore:
                                  Key=self._trigger_key(job, follow_up_id))
 
     def _acquire_unknown(self, job: str, run_id: str, exc: Exception) -> Acquired | Refused:
-        """The acquisition got no answer: it may have landed. A consistent read tells."""
+        """The acquisition's answer was an error: no answer, or one after which an
+        earlier attempt of the SDK's may have landed (its answer lost, the retries
+        throttled). Only a consistent read tells; the run starts only if the row names it.
+        """
         state = self.read_lease(job)
         if state.run_id == run_id:
             return Acquired(fence=state.fence, displaced_run_id=None)
-        return Refused(lease=state)
+        return Refused(lease=state, unanswered=_error_text(exc))
 
     def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int) -> bool:
         """Extend the lease; False when it is no longer ours (never re-creates a row).
@@ -735,7 +765,9 @@ class DynamoJobStore:
         The row is kept (with its fence) so the fence never resets. A deferred message's
         wake-up receipt and the holder's pending follow-up are removed by the write that
         saw them (a first attempt conditioned on their absence returns them) and
-        returned, also when a retry finds that an earlier attempt landed.
+        returned, also when a retry finds that an earlier attempt landed. An attempt
+        answered with an error (throttled, a 5xx, no answer: an earlier attempt of the
+        SDK's may have landed unanswered) is read back, as an acquisition is.
         ``keep_follow_up`` (a service run: recovery, reconciler) leaves the follow-up
         named on the row but still returns it, so the releaser can send its message
         again when it has the queue (the coalescing sender's send may have failed).
@@ -777,18 +809,29 @@ class DynamoJobStore:
             kinds.append("record")
             try:
                 refused = self._transact("release", job, actions, kinds)
-            except StoreError as exc:
-                if attempt < 7 and exc.__cause__ is not None and transient(exc.__cause__):
+            except (StoreError, BotoCoreError) as exc:
+                cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+                if cause is None or not transient(cause):
+                    raise
+                # Its answer was an error: no answer, or one after which an earlier
+                # attempt of the SDK's may have landed (its answer lost, the retries
+                # throttled). A consistent read tells, as for the acquisition: a landed
+                # release is recognised below, a row still ours tells what to remove.
+                unknown = _error_text(exc)
+                refused = self._release_unknown(job, run_id, trigger_id)
+                if refused is None or (refused.lease is not None
+                                       and refused.lease.run_id == run_id):
+                    if attempt == 7:
+                        ended = record.status.value + (f": {record.error}" if record.error
+                                                       else "")
+                        raise StoreError(
+                            "release", job, f"run {run_id} (fence {fence}) ended {ended}, and "
+                            f"could not release its lease or write its record: no attempt "
+                            f"landed in 8 tries (last: {unknown}); the lease stays its own "
+                            "until it expires, then the next trigger takes it over") from exc
                     backoff(attempt)
-                    continue
-                raise
-            except BotoCoreError as exc:
-                if attempt < 7:
-                    # Unanswered: the next attempt either lands or is refused by this
-                    # one's effect, which the checks below recognise.
-                    backoff(attempt)
-                    continue
-                raise StoreError("release", job, str(exc)) from exc
+                    if refused is None:
+                        continue
             if refused is None:
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
             mine = refused.trigger
@@ -818,6 +861,19 @@ class DynamoJobStore:
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
             return Released(released=False, state=state)
         raise StoreError("release", job, "transaction kept conflicting")
+
+    def _release_unknown(self, job: str, run_id: str, trigger_id: str) -> Refused | None:
+        """What a release whose answer was an error left: the lease row (still the run's,
+        or released by it), and, when the row has moved on since, the trigger's item (a
+        release by the run says so there). None when the reads fail too."""
+        try:
+            state = self.read_lease(job)
+            if state.run_id == run_id or state.last_run_id == run_id:
+                return Refused(lease=state)
+            return Refused(lease=state, trigger=self.read_trigger(job, trigger_id),
+                           trigger_failed=True)
+        except (StoreError, ClientError, BotoCoreError):
+            return None
 
     def set_wake(self, job: str, *, holder_run_id: str, receipt: str) -> bool:
         """Leave a deferred message's receipt for the holder to wake at release."""
@@ -877,12 +933,21 @@ class DynamoJobStore:
             # True only when our own earlier attempt landed (its response was lost)
             return lease.released_by == f"operator:{by}" and lease.last_run_id == holder_run_id
         new_fence = max(fence, self.high_water(job)) + 1
+        # The run's story, as its acquisition left it on its trigger's item (the item as
+        # read is the run's own: the transaction ends it only while it still is).
+        item = self.read_trigger(job, lease.trigger_id) if lease.trigger_id else None
+        own = item if item is not None and item.state is State.RUNNING \
+            and item.run_id == holder_run_id else None
+        origin = own.origin if own is not None else None
         record = RunRecord(
-            job=job, run_id=holder_run_id, trigger_id=lease.trigger_id or "", trigger_kind="",
-            policy="", decision=Decision.RAN, status=RunStatus.RELEASED_BY_OPERATOR,
+            job=job, run_id=holder_run_id, trigger_id=lease.trigger_id or "",
+            trigger_kind=(own.kind if own is not None else None) or "",
+            policy=origin.policy if origin is not None else "",
+            decision=Decision.RAN, status=RunStatus.RELEASED_BY_OPERATOR,
             started_at_ms=lease.acquired_at_ms or now_ms, ended_at_ms=now_ms, fence=fence,
-            owner=lease.owner, detail=f"lease force-released by {by}"
-            + (f": {reason}" if reason else ""),
+            owner=lease.owner, scheduled_at=origin.scheduled_at if origin else None,
+            requested_by=origin.requested_by if origin else None,
+            detail=f"lease force-released by {by}" + (f": {reason}" if reason else ""),
         )
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
         if _mutants.on("force-release-erases-run"):

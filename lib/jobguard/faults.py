@@ -14,6 +14,10 @@ tests). Four faults (:class:`jobguard.callsites.Fault`):
   SDK gets ``ReadTimeoutError`` and sends it again (``attempts=N``: the first N lose
   their response; N >= the SDK's attempts and the caller sees the timeout).
 
+A rule's ``then`` gives the attempts after its first ``attempts`` a fault of their own:
+``Rule(Fault.LOST, attempts=1, then=Fault.THROTTLE)`` is a write that lands unanswered
+and whose retries are throttled, so the caller sees a throttle for a write that landed.
+
 Each call is matched to its :class:`~jobguard.callsites.CallSite` by the frame of the
 declared function that makes it, so a rule can name a site (``@items.claim``) and the
 log says where every fault landed. Decisions are deterministic for a seed: the n-th call
@@ -74,6 +78,9 @@ class Rule:
 
     ``fault`` None means any of the four, drawn per call. ``attempts`` is how many
     attempts of a faulted call are hit (default: all for pre-send faults, 1 for ``lost``).
+    ``then``: a pre-send fault for every attempt after those (``lost`` then
+    ``throttle``). ``code``: the error code a throttle or 5xx answers with, instead of
+    the service's usual one (``ProvisionedThroughputExceededException``).
     """
 
     fault: Fault | None
@@ -82,6 +89,13 @@ class Rule:
     nth: int | None = None
     probability: float = 1.0
     attempts: int | None = None
+    then: Fault | None = None
+    code: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.then is not None and self.then not in _PRE_SEND:
+            raise ValueError(f"then={self.then.value!r}: only a fault that stops the attempt "
+                             "before it is sent can follow (throttle, 5xx, timeout)")
 
     def matches(self, site: str | None, operation: str) -> bool:
         if self.operation not in (None, "*") and self.operation != operation:
@@ -130,6 +144,8 @@ class Call:
     fault: Fault | None = None
     attempts_hit: int = 0
     attempts: int = 0
+    then: Fault | None = None
+    code: str | None = None
     reached: bool = False
     """At least one attempt reached the emulator (it may have been applied)."""
     error: str | None = None
@@ -303,6 +319,7 @@ class Faults:
                     continue
                 call.fault = rule.fault or rng.choice(list(Fault))
                 call.attempts = rule.attempts or (1 if call.fault is Fault.LOST else 99)
+                call.then, call.code = rule.then, rule.code
                 break
         local.call = call
         local.attempt = 0
@@ -327,17 +344,19 @@ class Faults:
         local.last_request = request
         local.attempt += 1
         local.pre_injected = False
-        if call.fault not in _PRE_SEND or local.attempt > call.attempts:
+        fault = call.fault if local.attempt <= call.attempts else call.then
+        if fault is None or fault not in _PRE_SEND:
             return None
         call.attempts_hit += 1
         local.pre_injected = True
-        if call.fault is Fault.TIMEOUT:
+        if fault is Fault.TIMEOUT:
             from botocore.exceptions import ConnectTimeoutError
 
             raise ConnectTimeoutError(endpoint_url=str(request.url))
         from botocore.awsrequest import AWSResponse
 
-        status, code = _ERRORS.get(call.service, _ERRORS["dynamodb"])[call.fault]
+        status, code = _ERRORS.get(call.service, _ERRORS["dynamodb"])[fault]
+        code = call.code or code
         body, headers = _error_body(call.service, code)
         # Keep an in-process stub (moto sees before-send too) from applying it.
         request.url = _UNROUTABLE

@@ -36,7 +36,7 @@ from .hooks import fire
 from .ids import new_run_id
 from .lease import Acquired, LeaseState, backoff
 from .ports import JobStore, TriggerQueuePort
-from .records import Decision, Outcome, RunRecord, RunStatus
+from .records import Decision, Outcome, RunOrigin, RunRecord, RunStatus
 from .run import Heartbeat, Run, _reset_current, _set_current
 from .trigger_state import TERMINAL, Next, Refused, Route, State, TriggerRecord, decide, route_of
 from .triggers import (
@@ -104,6 +104,16 @@ def _landed_and_ended(run_id: str, refused: Refused) -> bool:
     if lease is not None and run_id in (lease.prev_run_id, lease.last_run_id):
         return True
     return item is not None and item.run_id == run_id
+
+
+def _unlanded(job: str, trigger: Trigger, error: str) -> StoreError:
+    """The error of a trigger none of whose acquisitions landed, the last one answered
+    with an error (a throttle, a 5xx, no answer) and read back unapplied: the handler
+    did not run, and the sender retries."""
+    return StoreError(
+        "acquire", job, f"trigger {trigger.trigger_id}: no attempt landed in "
+        f"{_MAX_ATTEMPTS} tries, the last answered with an error and read back unapplied "
+        f"({error}); the handler did not run")
 
 
 def _default_owner() -> str:
@@ -256,6 +266,7 @@ class GuardedJob:
         unmarkable: str | None = None  # a holder whose trigger item cannot be marked
         keep_follow_up = True
         seen: list[str] = []
+        unanswered: str | None = None  # the last attempt's error, read back unapplied
         for attempt in range(_MAX_ATTEMPTS):
             if attempt and trigger.scheduled_at is not None and route is Route.DIRECT \
                     and not owed and now - trigger.scheduled_at > config.stale_after:
@@ -288,6 +299,7 @@ class GuardedJob:
                     record_ttl_s=self._ttl(now_ms),
                     mark_displaced=displacing is None or displacing != unmarkable,
                     keep_follow_up=not self.serves_triggers and keep_follow_up,
+                    origin=self._origin(trigger),
                 )
                 if isinstance(result, Acquired):
                     return self._run(trigger, run_id, result, now_ms, acquired_mono,
@@ -318,11 +330,14 @@ class GuardedJob:
                 # the row was as seen, its follow-up not: it ran or was absorbed (the
                 # store reports no gate refusal beside a changed or conflicting row)
                 keep_follow_up = False
-            if refused.conflict:
+            unanswered = refused.unanswered
+            if refused.conflict or unanswered:
                 backoff(attempt)
             fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
             now = self.clock.now()
             now_ms = to_ms(now)
+        if unanswered:
+            raise _unlanded(config.name, trigger, unanswered)
         raise StoreError(
             "acquire", config.name,
             f"no stable decision for trigger {trigger.trigger_id} after {_MAX_ATTEMPTS} tries "
@@ -347,6 +362,7 @@ class GuardedJob:
         unmarkable: str | None = None
         keep_follow_up = True
         conflicts = 0
+        unanswered = 0  # attempts in a row whose answer was an error, read back unapplied
         while True:
             now_ms = to_ms(self.clock.now())
             run_id = new_run_id(now_ms)
@@ -370,7 +386,7 @@ class GuardedJob:
                 ignore_pause=ignore_pause, displaced=self._displaced_record(lease, now_ms),
                 record_ttl_s=self._ttl(now_ms),
                 mark_displaced=lease.run_id is None or lease.run_id != unmarkable,
-                keep_follow_up=keep_follow_up,
+                keep_follow_up=keep_follow_up, origin=self._origin(trigger),
             )
             if isinstance(result, Acquired):
                 return self._run(trigger, run_id, result, now_ms, acquired_mono, event,
@@ -389,7 +405,10 @@ class GuardedJob:
                 unmarkable = displacing
             if result.follow_up_failed:
                 keep_follow_up = False  # as in handle()
-            if result.conflict:
+            unanswered = unanswered + 1 if result.unanswered else 0
+            if result.unanswered and unanswered >= _MAX_ATTEMPTS:
+                raise _unlanded(self.config.name, trigger, result.unanswered)
+            if result.conflict or result.unanswered:
                 conflicts += 1
                 backoff(conflicts)
 
@@ -538,6 +557,14 @@ class GuardedJob:
             holder_fence=record.holder_fence,
             detail=record.detail,
         ).as_dict()
+
+    def _origin(self, trigger: Trigger) -> RunOrigin:
+        """What the run's record will say of how it came about (kept on its trigger's item
+        while it runs: a force release writes its record from outside the run)."""
+        return RunOrigin(
+            policy=self.config.policy.value, requested_by=trigger.requested_by,
+            scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at
+            else None)
 
     def _displaced_record(self, lease: LeaseState, now_ms: int) -> RunRecord | None:
         """The record of the run whose lease an acquisition takes over (expired, or

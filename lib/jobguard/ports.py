@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .lease import Acquired, LeaseState, Released
-    from .records import RunRecord
+    from .records import RunOrigin, RunRecord
     from .trigger_state import Next, Refused, Route, State, TriggerRecord
     from .triggers import Trigger
 
@@ -36,7 +36,7 @@ class JobStore(Protocol):
                 replace: bool = False, queue_gate: bool = False, ignore_pause: bool = False,
                 displaced: RunRecord | None = None, record_ttl_s: int = 0,
                 mark_displaced: bool = True, keep_follow_up: bool = False,
-                ) -> Acquired | Refused: ...
+                origin: RunOrigin | None = None) -> Acquired | Refused: ...
 
     def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int
               ) -> bool: ...

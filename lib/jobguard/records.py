@@ -9,7 +9,7 @@ from typing import Any
 
 from .clock import from_ms
 
-__all__ = ["Decision", "Outcome", "RunLog", "RunRecord", "RunStatus"]
+__all__ = ["Decision", "Outcome", "RunLog", "RunOrigin", "RunRecord", "RunStatus"]
 
 
 class Decision(StrEnum):
@@ -60,6 +60,21 @@ class RunStatus(StrEnum):
     PAUSED = "paused"
     DUPLICATE = "duplicate"
     REJECTED = "rejected"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOrigin:
+    """What a run's record says of how the run came about, beside its trigger's id and
+    kind. Its acquisition keeps it on the trigger's item while the run holds the lease,
+    so a record written from outside the run (an operator's force release) still says it.
+    """
+
+    policy: str
+    """The job's policy the run was decided under (``SKIP``, ...)."""
+    requested_by: str | None = None
+    """Who asked for it (a manual run, a recovery)."""
+    scheduled_at: str | None = None
+    """A tick's scheduled time, as on the run's record."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,6 +36,7 @@ from enum import StrEnum
 from . import _mutants
 from .config import JobConfig, OverlapPolicy
 from .lease import LeaseState
+from .records import RunOrigin
 from .triggers import Trigger, TriggerKind
 
 __all__ = [
@@ -233,6 +234,12 @@ class TriggerRecord:
     """Coalesced triggers: the follow-up they were folded into."""
     ended_by: str | None = None
     """Who moved it out of ``running``: ``release`` (its run), ``takeover``, ``operator``."""
+    kind: str | None = None
+    """The trigger's kind as last written (a run's trigger kind; ``queued`` once queued)."""
+    origin: RunOrigin | None = None
+    """The origin of the last run that took it (``run_id`` names that run while it is
+    ``running``), as its acquisition wrote it; None on items written before it was kept.
+    """
 
     def live(self, now_ms: int) -> bool:
         """False once past its TTL: treated as absent, as every condition does."""
@@ -338,3 +345,7 @@ class Refused:
     without moving it (it was decided meanwhile)."""
     conflict: bool = False
     """A concurrent transaction touched the same items: look again after a backoff."""
+    unanswered: str | None = None
+    """The attempt's answer was an error (throttled, a 5xx, no answer at all), and a
+    consistent read found that it had not landed: the error, to try again after a backoff
+    and to name if no attempt lands."""

@@ -82,6 +82,7 @@ class Invocation:
     step: int
     returned: bool = False
     actor: str = ""
+    requested_by: str | None = None
 
 
 @dataclass
@@ -430,8 +431,8 @@ class Model:
                              f"delivery #{d.n} of {d.trigger_id} returned "
                              f"{d.outcome} as run {d.run_id}, which has no record")
         # README: a force-released run's record is `released_by_operator`, naming who
-        # and why; nothing written later (its own release, a redelivery's decision)
-        # replaces it
+        # and why, and still the run's story (its trigger kind, the policy, who asked);
+        # nothing written later (its own release, a redelivery's decision) replaces it
         for run_id in self.released_runs:
             rec = by_id.get(run_id)
             if rec is None or rec.get("status") != "released_by_operator":
@@ -439,6 +440,14 @@ class Model:
                              "by the operator but its record says "
                              f"{(rec or {}).get('decision')}/{(rec or {}).get('status')}",
                              key=str((rec or {}).get("status")))
+                continue
+            inv = self.invocations.get(run_id)
+            told = (rec.get("trigger_kind"), rec.get("policy"), rec.get("requested_by"))
+            if inv is not None and told != (inv.kind, self.policy, inv.requested_by):
+                self.violate("END/operator-record-lost", f"run {run_id} of {inv.trigger_id} "
+                             f"({inv.kind}, {self.policy}, requested by {inv.requested_by}) "
+                             f"was force-released, and its record says {told}",
+                             key="story")
         # every run whose delivery returned has its record
         for d in self.deliveries:
             if d.outcome in ("ran", "lease_lost"):

@@ -985,7 +985,7 @@ class Sim:
         actor: Actor = self._local.actor
         self.step += 1
         inv = Invocation(run.run_id, run.trigger.trigger_id, run.trigger.kind.value, run.fence,
-                         self.step, actor=actor.name)
+                         self.step, actor=actor.name, requested_by=run.trigger.requested_by)
         self.hb_run[id(run.heartbeat)] = (run.run_id, run.fence, run.trigger.trigger_id)
         actor.run = (run.run_id, run.fence, run.trigger.trigger_id)
         self.log(f"{actor.name} handler invoked: run {run.run_id[-6:]} fence {run.fence} "

@@ -168,7 +168,9 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
 histories hold from now on."""
 
 CI_SEEDS = [s for s in range(1, 41) if s not in OPEN_FINDINGS]
-"""About 1 s each on the 2-core machine."""
+"""About 1 s each on the 2-core machine. Seeds 3, 6 and 39 force-release a run the model
+saw invoked: on the code before a force-released run's record kept its trigger kind,
+policy and requester (issue 33), they show ``END/operator-record-lost:story``."""
 
 GARBAGE_SEEDS = [4, 13, 16, 33, 51]
 """Seeds run with bias ``garbage`` (issue 33, #12): QUEUE (4, 33, 51) and COALESCE (13,

@@ -468,3 +468,56 @@ def test_review_a_given_token_is_compared_under_the_lease_too(aws, clock):
     error = box.get("error")
     assert isinstance(error, InvalidRequestError) and error.field == "confirm", (
         f"token of a 3-item plan executed a different plan: {box.get('result')}")
+
+
+def test_a_recovery_cut_off_by_a_force_release_still_shows_as_a_recovery(
+        aws, clock, monkeypatch):
+    import json
+
+    from ._trigger_support import cli
+
+    # GIVEN a REPLACE job's recovery, asked for by alice, holding the lease inside its run
+    monkeypatch.setenv("LOGNAME", "oscar")  # the operator at the terminal
+    monkeypatch.setenv("USER", "oscar")
+    notes = NotesTable.create(aws.ddb)
+    job = make(aws, clock, notes, n=5, policy="REPLACE")
+    inside, go = threading.Event(), threading.Event()
+
+    def hold(**ctx):
+        inside.set()
+        assert go.wait(20)
+
+    with hooks.on("after_acquire", hold):
+        recovery, box = in_thread(lambda: recover(
+            {"job": JOB, "cursor_from": "0", "cursor_to": "5", "dry_run": False,
+             "requested_by": "alice"}, job=job))
+        assert inside.wait(10)
+    run_id = aws.store.read_lease(JOB).run_id
+
+    # WHEN the operator force-releases it, saying why, and the cut-off run goes on
+    code, _, err = cli(aws, "release", JOB, "--force", "--yes", "--reason", "CRM hung")
+    assert code == 0, err
+    go.set()
+    recovery.join(20)
+    assert box["result"]["result"] == "lease_lost" and notes.calls == []
+
+    # THEN its record is the operator's (who and why) and still the recovery's story:
+    # its trigger kind, the job's policy, its requester, its trigger
+    (record,) = aws.runs(JOB)
+    assert record.run_id == run_id and record.status.value == "released_by_operator"
+    assert record.detail == "lease force-released by oscar: CRM hung"
+    assert (record.trigger_kind, record.policy, record.requested_by) == (
+        "recovery", "REPLACE", "alice")
+    assert record.trigger_id.startswith(f"{JOB}@recovery:") and record.fence == 1
+    # AND `jobguard runs` and the timeline show it as alice's recovery
+    code, out, err = cli(aws, "--json", "runs", JOB)
+    (row,) = json.loads(out)
+    assert (row["status"], row["trigger_kind"], row["policy"], row["requested_by"]) == (
+        "released_by_operator", "recovery", "REPLACE", "alice")
+    code, out, err = cli(aws, "--json", "timeline", JOB, "--since", "10m")
+    assert code == 0, err
+    (bar,) = json.loads(out)["jobs"][0]["runs"]
+    assert (bar["run_id"], bar["status"], bar["trigger_kind"], bar["requested_by"]) == (
+        run_id, "released_by_operator", "recovery", "alice")
+    code, out, err = cli(aws, "timeline", JOB, "--since", "10m", "--width", "200")
+    assert code == 0 and "requested by alice" in out and "CRM hung" in out
