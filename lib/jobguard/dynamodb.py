@@ -134,6 +134,11 @@ _RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
 _HOLDER_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acquired_at_ms",
                  "heartbeat_at_ms", "wake_receipt", "follow_up")
 
+_RELEASE_LATENCY_MS = 10_000
+"""A force release's own time in flight (its ``now`` is read before it is sent; the
+holder may renew until it lands), added to the hold it writes; above the default skew
+margin (5 s) a REPLACE adds, so a release does not shorten a hold a REPLACE wrote."""
+
 
 # -- call sites (see jobguard.callsites) --------------------------------------------
 
@@ -968,8 +973,19 @@ class DynamoJobStore:
         update += f" REMOVE {', '.join(e.n(n) for n in _HOLDER_ATTRS)}"
         f = _Expr()
         hw = f.n("hw")
+        set_hw = f"SET {hw} = {f.v(new_fence)}"
+        if lease.run_id is not None and lease.expires_at_ms is not None \
+                and lease.heartbeat_at_ms is not None \
+                and lease.expires_at_ms > lease.heartbeat_at_ms:
+            # As for a REPLACE: the holder, if it is alive, learns of this only at its next
+            # renewal and may call the destination for its open claim until its local
+            # deadline (a renewal landing at the latest as this release lands + the lease);
+            # nobody reconciles that claim before then (jobguard.claims).
+            lease_ms = lease.expires_at_ms - lease.heartbeat_at_ms
+            set_hw += (f", {f.n('hold_until_ms')} = "
+                       f"{f.v(now_ms + lease_ms + _RELEASE_LATENCY_MS)}")
         actions = [self._update(self._lease_key(job), e, update, condition),
-                   self._update(self._fence_key(job), f, f"SET {hw} = {f.v(new_fence)}",
+                   self._update(self._fence_key(job), f, set_hw,
                                 f"attribute_not_exists({hw}) OR {hw} < {f.v(new_fence)}")]
         kinds = ["lease", "fence"]
         if lease.run_id is not None and lease.trigger_id and mark_trigger:

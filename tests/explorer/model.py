@@ -308,8 +308,8 @@ class Model:
         whose lease a newer run took can call nothing once the newer one may call: a
         newer run leaves the displaced run's open claim alone until its deadline. So a
         lower fence never calls after a higher one did. ``excused``: outside the
-        README's promise (a worker's clock off by more than the skew margin, or a run the
-        operator force-released while it was alive)."""
+        README's promise (a worker's clock off by more than the skew margin, a lease row
+        damaged by hand)."""
         calls = self.calls.setdefault(work_id, [])
         newer = [f for _, f in calls if f > fence]
         if newer and not excused:

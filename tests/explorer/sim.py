@@ -583,8 +583,8 @@ class Sim:
             run_id, fence, _ = req.run
             work_id = str(params.get("Item", {}).get("work_id", {}).get("S", ""))
             self.model.destination_called(
-                work_id, run_id, fence, excused=self.offsets_beyond_skew
-                or run_id in self.model.released_runs or self.damaged is not None)
+                work_id, run_id, fence,
+                excused=self.offsets_beyond_skew or self.damaged is not None)
         actor.park(req)
         url = request.url
         request.url = _UNROUTABLE  # moto's own before-send hook (after this one) skips it

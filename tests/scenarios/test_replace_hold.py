@@ -218,3 +218,43 @@ def test_a_recovery_that_meets_a_displaced_runs_page_reports_it_deferred(aws, cl
     assert Counter(notes.calls) == Counter(keys(source))
     a.finish()
     assert Counter(notes.calls) == Counter(keys(source))
+
+
+def test_a_force_released_run_that_is_alive_gets_the_same_hold(aws, clock):
+    """GIVEN a SKIP job whose run A claimed a page and is held before its first
+    destination call (its checks passed: the call is as good as sent)
+    WHEN an operator force-releases A's lease (`jobguard release --force`) and run B
+    comes at once; A then calls; run C comes after A's deadline
+    THEN B leaves A's page alone (held rows until now + lease + 10 s); A's calls land
+    and their completions with them; C finds them done: one call per work id."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(3)
+    skip = JobConfig(name=JOB, table_name=aws.table, batch_size=3, lease=LEASE)
+    at_call, go = threading.Event(), threading.Event()
+
+    def hold(item: Any) -> None:
+        if not at_call.is_set():
+            at_call.set()
+            assert go.wait(20)
+
+    job_a = CrmSync(skip, source, notes, before_call=hold, store=aws.store, clock=clock)
+    thread, box = in_thread(lambda: job_a.handler()(manual("a"), None))
+    assert at_call.wait(10)
+    lease = aws.store.read_lease(JOB)
+    assert lease.run_id is not None
+    released_at = to_ms(clock.now())
+    assert aws.store.force_release(JOB, holder_run_id=lease.run_id, fence=lease.fence,
+                                   now_ms=released_at, by="oscar", reason="looks stuck")
+    job = CrmSync(skip, source, notes, store=aws.store, clock=clock)
+    report_b = job.handler()(manual("b"), None)
+    assert report_b["deferred"] == 3 and notes.calls == []
+    held = items(aws).get(JOB, keys(source)[0])
+    assert held is not None and held.held_until_ms == released_at + 60_000 + 10_000
+
+    go.set()
+    thread.join(20)
+    assert box["result"]["jobguard"] == "lease_lost"
+    clock.advance(timedelta(milliseconds=held.held_until_ms - to_ms(clock.now()) + 1))
+    report_c = job.handler()(manual("c"), None)
+    assert report_c["already_done"] == 3
+    assert Counter(notes.calls) == Counter(keys(source))
