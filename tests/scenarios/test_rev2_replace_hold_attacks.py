@@ -1,0 +1,157 @@
+"""Review attacks on "REPLACE without a second call" (issue 33, item 7).
+
+Each test stages a race with real threads and hook points (no sleeps) on the serialized
+in-process emulator and counts the calls that reached the destination per work id: ONCE
+at the destination itself, which is what item 7 promises.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from jobguard import ItemState, JobConfig, OutcomeUnknown, OverlapPolicy, WorkId, current_run
+from jobguard import hooks
+from jobguard.batch import sweep
+from jobguard.clock import to_ms
+from jobguard.dynamodb_items import DynamoItemStore
+from jobguard.testing import LambdaContext
+
+from ._items import CrmSync, NotesTable, contacts
+from ._support import in_thread, make_job
+
+JOB = "crm-sync"
+LEASE = timedelta(seconds=60)
+
+
+def config(aws: Any, batch_size: int = 3) -> JobConfig:
+    return JobConfig(name=JOB, table_name=aws.table, batch_size=batch_size, lease=LEASE,
+                     policy=OverlapPolicy.REPLACE)
+
+
+def manual(trigger_id: str) -> dict[str, Any]:
+    return {"job": JOB, "manual": True, "trigger_id": trigger_id}
+
+
+def key(record: dict[str, Any]) -> str:
+    return str(WorkId(record["id"], "create-note"))
+
+
+def items(aws: Any) -> DynamoItemStore:
+    return DynamoItemStore(aws.table, client=aws.ddb)
+
+
+class Script:
+    """What each run's destination call does, by run (trigger suffix) and work id:
+    ``fail`` (a known failure: retryable), ``unknown`` (OutcomeUnknown), ``hold`` (the
+    run's thread waits right before its call: its lease and claim checks passed)."""
+
+    def __init__(self, plan: dict[str, dict[str, str]]) -> None:
+        self.plan = plan
+        self.at_call, self.go = threading.Event(), threading.Event()
+
+    def __call__(self, item: Any) -> None:
+        run = current_run().trigger.trigger_id.rsplit(":", 1)[-1]
+        what = self.plan.get(run, {}).get(item.key)
+        if what == "fail":
+            raise RuntimeError("CRM answered 500")
+        if what == "unknown":
+            raise OutcomeUnknown("CRM timed out")
+        if what == "hold":
+            self.at_call.set()
+            assert self.go.wait(20)
+
+
+def test_a_displaced_run_retrying_an_uncertain_item_loses_its_hold_on_another_page(
+        aws, clock):
+    """GIVEN a REPLACE BatchJob over 6 contacts (pages of 3). An earlier run R0 left
+    contacts 1 and 4 uncertain (timeouts: the checkpoint stays before page 1). Run A
+    reconciles contact 1 (not found), retries it (times out again), then on page 2
+    reconciles contact 4 (not found), claims it for a retry and is right before its
+    destination call (lease and claim checks passed)
+    WHEN run B replaces A. B starts at the checkpoint (page 1): A's open claim (contact
+    4) is not on B's page, so B's claim of page 1 writes A's other items as held rows
+    and drops A's claim; but contact 4 already has an uncertain row (from R0), which
+    `_foreign_rows` skips: it gets no `held_until_ms`. On page 2, B finds contact 4
+    uncertain with no hold, reconciles it (not found: A has not called yet) and calls
+    the destination. Then A, still before its deadline, makes its call.
+    THEN (expected) contact 4 reached the destination once: A may call until
+    now + lease + skew, so nobody may redo it before. Actual: two calls."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(6)
+    k1, k4 = key(source[1]), key(source[4])
+    script = Script({"r0": {k1: "unknown", k4: "unknown"},
+                     "a": {k1: "unknown", k4: "hold"}})
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock,
+                  before_call=script)
+    report_r0 = job.handler()(manual("r0"), None)
+    assert report_r0["uncertain"] == 2
+    assert items(aws).read_checkpoint(JOB).cursor is None
+
+    thread, box = in_thread(lambda: job.handler()(manual("a"), None))
+    assert script.at_call.wait(10)  # A is about to call the destination for contact 4
+    assert k4 in (items(aws).read_row(JOB).claim.items or {})  # A's open claim
+
+    hold_seen: list[Any] = []
+
+    def after_first_page(job: str, run_id: str, work_ids: list[str]) -> None:
+        if not hold_seen:  # B's page 1 is claimed: A's claim is dropped from the row
+            hold_seen.append(items(aws).get(JOB, k4))
+
+    with hooks.on("after_claim", after_first_page):
+        report_b = job.handler()(manual("b"), None)
+    script.go.set()
+    thread.join(20)
+    assert not thread.is_alive()
+
+    print("B:", report_b, "\nA:", box.get("result"), "\ncalls:", notes.calls)
+    print("contact 4 after B's first claim:", hold_seen[0])
+    assert box["result"]["jobguard"] == "lease_lost"
+    # the defect: the row of the displaced run's in-flight item was left without a hold
+    assert hold_seen[0] is not None and hold_seen[0].state is ItemState.UNCERTAIN
+    assert Counter(notes.calls)[k4] == 1, (
+        f"contact 4 reached the destination {Counter(notes.calls)[k4]} times: B redid it "
+        f"while A (displaced, before its deadline) called too; B: {report_b}")
+
+
+def test_a_sweep_during_the_hold_strips_it_from_an_uncertain_retry_and_the_next_sweep_redoes_it(
+        aws, clock):
+    """GIVEN contact 0 left uncertain by R0 (a timeout); run A (REPLACE job, batch 1)
+    reconciles it (not found), claims it for a retry and is right before its destination
+    call
+    WHEN a reconciler run B replaces A and sweeps: contact 0 reads as A's claim (held,
+    skipped), but the sweep's `_foreign_rows` skips its row (uncertain already) and the
+    sweep's job-row write drops A's claim: the row keeps no `held_until_ms`. A second
+    sweep C, still before A's deadline, reconciles it (not found) into a retryable
+    failure; run D redoes it; then A makes its call
+    THEN (expected) one call for contact 0 (C and D are before A's deadline). Actual: two."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(1)
+    k0 = key(source[0])
+    script = Script({"r0": {k0: "unknown"}, "a": {k0: "hold"}})
+    job = CrmSync(config(aws, batch_size=1), source, notes, store=aws.store, clock=clock,
+                  before_call=script)
+    assert job.handler()(manual("r0"), None)["uncertain"] == 1
+
+    thread, box = in_thread(lambda: job.handler()(manual("a"), None))
+    assert script.at_call.wait(10)
+
+    def sweeper(event: Any, context: Any) -> dict[str, Any]:
+        return sweep(current_run(), job.reconcile).as_dict()
+
+    reconciler = make_job(aws, clock, sweeper, name=JOB, policy=OverlapPolicy.REPLACE)
+    swept_b = reconciler(manual("b"), None)
+    after_b = items(aws).get(JOB, k0)
+    swept_c = reconciler(manual("c"), None)
+    report_d = job.handler()(manual("d"), None)
+    script.go.set()
+    thread.join(20)
+    assert not thread.is_alive()
+    print("B:", swept_b, "\nrow after B:", after_b, "\nC:", swept_c, "\nD:", report_d,
+          "\ncalls:", notes.calls)
+    assert swept_b["held"] == 1
+    assert Counter(notes.calls)[k0] == 1, (
+        f"contact 0 reached the destination {Counter(notes.calls)[k0]} times: sweep C "
+        f"found it not found before A's deadline ({swept_c}), D redid it, A called too")
