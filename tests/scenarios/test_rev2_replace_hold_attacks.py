@@ -155,3 +155,72 @@ def test_a_sweep_during_the_hold_strips_it_from_an_uncertain_retry_and_the_next_
     assert Counter(notes.calls)[k0] == 1, (
         f"contact 0 reached the destination {Counter(notes.calls)[k0]} times: sweep C "
         f"found it not found before A's deadline ({swept_c}), D redid it, A called too")
+
+
+def test_a_renewal_landing_between_the_replacing_reads_and_its_write_outlives_the_hold(
+        aws, clock):
+    """GIVEN run A (REPLACE job, 3 contacts) claimed its page and is between two items
+    (before its lease and claim checks)
+    WHEN run B reads its clock and the lease row, then is held up 11 s before its
+    acquisition lands (a transaction retried after a 5 s read timeout, a loaded host:
+    the delays issue 33 measured), and A's heartbeat renews meanwhile (the renewal is
+    *sent* after B's clock reading and lands before B's write, which REPLACE does not
+    condition on the expiry). B's acquisition writes hold_until_ms = B's reading +
+    lease + skew, but A's local deadline is its renewal + lease - skew: 11 s - 2 x 5 s
+    = 1 s later than the hold. B waits for the hold (its invocation has the time),
+    reconciles A's items (not found) and calls the destination for them; A (its next
+    renewal unanswered, as a lost renewal allows) wakes before its own deadline and
+    calls for its first item
+    THEN (expected) one call per work id: the README says the displaced run can no
+    longer call once the hold has passed. Actual: the first item is called twice.
+    (The bound's premise, 'its last renewal, sent at the latest now', is false: `now`
+    is read before the lease row, and a renewal can be sent after it.)"""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(3)
+    first = key(source[0])
+    a_at_item, a_go = threading.Event(), threading.Event()
+    a_run: list[Any] = []
+
+    def hold_a(**ctx: Any) -> None:
+        if not a_at_item.is_set():
+            a_run.append(current_run())
+            a_at_item.set()
+            assert a_go.wait(20)
+
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    with hooks.on("before_item", hold_a):
+        thread, box = in_thread(lambda: job.handler()(manual("a"), None))
+        assert a_at_item.wait(10)
+        renewed: list[bool] = []
+
+        def b_held_up_while_a_renews(job: str, trigger_id: str) -> None:
+            if trigger_id.endswith(":b") and not renewed:
+                clock.advance(timedelta(seconds=11))  # B, between its read and its write
+                renewed.append(a_run[0].heartbeat.renew_once())  # A's renewal lands
+
+        waits: list[int] = []
+
+        def b_waits_for_the_hold(job: str, run_id: str, until_ms: int) -> None:
+            waits.append(until_ms)
+            renew = current_run().heartbeat.renew_once
+            while to_ms(clock.now()) < until_ms:
+                clock.advance(timedelta(
+                    seconds=min(10, (until_ms - to_ms(clock.now())) / 1000)))
+                assert renew() is True
+
+        context = LambdaContext(clock=clock, timeout=timedelta(minutes=15))
+        with hooks.on("after_lease_read", b_held_up_while_a_renews), \
+                hooks.on("holding", b_waits_for_the_hold):
+            report_b = job.handler()(manual("b"), context)
+        assert renewed == [True]
+        hold = waits[0]
+        a_deadline_wall = to_ms(clock.now()) + int(
+            (a_run[0].heartbeat.deadline - clock.monotonic()) * 1000)
+        a_go.set()
+        thread.join(20)
+    assert not thread.is_alive()
+    print("B:", report_b, "\nA:", box.get("result"), "\ncalls:", notes.calls,
+          f"\nhold {hold}, A's deadline (wall) {a_deadline_wall}")
+    assert Counter(notes.calls)[first] == 1, (
+        f"{first} reached the destination {Counter(notes.calls)[first]} times: the hold "
+        f"({hold}) ended {a_deadline_wall - hold} ms before A's local deadline")
