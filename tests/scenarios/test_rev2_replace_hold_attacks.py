@@ -224,3 +224,40 @@ def test_a_renewal_landing_between_the_replacing_reads_and_its_write_outlives_th
     assert Counter(notes.calls)[first] == 1, (
         f"{first} reached the destination {Counter(notes.calls)[first]} times: the hold "
         f"({hold}) ended {a_deadline_wall - hold} ms before A's local deadline")
+
+
+def test_a_recovery_over_held_items_accounts_for_them_in_its_summary(aws, clock):
+    """GIVEN run A (REPLACE job, 3 contacts) displaced alive by run B, which had no time
+    to wait: A's 3 items are uncertain rows held until A's deadline
+    WHEN an operator executes a recovery over the range before that moment (B has
+    ended; the recovery takes the free lease)
+    THEN (expected) the summary accounts for every planned item: the 3 it had to leave
+    alone are said (held / deferred / still uncertain / left), as the run record of a
+    BatchJob says `deferred`. Actual: the plan says 3 to replay, and the executed
+    summary says replayed 0, reconciled 0, still_uncertain 0, left 0, not stopped: the 3
+    vanish from the operator's answer while they stay uncertain in the ledger."""
+    from jobguard.recovery import recover
+
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(3)
+    script = Script({"a": {key(source[0]): "hold"}})
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock,
+                  before_call=script)
+    thread, box = in_thread(lambda: job.handler()(manual("a"), None))
+    assert script.at_call.wait(10)
+    assert job.handler()(manual("b"), None)["deferred"] == 3
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "3", "mode": "unfinished"}
+    plan = recover(request, job=job, threshold=100)
+    result = recover({**request, "dry_run": False}, job=job, threshold=100)
+    script.go.set()
+    thread.join(20)
+    summary = result["summary"]
+    print("plan:", plan["plan"], "\nsummary:", summary)
+    assert plan["plan"]["to_replay"] == 3
+    # (a failed item is one of the replayed ones)
+    accounted = (summary["already_completed"] + summary["reconciled"] + summary["replayed"]
+                 + summary["still_uncertain"] + summary["skipped_by_mode"]
+                 + summary["rejected"] + summary.get("left", 0)
+                 + summary.get("deferred", 0) + summary.get("held", 0))
+    assert accounted == summary["selected"] == 3, (
+        f"the recovery's summary accounts for {accounted} of 3 items: {summary}")
