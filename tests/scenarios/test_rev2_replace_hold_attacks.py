@@ -261,3 +261,49 @@ def test_a_recovery_over_held_items_accounts_for_them_in_its_summary(aws, clock)
                  + summary.get("deferred", 0) + summary.get("held", 0))
     assert accounted == summary["selected"] == 3, (
         f"the recovery's summary accounts for {accounted} of 3 items: {summary}")
+
+
+def test_an_operators_resolve_of_another_item_strips_the_hold_from_the_displaced_claim(
+        aws, clock):
+    """GIVEN an item X left uncertain by an earlier run; run A (REPLACE job, 3 contacts)
+    is right before its first destination call; run B replaces it and ends without
+    claiming anything (a plain handler, or one that crashed at once): A's open claim
+    stays on the job row with hold_until_ms ahead
+    WHEN an operator resolves X (`jobguard resolve ... --not-found`): the resolve takes
+    the free lease and its job-row write turns A's open claim into uncertain rows
+    (`_foreign_rows` without `held_until`) and drops the claim; the next run C, still
+    before A's deadline, reconciles them (not found) and redoes them; then A calls
+    THEN (expected) one call per contact: the hold covers A's items whoever writes the
+    job row. Actual: contact 0 is called twice."""
+    from jobguard.recovery import resolve
+
+    notes = NotesTable.create(aws.ddb)
+    other = [{"id": "other-1", "change": "old"}]
+    script = Script({"r0": {key(other[0]): "unknown"}})
+    r0 = CrmSync(config(aws), other, notes, store=aws.store, clock=clock, before_call=script)
+    assert r0.handler()(manual("r0"), None)["uncertain"] == 1
+
+    source = contacts(3)
+    first = key(source[0])
+    held = Script({"a": {first: "hold"}})
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock, before_call=held)
+    thread, box = in_thread(lambda: job.handler()(manual("a"), None))
+    assert held.at_call.wait(10)
+    nothing = make_job(aws, clock, lambda event, context: {"ok": True}, name=JOB,
+                       policy=OverlapPolicy.REPLACE)
+    assert nothing(manual("b"), None) == {"ok": True}
+    assert items(aws).read_row(JOB).hold_until_ms is not None
+
+    answer = resolve(config(aws), [key(other[0])], found=None, reason="not in the CRM",
+                     requested_by="alice", guard_options={"store": aws.store, "clock": clock})
+    assert answer["result"] == "resolved", answer
+    after = items(aws).get(JOB, first)
+    report_c = job.handler()(manual("c"), None)
+    held.go.set()
+    thread.join(20)
+    assert not thread.is_alive()
+    print("resolve:", answer, "\nrow after resolve:", after, "\nC:", report_c,
+          "\ncalls:", notes.calls)
+    assert Counter(notes.calls)[first] == 1, (
+        f"{first} reached the destination {Counter(notes.calls)[first]} times: after an "
+        f"unrelated resolve, C redid A's items before A's deadline ({report_c})")
