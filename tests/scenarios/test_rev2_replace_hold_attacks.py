@@ -307,3 +307,71 @@ def test_an_operators_resolve_of_another_item_strips_the_hold_from_the_displaced
     assert Counter(notes.calls)[first] == 1, (
         f"{first} reached the destination {Counter(notes.calls)[first]} times: after an "
         f"unrelated resolve, C redid A's items before A's deadline ({report_c})")
+
+
+def test_a_chained_replace_with_a_clock_behind_keeps_the_shorter_hold_on_the_row(
+        aws, clock, request):
+    """GIVEN run A (REPLACE job, batch 1) displaced alive by run B while calling for X: X
+    is an uncertain row held until H1 (A's bound). B waits for H1 (its invocation has
+    the time), reconciles X (not found: A never called), claims it for a retry and is
+    right before its destination call
+    WHEN run C replaces B on a worker whose clock is 3 s behind (inside the 5 s skew
+    margin). C's acquisition writes the hold H2 = its now + lease + skew (about a minute
+    on), and C finds X both in B's open claim and as a row still held until H1 by its
+    own clock: `claim_page` defers X until H2 but leaves the row's `held_until_ms` at H1
+    (it writes the held row only when the row is not held already) and C's job-row
+    write drops B's claim. One second after H1, run D finds X's hold passed, reconciles
+    it (not found: B has not called yet) and calls the destination; then B, a minute
+    before its own deadline, calls
+    THEN (expected) one call for X: B may call until about H2. Actual: two."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(1)
+    x = key(source[0])
+    script_b = Script({"b": {x: "hold"}})
+    a_at_item, a_go = threading.Event(), threading.Event()
+
+    def hold_a(**ctx: Any) -> None:  # A, between items: before its lease and claim checks
+        if not a_at_item.is_set():
+            a_at_item.set()
+            assert a_go.wait(20)
+
+    gate_a = hooks.on("before_item", hold_a)
+    gate_a.__enter__()
+    request.addfinalizer(lambda: gate_a.__exit__(None, None, None))
+    job_a = CrmSync(config(aws, batch_size=1), source, notes, store=aws.store, clock=clock)
+    thread_a, box_a = in_thread(lambda: job_a.handler()(manual("a"), None))
+    assert a_at_item.wait(10)
+
+    def b_waits_for_the_hold(job: str, run_id: str, until_ms: int) -> None:
+        renew = current_run().heartbeat.renew_once
+        while to_ms(clock.now()) < until_ms:
+            clock.advance(timedelta(seconds=min(10, (until_ms - to_ms(clock.now())) / 1000)))
+            assert renew() is True
+
+    job_b = CrmSync(config(aws, batch_size=1), source, notes, store=aws.store, clock=clock,
+                    before_call=script_b)
+    context = LambdaContext(clock=clock, timeout=timedelta(minutes=15))
+    with hooks.on("holding", b_waits_for_the_hold):
+        thread_b, box_b = in_thread(lambda: job_b.handler()(manual("b"), context))
+        assert script_b.at_call.wait(10)  # B, after H1, is about to call for X
+    h1 = items(aws).lookup(JOB, [x])[0][x].held_until_ms  # its own row, under B's claim
+    assert h1 is not None and to_ms(clock.now()) >= h1
+
+    behind = clock.skewed(timedelta(seconds=-3))
+    job_c = CrmSync(config(aws, batch_size=1), source, notes, store=aws.store, clock=behind)
+    report_c = job_c.handler()(manual("c"), None)
+    row_after_c = items(aws).lookup(JOB, [x])[0][x]
+    clock.advance(timedelta(seconds=1))
+    job_d = CrmSync(config(aws, batch_size=1), source, notes, store=aws.store, clock=clock)
+    report_d = job_d.handler()(manual("d"), None)
+    script_b.go.set()
+    a_go.set()
+    thread_b.join(20)
+    thread_a.join(20)
+    assert box_a["result"]["jobguard"] == "lease_lost"  # past its deadline: no call
+    print("C:", report_c, "\nX after C:", row_after_c, "\nD:", report_d,
+          "\nB:", box_b.get("result"), "\ncalls:", notes.calls)
+    assert report_c["deferred"] == 1
+    assert Counter(notes.calls)[x] == 1, (
+        f"X reached the destination {Counter(notes.calls)[x]} times: C deferred it to its "
+        f"own hold but left the row held until {h1}; D redid it a second later; B called")
