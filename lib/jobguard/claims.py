@@ -238,6 +238,12 @@ def _reconciled(answer: object) -> str | None:
     return answer
 
 
+def _held_until(row: ItemRecord) -> int:
+    """Until when a displaced run may still call the destination for this item (0: no
+    hold on it)."""
+    return row.held_until_ms or 0
+
+
 def _describe(error: BaseException | str) -> str:
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return bounded_text(text, _MAX_ERROR) or ""
@@ -474,12 +480,15 @@ class WorkClaims:
             # unless that run was displaced alive and may still call the destination.
             covered.add(key)
             held_row = (row is not None and row.state is ItemState.UNCERTAIN
-                        and (row.held_until_ms or 0) > now_ms)
+                        and _held_until(row) > now_ms)
             if (vanished and hold is not None) or held_row:
-                until = hold if vanished and hold is not None else (
-                    row.held_until_ms if row is not None and row.held_until_ms else now_ms)
+                until = max(hold if vanished and hold is not None else 0,
+                            _held_until(row) if row is not None else 0)
                 self._defer(key, record, until)
-                if vanished and not held_row and foreign is not None:
+                if vanished and foreign is not None and (
+                        row is None or row.state is not ItemState.UNCERTAIN
+                        or _held_until(row) < until):
+                    # the row says how long: the claim naming it goes with our next write
                     stored_hash = row.payload_hash if row is not None else None
                     rows.append(self._vanished_row(
                         key, foreign, stored_hash or foreign.items.get(key) or None,
@@ -619,9 +628,14 @@ class WorkClaims:
             if key in covered:
                 continue
             row = found.get(key)
-            if row is not None and row.live(now_s) and row.state in (
-                    ItemState.COMPLETED, ItemState.UNCERTAIN):
-                continue  # completed (final), or already uncertain
+            if row is not None and row.live(now_s) and (
+                    row.state is ItemState.COMPLETED
+                    or (row.state is ItemState.UNCERTAIN
+                        and (held_until is None or _held_until(row) >= held_until))):
+                # completed (final), or already uncertain (and held long enough: the
+                # vanished run may be retrying an uncertain item, and call for it until
+                # the hold)
+                continue
             rows.append(self._vanished_row(key, foreign, row.payload_hash if row else prefix,
                                            row.attempts if row else 0,
                                            held_until=held_until))
@@ -917,7 +931,8 @@ class WorkClaims:
                                                           f"(operator): {reason}", _MAX_ERROR),
                                        payload_hash=stored, attempts=max(attempts, 1)))
                 report.not_found.append(key)
-        rows += self._foreign_rows(found, covered, now_s)
+        rows += self._foreign_rows(found, covered, now_s,
+                                   held_until=self._hold(to_ms(self._clock.now())))
         self._write_facts()  # before the write that drops a vanished claim
         self._commit({}, rows)
         return report

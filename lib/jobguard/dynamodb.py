@@ -134,10 +134,9 @@ _RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
 _HOLDER_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acquired_at_ms",
                  "heartbeat_at_ms", "wake_receipt", "follow_up")
 
-_RELEASE_LATENCY_MS = 10_000
-"""A force release's own time in flight (its ``now`` is read before it is sent; the
-holder may renew until it lands), added to the hold it writes; above the default skew
-margin (5 s) a REPLACE adds, so a release does not shorten a hold a REPLACE wrote."""
+_CLOCK_OFFSET_MS = 10_000
+"""What a force release (which knows no job's skew margin) allows for two workers'
+clocks: twice the default skew margin, the README's clock promise."""
 
 
 # -- call sites (see jobguard.callsites) --------------------------------------------
@@ -556,6 +555,10 @@ class DynamoJobStore:
         e = _Expr()
         pieces = [self._lease_condition(e, lease)]
         held = lease.is_held(now_ms, skew_ms)
+        if replace and held and lease.expires_at_ms is not None:
+            # the live holder's expiry as read: a renewal since refuses this write (we
+            # decide again), so the hold written below bounds its deadline exactly
+            pieces.append(f"{e.n('expires_at_ms')} = {e.v(lease.expires_at_ms)}")
         if lease.run_id is not None and not (replace and held):
             # A takeover of a lease seen expired holds only while it still is: a holder
             # that renewed since our read is alive, so (under REPLACE) its trigger ends
@@ -603,14 +606,14 @@ class DynamoJobStore:
             f = _Expr()
             hw = f.n("hw")
             set_hw = f"SET {hw} = {f.v(fence)}"
-            if replace and held:
+            if replace and held and lease.expires_at_ms is not None:
                 # REPLACE takes the lease from a live run, which learns it only at its next
-                # renewal: until its local deadline (its last renewal, sent at the latest
-                # now, + the lease - the skew margin, on a clock at most the skew margin
-                # off) it may still call the destination for its open claim. Every run
-                # leaves that claim alone until then (jobguard.claims).
+                # renewal: until its local deadline (its last renewal + the lease - the
+                # skew margin, on its own clock: at most its expiry, pinned above, + the
+                # margin on ours) it may still call the destination for its open claim.
+                # Every run leaves that claim alone until then (jobguard.claims).
                 set_hw += (f", {f.n('hold_until_ms')} = "
-                           f"{f.v(now_ms + lease_ms + skew_ms)}")
+                           f"{f.v(lease.expires_at_ms + skew_ms)}")
             actions.append(self._update(
                 self._fence_key(job), f, set_hw,
                 f"attribute_not_exists({hw}) OR {hw} < {f.v(fence)}"))
@@ -929,11 +932,24 @@ class DynamoJobStore:
         redelivery never runs it again) and its record (``released_by_operator``).
         Conditioned on the holder the operator saw: never frees a newer one. On a
         damaged lease row it repairs the row instead (:meth:`repair`)."""
-        try:
-            lease = self.read_lease(job)
-        except DamagedRowError:
-            self.repair(job, now_ms=now_ms, by=by)
-            return True
+        for _ in range(3):  # again only if the holder renewed between our read and write
+            try:
+                lease = self.read_lease(job)
+            except DamagedRowError:
+                self.repair(job, now_ms=now_ms, by=by)
+                return True
+            released = self._force_release_seen(job, lease, holder_run_id=holder_run_id,
+                                                fence=fence, now_ms=now_ms, by=by,
+                                                reason=reason, record_ttl_s=record_ttl_s)
+            if released is not None:
+                return released
+        return False
+
+    def _force_release_seen(self, job: str, lease: LeaseState, *, holder_run_id: str,
+                           fence: int, now_ms: int, by: str, reason: str | None,
+                           record_ttl_s: int | None) -> bool | None:
+        """One force release from ``lease`` as read: True released, False not (another
+        holder, or none), None: the holder renewed since the read (read again)."""
         if lease.run_id != holder_run_id or lease.fence != fence:
             # True only when our own earlier attempt landed (its response was lost)
             return lease.released_by == f"operator:{by}" and lease.last_run_id == holder_run_id
@@ -958,7 +974,12 @@ class DynamoJobStore:
         if _mutants.on("force-release-erases-run"):
             return self._operator_release(job, lease, new_fence, now_ms, by, None, ttl,
                                           mark_trigger=False)
-        return self._operator_release(job, lease, new_fence, now_ms, by, record, ttl)
+        if self._operator_release(job, lease, new_fence, now_ms, by, record, ttl):
+            return True
+        again = self.read_lease(job)
+        renewed = (again.run_id == holder_run_id and again.fence == fence
+                   and again.expires_at_ms != lease.expires_at_ms)
+        return None if renewed else False
 
     def _operator_release(self, job: str, lease: LeaseState, new_fence: int, now_ms: int,
                           by: str, record: RunRecord | None, ttl: int, *,
@@ -974,16 +995,15 @@ class DynamoJobStore:
         f = _Expr()
         hw = f.n("hw")
         set_hw = f"SET {hw} = {f.v(new_fence)}"
-        if lease.run_id is not None and lease.expires_at_ms is not None \
-                and lease.heartbeat_at_ms is not None \
-                and lease.expires_at_ms > lease.heartbeat_at_ms:
+        if lease.run_id is not None and lease.expires_at_ms is not None:
             # As for a REPLACE: the holder, if it is alive, learns of this only at its next
             # renewal and may call the destination for its open claim until its local
-            # deadline (a renewal landing at the latest as this release lands + the lease);
-            # nobody reconciles that claim before then (jobguard.claims).
-            lease_ms = lease.expires_at_ms - lease.heartbeat_at_ms
+            # deadline (at most its expiry, pinned here: a renewal since refuses this
+            # write, + the clock offset between two workers); nobody reconciles that
+            # claim before then (jobguard.claims).
+            condition += f" AND {e.n('expires_at_ms')} = {e.v(lease.expires_at_ms)}"
             set_hw += (f", {f.n('hold_until_ms')} = "
-                       f"{f.v(now_ms + lease_ms + _RELEASE_LATENCY_MS)}")
+                       f"{f.v(lease.expires_at_ms + _CLOCK_OFFSET_MS)}")
         actions = [self._update(self._lease_key(job), e, update, condition),
                    self._update(self._fence_key(job), f, set_hw,
                                 f"attribute_not_exists({hw}) OR {hw} < {f.v(new_fence)}")]
