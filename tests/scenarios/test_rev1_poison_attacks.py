@@ -107,3 +107,53 @@ def test_an_operator_can_resolve_an_uncertain_item_whose_source_id_is_hashed(aws
     row = items(aws).get(JOB, key)
     assert row is not None and row.state is ItemState.COMPLETED
     assert mailbox.calls == [key]
+
+
+class TimesOut(CrmSync):
+    """A crm-sync whose destination call for ``lost`` times out after the note was made."""
+
+    def __init__(self, *args: Any, lost: set[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lost = lost
+
+    def process(self, record: dict, item: Any) -> str:
+        note = super().process(record, item)
+        if item.key in self.lost:
+            self.lost.discard(item.key)
+            raise TimeoutError("the answer was lost (the note exists)")
+        return note
+
+
+def test_a_sweep_keeps_the_original_source_id_of_a_hashed_item(aws, clock):
+    """GIVEN a crm-sync run whose call for a record with a 300-byte id timed out after
+    the note was made: an uncertain row keyed '#sha256:...' that keeps the original id
+    (`source_id`, the only way to tell which record it is)
+    WHEN a reconciliation sweep finds the note and completes the item
+    THEN the completed row still names the original source id (README: "the original
+    (up to 1 KB) is kept on its ledger rows").
+
+    BREAKS: WorkClaims.sweep writes the completion fact (an unconditioned put that
+    replaces the whole row) without source_id: the hashed item's original id is gone.
+    The same holds for the sweep's not-found (failed) and lookup-failed (uncertain) rows,
+    resolve()'s rows and the uncertain rows a run writes for a vanished claim's items it
+    did not select (_vanished_row / _foreign_rows never carry a source_id)."""
+    from jobguard.claims import sweep
+
+    notes = NotesTable.create(aws.ddb)
+    source = [{"id": LONG_ID, "change": "long"}, *contacts(2)]
+    key = str(WorkId(LONG_ID, "create-note"))
+    job = TimesOut(config(aws), source, notes, store=aws.store, clock=clock, lost={key})
+    job.handler()(manual("first"), None)
+    before = items(aws).get(JOB, key)
+    assert before is not None and before.state is ItemState.UNCERTAIN
+    assert before.source_id == LONG_ID
+
+    def reconciler(event: Any, context: Any) -> dict[str, Any]:
+        return sweep(current_run(), job.reconcile).as_dict()
+
+    report = make_job(aws, clock, reconciler, name=JOB)(manual("sweep"), None)
+    assert report["found"] == 1, report
+
+    after = items(aws).get(JOB, key)
+    assert after is not None and after.state is ItemState.COMPLETED
+    assert after.source_id == LONG_ID, "the hashed item's original source id was dropped"
