@@ -157,3 +157,40 @@ def test_a_sweep_keeps_the_original_source_id_of_a_hashed_item(aws, clock):
     after = items(aws).get(JOB, key)
     assert after is not None and after.state is ItemState.COMPLETED
     assert after.source_id == LONG_ID, "the hashed item's original source id was dropped"
+
+
+def test_the_libraries_own_s3_destination_takes_every_key_a_work_id_makes(aws, clock):
+    """GIVEN a plain handler writing each record to the library's S3Destination with
+    item.key as the object key (README: the key is "what the destination gets as its
+    idempotency key"), and a record whose id is a URL with a fragment
+    WHEN it runs twice
+    THEN the object is written once and the item is completed.
+
+    BREAKS: every escaped or hashed key starts with '#' (and an escaped one holds '%'),
+    which S3Destination refuses as "not safe in an S3 key" (ValueError before any call):
+    the item fails, retryable, on every run for good. Any source id that is not plain
+    can never reach the library's own S3 destination."""
+    from jobguard.destinations import S3Destination
+
+    s3 = aws.sandbox.client("s3")
+    s3.create_bucket(Bucket="exports")
+    s3.put_bucket_versioning(Bucket="exports", VersioningConfiguration={"Status": "Enabled"})
+    exports = S3Destination("exports", client=s3, prefix="notes/")
+    records = [URL_ID, "contact-1"]
+
+    def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+        run = current_run()
+        for item in run.claim(records, work_id=lambda r: WorkId(r, "export"),
+                              reconcile=lambda _r, row: exports.reconcile(row.work_id)):
+            with item:
+                item.complete(destination_id=exports.put(item.key, b"body"))
+        return run.figures()
+
+    job = make_job(aws, clock, lambda_handler, name=JOB)
+    first = job(manual("first"), None)
+    second = job(manual("second"), None)
+    key = str(WorkId(URL_ID, "export"))
+    row = items(aws).get(JOB, key)
+    assert row is not None and row.state is ItemState.COMPLETED, (
+        row.state if row else None, row.last_error if row else None, first, second)
+    assert (first.get("failed", 0), second.get("failed", 0)) == (0, 0), (first, second)
