@@ -194,3 +194,85 @@ def test_the_libraries_own_s3_destination_takes_every_key_a_work_id_makes(aws, c
     assert row is not None and row.state is ItemState.COMPLETED, (
         row.state if row else None, row.last_error if row else None, first, second)
     assert (first.get("failed", 0), second.get("failed", 0)) == (0, 0), (first, second)
+
+
+class JobRowDown:
+    """Every write of a job's row (``FENCE``: the claim and checkpoint) is throttled,
+    alone or in a transaction; the lease, run records and completion facts still land."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.refused = 0
+
+    def update(self, params: dict[str, Any], **_: Any) -> None:
+        if self.on and params.get("Key", {}).get("sk", {}).get("S") == "FENCE":
+            self.refuse("UpdateItem")
+
+    def transact(self, params: dict[str, Any], **_: Any) -> None:
+        if self.on and any(a.get("Update", {}).get("Key", {}).get("sk", {}).get("S")
+                           == "FENCE" for a in params.get("TransactItems", [])):
+            self.refuse("TransactWriteItems")
+
+    def refuse(self, operation: str) -> None:
+        from botocore.exceptions import ClientError
+
+        self.refused += 1
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException",
+                                     "Message": "throttled"}}, operation)
+
+
+def test_a_failed_run_whose_row_write_fails_says_which_completions_it_wrote(
+        aws, clock, monkeypatch):
+    """GIVEN a BatchJob (flush per page, pages of 5) whose source goes down when asked
+    for page 2, and whose job-row write is throttled from then on (completion facts
+    still land)
+    WHEN the run fails and, ending, writes what page 1 earned
+    THEN the handler's error is the run's, and its record says what it wrote:
+    `written_on_failure` names the 5 completions that are in the ledger.
+
+    BREAKS: WorkClaims.close sets written_on_failure to "nothing: StoreError: ..."
+    whenever flush() raises, although _write_facts landed the 5 completions before the
+    job-row write failed: the run record tells the operator nothing was written while
+    the ledger holds 5 completed items."""
+    import jobguard.dynamodb_items as store_module
+    from jobguard import Page
+    from jobguard.records import RunStatus
+
+    monkeypatch.setattr(store_module, "_backoff", lambda attempt: None)
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(11)
+    down = JobRowDown()
+
+    class FailsOnPage2(CrmSync):
+        pages = 0
+
+        def select(self, cursor: str | None, limit: int) -> Page[dict]:
+            self.pages += 1
+            if self.pages == 2:
+                down.on = True
+                raise ConnectionError("the CRM API is down (503)")
+            return super().select(cursor, limit)
+
+    job = FailsOnPage2(config(aws, batch_size=5), source, notes, store=aws.store, clock=clock)
+    events = aws.ddb.meta.events
+    events.register("provide-client-params.dynamodb.UpdateItem", down.update)
+    events.register("provide-client-params.dynamodb.TransactWriteItems", down.transact)
+    raised: BaseException | None = None
+    try:
+        job.handler()(manual("first"), None)
+    except BaseException as exc:  # noqa: BLE001 - checked below
+        raised = exc
+    finally:
+        events.unregister("provide-client-params.dynamodb.UpdateItem", down.update)
+        events.unregister("provide-client-params.dynamodb.TransactWriteItems", down.transact)
+    assert isinstance(raised, ConnectionError), raised  # the handler's error is the run's
+    assert down.refused > 0
+    first_five = [str(WorkId(c["id"], "create-note")) for c in source[:5]]
+    ledger = items(aws).get_many(JOB, first_five)
+    completed = [w for w, r in ledger.items() if r.state is ItemState.COMPLETED]
+    assert len(completed) == 5  # the facts landed
+    (record,) = aws.runs(JOB)
+    assert record.status is RunStatus.FAILED
+    written = str(record.extra.get("written_on_failure"))
+    assert not written.startswith("nothing"), written
+    assert "5 completions" in written, written
