@@ -276,3 +276,50 @@ def test_a_failed_run_whose_row_write_fails_says_which_completions_it_wrote(
     written = str(record.extra.get("written_on_failure"))
     assert not written.startswith("nothing"), written
     assert "5 completions" in written, written
+
+
+def test_completions_that_landed_are_counted_completed_when_a_later_chunk_is_refused(
+        aws, clock, monkeypatch):
+    """GIVEN a BatchJob with one page of 30 items (flush per page: completions go 25 to a
+    BatchWriteItem) whose second BatchWriteItem is throttled on every retry
+    WHEN the run writes the page's completions
+    THEN the first 25 land and the last 5 become uncertain rows; the run record counts
+    what the ledger holds: completed 25, uncertain 5 (and the UncertainOutcomes metric
+    5, the figure its alarm and the runbook's decision rest on).
+
+    BREAKS: write_facts raises after its first chunk landed and WorkClaims._unrecorded
+    turns *every* fact of the call into an uncertain outcome: the record says completed
+    0, uncertain 30 (the 25 that landed only reappear as 'superseded') and 30
+    UncertainOutcomes are emitted for 5 unknown outcomes."""
+    import jobguard.dynamodb_items as store_module
+    from botocore.exceptions import ClientError
+
+    monkeypatch.setattr(store_module, "_backoff", lambda attempt: None)
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(30)
+    job = CrmSync(config(aws, batch_size=30), source, notes, store=aws.store, clock=clock)
+    calls = {"n": 0}
+
+    def throttle_after_first(params: dict[str, Any], **_: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException",
+                                         "Message": "throttled"}}, "BatchWriteItem")
+
+    events = aws.ddb.meta.events
+    events.register("provide-client-params.dynamodb.BatchWriteItem", throttle_after_first)
+    try:
+        job.handler()(manual("first"), None)
+    except Exception:  # noqa: BLE001 - the store's error fails the run; checked below
+        pass
+    finally:
+        events.unregister("provide-client-params.dynamodb.BatchWriteItem",
+                          throttle_after_first)
+    keys = [str(WorkId(c["id"], "create-note")) for c in source]
+    ledger = items(aws).get_many(JOB, keys)
+    states = [ledger[k].state for k in keys]
+    assert states.count(ItemState.COMPLETED) == 25
+    assert states.count(ItemState.UNCERTAIN) == 5
+    (record,) = aws.runs(JOB)
+    assert (record.extra.get("completed"), record.extra.get("uncertain")) == (25, 5), \
+        {k: record.extra.get(k) for k in ("completed", "uncertain", "superseded")}
