@@ -323,3 +323,27 @@ def test_completions_that_landed_are_counted_completed_when_a_later_chunk_is_ref
     (record,) = aws.runs(JOB)
     assert (record.extra.get("completed"), record.extra.get("uncertain")) == (25, 5), \
         {k: record.extra.get(k) for k in ("completed", "uncertain", "superseded")}
+
+
+def test_a_work_id_bug_that_rejects_every_record_does_not_skip_the_whole_source(aws, clock):
+    """GIVEN a BatchJob over 40 records (pages of 4) after the source renamed its id field
+    (`id` -> `contactId`): work_id() raises KeyError for *every* record (a code/schema
+    bug, not one stranger's record)
+    WHEN one run happens
+    THEN the checkpoint does not sail past the source: at most the first page's records
+    are passed (a page made entirely of rejected records is not "one bad record": the
+    job should stop there, as it did before, and wait for the fix).
+
+    BREAKS (design): rejected records never hold the checkpoint back, so one run pages
+    through the whole source, rejects all 40 records and moves the checkpoint to the
+    end; the status is only `incomplete`. Once the bug is fixed the next run starts at
+    the end: every record is skipped until someone recovers the whole range, and the
+    rejected rows that name them expire after item_ttl (15 days)."""
+    notes = NotesTable.create(aws.ddb)
+    source = [{"contactId": f"contact-{i:05d}", "change": "x"} for i in range(40)]
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    report = job.handler()(manual("first"), None)
+    row = items(aws).read_row(JOB)
+    assert notes.calls == []
+    assert report["rejected"] <= 4 and row.checkpoint.cursor in (None, "4"), (
+        report["rejected"], row.checkpoint.cursor)
