@@ -347,3 +347,41 @@ def test_a_work_id_bug_that_rejects_every_record_does_not_skip_the_whole_source(
     assert notes.calls == []
     assert report["rejected"] <= 4 and row.checkpoint.cursor in (None, "4"), (
         report["rejected"], row.checkpoint.cursor)
+
+
+class Detached:
+    """A field whose text cannot be read (an ORM object detached from its session:
+    its __str__/__repr__ load an attribute and raise)."""
+
+    def __str__(self) -> str:
+        raise LookupError("instance is not bound to a session; attribute refresh failed")
+
+    __repr__ = __str__
+
+
+def test_a_record_whose_content_cannot_be_read_is_rejected_not_a_stopped_job(aws, clock):
+    """GIVEN a BatchJob over 6 contacts, one of which carries a field whose text cannot be
+    read (str() raises: an ORM object detached from its session)
+    WHEN it runs twice
+    THEN the record is rejected (nothing claimed for it), the 5 others are done once, and
+    the checkpoint reaches the end: one record never stops a job.
+
+    BREAKS: the default payload() (claims.fingerprint) lets the LookupError out of
+    json.dumps(default=str) (it only catches TypeError/ValueError); claim_page catches it
+    and calls rejection(), which calls fingerprint() again, then repr() - both raise -
+    so the error escapes claim_page for the whole page: every run fails at that page,
+    the checkpoint never moves, nothing of the page is done (issue 33's item 1 again)."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(6)
+    source[2] = {**source[2], "owner": Detached()}
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    outcomes = []
+    for name in ("first", "second"):
+        try:
+            outcomes.append(job.handler()(manual(name), None))
+        except Exception as exc:  # noqa: BLE001 - the defect: checked below
+            outcomes.append(f"{type(exc).__name__}: {exc}")
+    assert all(isinstance(o, dict) for o in outcomes), outcomes
+    good = [str(WorkId(c["id"], "create-note")) for i, c in enumerate(source) if i != 2]
+    assert sorted(notes.calls) == sorted(good)
+    assert items(aws).read_row(JOB).checkpoint.cursor == "6"
