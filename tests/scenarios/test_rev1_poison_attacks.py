@@ -385,3 +385,45 @@ def test_a_record_whose_content_cannot_be_read_is_rejected_not_a_stopped_job(aws
     good = [str(WorkId(c["id"], "create-note")) for i, c in enumerate(source) if i != 2]
     assert sorted(notes.calls) == sorted(good)
     assert items(aws).read_row(JOB).checkpoint.cursor == "6"
+
+
+class Contact:
+    """A record as an SDK or ORM hands it over: an object, not JSON (no __repr__ of its
+    own, so its text names its address)."""
+
+    def __init__(self, contact_id: str | None) -> None:
+        self.contact_id = contact_id
+
+
+def test_the_same_bad_object_record_is_one_rejected_row_however_often_it_is_selected(
+        aws, clock):
+    """GIVEN a plain handler that selects the same source records each run, built fresh
+    by each invocation as objects (as a Lambda container does), one without an id
+    WHEN it runs three times
+    THEN the ledger holds one rejected row for it (README: "a ledger row keyed by the
+    record's content"; claims.rejection: "the same bad record is one row however often
+    it is selected").
+
+    BREAKS: rejection() keys the row by fingerprint(), json.dumps(default=str) of the
+    record, and str() of a plain object is '<...Contact object at 0x7f...>': the key
+    changes with the object's address, so every run writes another rejected row for the
+    same record (`jobguard items --status rejected` lists it three times)."""
+    from jobguard.clock import to_ms
+
+    keep: list[Any] = []  # keep old objects alive so that no address is reused
+
+    def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+        records = [Contact("contact-1"), Contact(None)]
+        keep.extend(records)
+        run = current_run()
+        for item in run.claim(records, work_id=lambda r: WorkId(r.contact_id, "sync")):
+            with item:
+                item.complete(destination_id="dest-1")
+        return run.figures()
+
+    job = make_job(aws, clock, lambda_handler, name=JOB)
+    for name in ("first", "second", "third"):
+        job(manual(name), None)
+    rejected = items(aws).unresolved(JOB, states=[ItemState.REJECTED],
+                                     now_ms=to_ms(clock.now()))
+    assert len(rejected) == 1, [r.work_id for r in rejected]
