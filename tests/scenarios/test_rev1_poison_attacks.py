@@ -427,3 +427,45 @@ def test_the_same_bad_object_record_is_one_rejected_row_however_often_it_is_sele
     rejected = items(aws).unresolved(JOB, states=[ItemState.REJECTED],
                                      now_ms=to_ms(clock.now()))
     assert len(rejected) == 1, [r.work_id for r in rejected]
+
+
+def test_a_recovery_over_a_rejected_object_record_can_be_confirmed(aws, clock):
+    """GIVEN a BatchJob whose source hands over objects (built fresh by every select, as
+    a Lambda invocation does), 5 contacts and one without an id
+    WHEN an operator plans a recovery over the range (dry run) and executes it with the
+    plan's token, as the README's recovery asks above the confirmation threshold
+    THEN the execution is accepted (the range did not change) and replays the 5.
+
+    BREAKS: the plan's token hashes '<rejected key>=rejected', and the rejected key is
+    fingerprint() of the object: its address, different in every invocation. The
+    execution's plan never has the dry run's token: "confirm: does not match this
+    plan", for any range holding such a record, for good."""
+    from jobguard import Page
+    from jobguard.recovery import recover
+
+    notes = NotesTable.create(aws.ddb)
+
+    class ObjectSource(CrmSync):
+        def select(self, cursor: str | None, limit: int) -> Page[Any]:
+            start = 0 if cursor is None else int(cursor)
+            ids = [f"contact-{i}" for i in range(5)] + [None]
+            rows = [Contact(i) for i in ids[start:start + limit]]
+            return Page(rows, str(start + len(rows)))
+
+        def work_id(self, record: Any) -> WorkId:
+            return WorkId(record.contact_id, "create-note")
+
+        def payload(self, record: Any) -> str | None:
+            return record.contact_id
+
+        def process(self, record: Any, item: Any) -> str:
+            return self.notes.put(item.key, "x")
+
+    job = ObjectSource(config(aws), [], notes, store=aws.store, clock=clock)
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "6", "requested_by": "alice"}
+    options = {"store": aws.store, "clock": clock}
+    plan = recover(request, job=job, guard_options=options, threshold=2)
+    assert plan["plan"]["rejected"] == 1 and plan["needs_confirmation"]
+    done = recover({**request, "dry_run": False, "confirm": plan["plan"]["token"]}, job=job,
+                   guard_options=options, threshold=2)
+    assert done["result"] == "executed" and done["summary"]["replayed"] == 5, done
