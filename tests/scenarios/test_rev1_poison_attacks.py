@@ -469,3 +469,26 @@ def test_a_recovery_over_a_rejected_object_record_can_be_confirmed(aws, clock):
     done = recover({**request, "dry_run": False, "confirm": plan["plan"]["token"]}, job=job,
                    guard_options=options, threshold=2)
     assert done["result"] == "executed" and done["summary"]["replayed"] == 5, done
+
+
+def test_a_rejected_row_lets_the_operator_find_its_record(aws, clock):
+    """GIVEN a BatchJob over 40 contacts where one record (position 29) has no id
+    WHEN the run rejects it and the operator, paged by ItemsRejected, runs `jobguard
+    items crm-sync --status rejected` to "fix the record at its source, then recover
+    its range" (README)
+    THEN the rejected row says which record it is or where it was selected (an
+    escaped, bounded excerpt of the record, or the cursor of its page).
+
+    BREAKS (design gap): the row holds only '#rejected:<content hash>' and
+    "KeyError: 'id'"; the run record's cursor range is the whole run (0-40). Nothing
+    the operator is shown locates the record or its range."""
+    from jobguard.clock import to_ms
+
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(40)
+    source[29] = {"change": "email changed for the Wayne account"}
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    job.handler()(manual("first"), None)
+    (row,) = items(aws).unresolved(JOB, states=[ItemState.REJECTED], now_ms=to_ms(clock.now()))
+    shown = " ".join(str(v) for v in row.__dict__.values() if v is not None)
+    assert "Wayne account" in shown or "'28'" in shown or "cursor" in shown, shown
