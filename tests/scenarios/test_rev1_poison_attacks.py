@@ -492,3 +492,37 @@ def test_a_rejected_row_lets_the_operator_find_its_record(aws, clock):
     (row,) = items(aws).unresolved(JOB, states=[ItemState.REJECTED], now_ms=to_ms(clock.now()))
     shown = " ".join(str(v) for v in row.__dict__.values() if v is not None)
     assert "Wayne account" in shown or "'28'" in shown or "cursor" in shown, shown
+
+
+def test_a_job_that_does_its_work_around_one_bad_record_keeps_its_dead_man_heartbeat(
+        aws, clock, metrics):
+    """GIVEN the README's plain handler shape (run.claim over what the source returns each
+    run) whose source keeps returning one record without an id among good ones
+    WHEN it runs three times, doing all its other work each time
+    THEN the dead-man alarm's heartbeat (RunSucceeded, whose absence pages "the job has
+    stopped doing its work") is emitted for each run: the rejected record pages through
+    its own alarm (ItemsRejected), and one record never stops a job.
+
+    BREAKS: a rejected record makes every run `incomplete`, and only `succeeded` emits
+    RunSucceeded: the NoSuccess alarm (missing data breaches) pages the operator that the
+    job stopped, with a runbook about disabled schedules and failing functions, while
+    it works through every other record."""
+    done: list[str] = []
+
+    def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+        run = current_run()
+        records = [{"id": f"contact-{len(done)}"}, {"oops": True}]
+        for item in run.claim(records, work_id=lambda r: WorkId(r["id"], "sync")):
+            with item:
+                done.append(item.key)
+                item.complete(destination_id=f"dest-{len(done)}")
+        return run.figures()
+
+    job = make_job(aws, clock, lambda_handler, name=JOB)
+    metrics()
+    for name in ("first", "second", "third"):
+        job(manual(name), None)
+    emitted = metrics()
+    assert len(done) == 3 and emitted.get("ItemsRejected") == 3
+    assert emitted.get("RunSucceeded", 0) == 3, {k: v for k, v in emitted.items()
+                                                 if k in ("RunSucceeded", "RunsIncomplete")}
