@@ -526,3 +526,47 @@ def test_a_job_that_does_its_work_around_one_bad_record_keeps_its_dead_man_heart
     assert len(done) == 3 and emitted.get("ItemsRejected") == 3
     assert emitted.get("RunSucceeded", 0) == 3, {k: v for k, v in emitted.items()
                                                  if k in ("RunSucceeded", "RunsIncomplete")}
+
+
+def test_a_run_ended_by_a_base_exception_writes_what_it_earned_or_says_it_did_not(
+        aws, clock):
+    """GIVEN issue 33's own case (a BatchJob, flush per page, pages of 5, the source
+    failing when asked for page 2 with the lease held) where the failure is a
+    BaseException: asyncio.CancelledError from an async client, or SystemExit from a
+    library that calls sys.exit()
+    WHEN the run fails
+    THEN either page 1's 5 completions and checkpoint are written (as for an
+    Exception), or the run record does not claim them: its figures match the ledger.
+
+    BREAKS: guard._run closes the claims only for an Exception; for a BaseException
+    nothing is written and the record still says completed 5 (no written_on_failure),
+    while the ledger holds the 5 items claimed by a run that ended and the checkpoint
+    before them: the next run must reconcile all 5 (issue 33's item 2, unchanged)."""
+    import asyncio
+
+    from jobguard import Page
+
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(11)
+
+    class CancelledOnPage2(CrmSync):
+        pages = 0
+
+        def select(self, cursor: str | None, limit: int) -> Page[dict]:
+            self.pages += 1
+            if self.pages == 2:
+                raise asyncio.CancelledError("the source client's task was cancelled")
+            return super().select(cursor, limit)
+
+    job = CancelledOnPage2(config(aws, batch_size=5), source, notes, store=aws.store,
+                           clock=clock)
+    try:
+        job.handler()(manual("first"), None)
+    except asyncio.CancelledError:
+        pass
+    (record,) = aws.runs(JOB)
+    first_five = [str(WorkId(c["id"], "create-note")) for c in source[:5]]
+    ledger = items(aws).get_many(JOB, first_five)
+    completed = sum(r.state is ItemState.COMPLETED for r in ledger.values())
+    assert record.extra.get("completed") == completed, (
+        record.extra.get("completed"), completed, items(aws).read_row(JOB).checkpoint.cursor)
