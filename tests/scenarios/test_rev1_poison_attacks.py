@@ -7,6 +7,7 @@ Every test reads what a user relies on: the ledger, the run log, the destination
 
 from __future__ import annotations
 
+import contextlib
 import io
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import timedelta
@@ -291,8 +292,9 @@ def test_completions_that_landed_are_counted_completed_when_a_later_chunk_is_ref
     turns *every* fact of the call into an uncertain outcome: the record says completed
     0, uncertain 30 (the 25 that landed only reappear as 'superseded') and 30
     UncertainOutcomes are emitted for 5 unknown outcomes."""
-    import jobguard.dynamodb_items as store_module
     from botocore.exceptions import ClientError
+
+    import jobguard.dynamodb_items as store_module
 
     monkeypatch.setattr(store_module, "_backoff", lambda attempt: None)
     notes = NotesTable.create(aws.ddb)
@@ -560,10 +562,8 @@ def test_a_run_ended_by_a_base_exception_writes_what_it_earned_or_says_it_did_no
 
     job = CancelledOnPage2(config(aws, batch_size=5), source, notes, store=aws.store,
                            clock=clock)
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         job.handler()(manual("first"), None)
-    except asyncio.CancelledError:
-        pass
     (record,) = aws.runs(JOB)
     first_five = [str(WorkId(c["id"], "create-note")) for c in source[:5]]
     ledger = items(aws).get_many(JOB, first_five)
