@@ -183,7 +183,8 @@ class BatchJob(Generic[R]):
             report.pages += 1
             unfinished_before = report.held + report.uncertain
             deferred_before = report.deferred
-            items = claims.claim_page(page.records, self.work_id, self.payload)
+            items = claims.claim_page(page.records, self.work_id, self.payload,
+                                      after_cursor=cursor)
             fire("after_claim", job=run.job, run_id=run.run_id, work_ids=[i.key for i in items])
             for index, item in enumerate(items):
                 if remaining_ms(context) < margin_ms:

@@ -44,7 +44,8 @@ from .workitems import (
     source_key,
 )
 
-__all__ = ["BatchReport", "ClaimedItem", "Page", "ResolveReport", "SweepReport", "WorkClaims",
+__all__ = ["BatchReport", "ClaimedItem", "Page", "RejectedPageError", "ResolveReport",
+           "SweepReport", "WorkClaims",
            "destination_id_problem", "fingerprint", "payload_hash", "remaining_ms", "sweep"]
 
 R = TypeVar("R")
@@ -249,22 +250,59 @@ def _describe(error: BaseException | str) -> str:
     return bounded_text(text, _MAX_ERROR) or ""
 
 
+def _stable(value: Any) -> Any:
+    """A JSON stand-in for what JSON cannot hold, the same for the same content: its
+    text (a datetime, a Decimal), unless that names where it lives in memory (an object
+    without a repr of its own), then its fields; a value whose text cannot be read at
+    all, its type."""
+    try:
+        text = str(value)
+    except Exception:  # noqa: BLE001 - e.g. an ORM object detached from its session
+        text = None
+    if text is not None and " at 0x" not in text:
+        return text
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    fields = getattr(value, "__dict__", None)
+    if isinstance(fields, dict):
+        return {"__type__": type(value).__qualname__, **fields}
+    return f"<{type(value).__qualname__}>"
+
+
+def _canonical(record: Any) -> str | None:
+    try:
+        return json.dumps(record, sort_keys=True, separators=(",", ":"), default=_stable)
+    except Exception:  # noqa: BLE001 - not JSON, and not made so: no content hash
+        return None
+
+
 def fingerprint(record: Any) -> str | None:
     """A stable hash of a record's content (canonical JSON), or None if not JSON."""
-    try:
-        text = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):
+    text = _canonical(record)
+    if text is None:
         return None
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:32]
 
 
-def rejection(record: Any, error: BaseException, ttl_s: int) -> Unresolved:
+MAX_EXCERPT = 200
+"""Bytes (UTF-8) of a rejected record kept on its ledger row, so it can be found."""
+
+
+def rejection(record: Any, error: BaseException, ttl_s: int, *,
+              after_cursor: str | None = None) -> Unresolved:
     """The ledger row of a record no work id could be made for: keyed by the record's
-    content (the same bad record is one row however often it is selected), saying why."""
-    digest = fingerprint(record) or hashlib.sha256(
-        repr(record).encode("utf-8", "backslashreplace")).hexdigest()[:32]
-    return Unresolved(rejected_key(digest), ItemState.REJECTED, error=_describe(error),
-                      ttl_s=ttl_s)
+    content (the same bad record is one row however often it is selected), saying why,
+    with an excerpt of it and the cursor its page was selected after (to find it, and
+    to recover its range once it is fixed)."""
+    text = _canonical(record)
+    if text is None:
+        text = f"<{type(record).__qualname__}>"
+    digest = hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:32]
+    where = f" (its page was selected after cursor {after_cursor!r})" \
+        if after_cursor is not None else ""
+    return Unresolved(rejected_key(digest), ItemState.REJECTED,
+                      error=_describe(f"{_describe(error)}{where}"), ttl_s=ttl_s,
+                      excerpt=bounded_text(text, MAX_EXCERPT))
 
 
 def identify(record: Any, work_id: Callable[[Any], WorkId],
@@ -305,6 +343,24 @@ class _Claimed:
 
     payload_hash: str | None
     attempts: int
+
+
+class RejectedPageError(JobGuardError):
+    """Every record of a page was rejected for the same reason: that is a bug in the
+    job's ``work_id()`` or ``payload()`` (a renamed field, ids of another type), not a
+    stranger's data, and passing the page would skip the whole source.
+
+    Attributes:
+        job: the job name.
+        records: the page's size.
+        reason: the error every record met.
+    """
+
+    def __init__(self, job: str, records: int, reason: str) -> None:
+        self.job, self.records, self.reason = job, records, reason
+        super().__init__(
+            f"job {job!r}: every record of a page of {records} was rejected with the same "
+            f"error ({reason}): fix work_id() or payload(); nothing of the page was passed")
 
 
 class WorkClaims:
@@ -352,6 +408,9 @@ class WorkClaims:
         self._facts: dict[str, Completion] = {}
         self._found_keys: set[str] = set()
         """Facts from reconciliation (counted ``reconciled``, not ``completed``)."""
+        self._completed_keys: set[str] = set()
+        """Facts from this run's own outcomes (counted ``completed``)."""
+        self._written_facts = 0
         self._rows: dict[str, Unresolved] = {}
         self._sources: dict[str, str] = {}
         """Escaped or hashed keys -> the original source id (kept on ledger rows)."""
@@ -404,6 +463,7 @@ class WorkClaims:
         *,
         replay_failed: bool = False,
         again: bool = False,
+        after_cursor: str | None = None,
     ) -> list[ClaimedItem]:
         """Claim every record of a page that still needs work.
 
@@ -418,18 +478,26 @@ class WorkClaims:
         ``held_until_ms`` then) are left alone: counted ``deferred``, written as
         uncertain rows (reconciled only after that moment), and handed back by
         :meth:`after_holds`. ``again``: the records were selected before (not counted
-        again).
+        again). ``after_cursor``: where the page was selected (said on rejected rows).
+
+        Raises:
+            RejectedPageError: every record of a page of two or more was rejected for the
+                same reason: a bug in ``work_id()`` or ``payload()`` (a renamed field,
+                ids of another type), not a stranger's data. Nothing of the page is
+                written or passed; the run fails, and every later one, until it is fixed.
         """
         self.run.ensure_lease()
         if self._closed:
             raise JobGuardError("the run has ended: nothing more can be claimed")
         by_key: dict[str, tuple[WorkId, Any, str | None]] = {}
         rejected: dict[str, Unresolved] = {}
+        reasons: set[str] = set()
         for record in records:
             try:
                 wid, digest = identify(record, work_id, payload)
             except Exception as exc:  # noqa: BLE001 - one record never stops a job
-                refused = rejection(record, exc, self._ttl_s)
+                reasons.add(_describe(exc))
+                refused = rejection(record, exc, self._ttl_s, after_cursor=after_cursor)
                 rejected.setdefault(refused.work_id, refused)
                 continue
             if str(wid) in by_key:
@@ -440,6 +508,8 @@ class WorkClaims:
             kept = kept_source(wid)
             if kept is not None:
                 self._sources[str(wid)] = kept
+        if not by_key and len(records) > 1 and len(reasons) == 1:
+            raise RejectedPageError(self.run.job, len(records), reasons.pop())
         if not again:
             self.report.selected += len(by_key) + len(rejected)
         self._rejected(list(rejected.values()))
@@ -558,7 +628,15 @@ class WorkClaims:
             if extra:
                 more, _ = self.store.lookup(self.run.job, extra)
                 found.update(more)
+        self._remember(found.values())
         return found
+
+    def _remember(self, rows: Iterable[ItemRecord]) -> None:
+        """Keep the original source ids rows hold (escaped or hashed keys): every row
+        this run writes for them keeps it too."""
+        for row in rows:
+            if row.source_id:
+                self._sources.setdefault(row.work_id, row.source_id)
 
     def _vanished_row(self, key: str, foreign: OpenClaim | None, stored: str | None,
                       attempts: int, *, held_until: int | None = None) -> Unresolved:
@@ -680,6 +758,7 @@ class WorkClaims:
         info = self._claimed.get(key, _Claimed(None, 1))
         if kind == "complete":
             self.report.completed += 1
+            self._completed_keys.add(key)
             assert destination_id is not None
             self._facts[key] = Completion(key, destination_id, self.run.run_id,
                                           self.fence.fence, payload_hash=info.payload_hash,
@@ -737,23 +816,43 @@ class WorkClaims:
                     item.uncertain(f"{ending} before an outcome was recorded")
                 else:
                     item.release()
-        facts = len(self._facts)
+        facts_before = self._written_facts
         rows = len(self._rows)
         checkpoint = self._checkpoint
         try:
             self.flush()
         except Exception as exc:
             if error is not None:
+                facts = self._written_facts - facts_before
                 self.report.written_on_failure = bounded_text(
-                    f"nothing: {type(exc).__name__}: {exc}", 500)
+                    (f"{facts} completions; " if facts else "")
+                    + f"not the rest: {type(exc).__name__}: {exc}", 500)
             raise
         finally:
             self._closed = True
         if error is not None:
+            facts = self._written_facts - facts_before
             parts = [f"{facts} completions" if facts else "",
                      f"{rows} failed/uncertain/rejected rows" if rows else "",
                      f"the checkpoint ({checkpoint[1]!r})" if checkpoint else ""]
             self.report.written_on_failure = ", ".join(p for p in parts if p) or "nothing owed"
+
+    @_locked
+    def end_unwritten(self, error: BaseException) -> None:
+        """The run ends by something that is not an error a run records (the process is
+        ending: SystemExit, KeyboardInterrupt, a cancelled task): nothing more is written,
+        and the report no longer counts the completions that were never written (the
+        next run finds them claimed by a run that ended, and reconciles them)."""
+        if self._closed:
+            return
+        self._closed = True
+        unwritten = [k for k in self._facts if k in self._completed_keys]
+        self.report.completed -= len(unwritten)
+        self.report.reconciled -= len([k for k in self._facts if k in self._found_keys])
+        self.report.written_on_failure = bounded_text(
+            f"nothing: {type(error).__name__} ended the process"
+            + (f"; {len(unwritten)} completions the destination holds were not recorded"
+               if unwritten else ""), 500)
 
     @_locked
     def abandon(self) -> None:
@@ -770,10 +869,16 @@ class WorkClaims:
             self.store.write_facts(self.run.job, facts, now_ms=to_ms(self._clock.now()),
                                    ttl_s=self._ttl_s)
         except StoreError as exc:
-            self._unrecorded(facts, exc)
+            unwritten = set(getattr(exc, "work_ids", [f.work_id for f in facts]))
+            written = [f for f in facts if f.work_id not in unwritten]
+            if written:
+                self.telemetry.count("ItemsCompleted", len(written))
+            self._written_facts += len(written)
+            self._unrecorded([f for f in facts if f.work_id in unwritten], exc)
             raise
         self._facts.clear()
         self._found_keys.clear()
+        self._written_facts += len(facts)
         self.telemetry.count("ItemsCompleted", len(facts))
 
     def _unrecorded(self, facts: list[Completion], exc: StoreError) -> None:
@@ -793,7 +898,7 @@ class WorkClaims:
                                 f"answered {fact.destination_id!r}"))
             if fact.work_id in self._found_keys:
                 self.report.reconciled -= 1
-            else:
+            elif fact.work_id in self._completed_keys:
                 self.report.completed -= 1
             self.report.uncertain += 1
         self._found_keys.clear()
@@ -845,7 +950,9 @@ class WorkClaims:
         hold = self._hold(now_ms)
         rows: list[Unresolved] = []
         covered: set[str] = set()
-        for row in self.store.unresolved(self.run.job, limit=limit, now_ms=now_ms):
+        unresolved = self.store.unresolved(self.run.job, limit=limit, now_ms=now_ms)
+        self._remember(unresolved)
+        for row in unresolved:
             self.run.ensure_lease()
             report.examined += 1
             if row.state is ItemState.FAILED:
@@ -883,6 +990,7 @@ class WorkClaims:
             # the vanished claim's items beyond the limit, or completed: as their rows say
             rest = [w for w in foreign.items if w not in covered]
             found, _ = self.store.lookup(self.run.job, rest) if rest else ({}, None)
+            self._remember(found.values())
             rows += self._foreign_rows(found, covered, now_ms // 1000, held_until=hold)
         self._write_facts()  # before the write that drops a vanished claim
         self._commit({}, rows)

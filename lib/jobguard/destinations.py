@@ -158,17 +158,21 @@ def _before_destination(work_id: str) -> None:
 
 
 def _check_work_id(work_id: object, *, max_bytes: int, key_safe: bool) -> str:
-    """Return ``work_id`` if it can be a destination key, else raise ValueError."""
+    """Return ``work_id`` as a destination key (``key_safe``: S3's safe characters, any
+    other written ``%XX``, its UTF-8 bytes), else raise ValueError."""
     if not isinstance(work_id, str) or not work_id:
-        raise ValueError(f"work_id: must be a non-empty string, got {work_id!r}")
+        raise ValueError(f"work_id: must be a non-empty string, got {type(work_id).__name__}")
+    key = work_id
     if key_safe and not _S3_KEY_SAFE.fullmatch(work_id):
-        raise ValueError(
-            f"work_id: {work_id!r} holds a character outside [A-Za-z0-9!_.*'()/:@+=,-] "
-            "(not safe in an S3 key)"
-        )
-    if len(work_id.encode("utf-8")) > max_bytes:
-        raise ValueError(f"work_id: must be at most {max_bytes} bytes (UTF-8)")
-    return work_id
+        # a work id whose source id the library escaped or hashed (it starts with '#'),
+        # or a plain one with a space or a letter beyond ASCII: each other character
+        # becomes %XX; '%' itself is one of them, so no two work ids share a key
+        key = "".join(c if _S3_KEY_SAFE.fullmatch(c) else
+                      "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+                      for c in work_id)
+    if len(key.encode("utf-8")) > max_bytes:
+        raise ValueError(f"work_id: must be at most {max_bytes} bytes (UTF-8) as a key")
+    return key
 
 
 def _error_code(exc: ClientError) -> str:
@@ -449,7 +453,7 @@ class S3Destination:
             The destination id of the object now stored for ``work_id``.
 
         Raises:
-            ValueError: ``work_id`` is empty, too long, or not S3 key-safe.
+            ValueError: ``work_id`` is empty, or too long as a key.
             DestinationError: S3 refused the write; or the object existed when the
                 write was refused but was gone when read back (deleted in between:
                 nothing is rewritten, an operator decides).
@@ -503,7 +507,7 @@ class S3Destination:
         One ``HeadObject`` (S3 reads are strongly consistent).
 
         Raises:
-            ValueError: ``work_id`` is empty, too long, or not S3 key-safe.
+            ValueError: ``work_id`` is empty, or too long as a key.
             DestinationError: S3 refused the read (403 too: grant ``s3:ListBucket``).
 
         Example:

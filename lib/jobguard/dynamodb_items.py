@@ -83,7 +83,7 @@ from .workitems import (
     Unresolved,
 )
 
-__all__ = ["DynamoItemStore", "item_record", "job_row"]
+__all__ = ["DynamoItemStore", "FactsNotWrittenError", "item_record", "job_row"]
 
 GET_BATCH = 100  # BatchGetItem's limit: one call per page of 100
 PUT_BATCH = 25  # BatchWriteItem's limit
@@ -179,6 +179,7 @@ def item_record(job: str, raw: dict[str, Any] | None) -> ItemRecord | None:
         ttl_epoch_s=row.get(TTL_ATTRIBUTE),
         source_id=row.get("source_id"),
         held_until_ms=row.get("held_until_ms"),
+        excerpt=row.get("excerpt"),
     )
 
 
@@ -333,9 +334,11 @@ class DynamoItemStore:
         unique = {f.work_id: f for f in facts}  # one call may not name a key twice
         requests = 0
         items = [self._fact_item(job, f, now_ms, ttl_s) for f in unique.values()]
+        ids = list(unique)
         for start in range(0, len(items), PUT_BATCH):
             pending: list[dict[str, Any]] = [{"PutRequest": {"Item": i}}
                                              for i in items[start:start + PUT_BATCH]]
+            later = ids[start + PUT_BATCH:]
             for attempt in range(_RETRIES * 2):
                 requests += 1
                 try:
@@ -345,14 +348,16 @@ class DynamoItemStore:
                     if transient(exc) and attempt < _RETRIES * 2 - 1:
                         _backoff(attempt)
                         continue  # the same puts again: a fact written twice is one fact
-                    raise StoreError("write_facts", job, str(exc)) from exc
+                    raise FactsNotWrittenError(
+                        job, [_fact_id(p) for p in pending] + later, str(exc)) from exc
                 pending = (response.get("UnprocessedItems") or {}).get(self.table_name) or []
                 if not pending:
                     break
                 _backoff(attempt)
             if pending:
-                raise StoreError("write_facts", job,
-                                 f"{len(pending)} completion facts still unprocessed")
+                raise FactsNotWrittenError(job, [_fact_id(p) for p in pending] + later,
+                                           f"{len(pending)} completion facts still "
+                                           "unprocessed")
         return requests
 
     def commit(self, lease: Fence, change: Commit, *, now_ms: int) -> Committed:
@@ -577,6 +582,8 @@ class DynamoItemStore:
             values[TTL_ATTRIBUTE] = now_ms // 1000 + row.ttl_s
         if row.held_until_ms is not None:
             values["held_until_ms"] = row.held_until_ms
+        if row.excerpt is not None:
+            values["excerpt"] = row.excerpt
         return {"Put": {"TableName": self.table_name,
                         "Item": {k: to_attr(v) for k, v in values.items()},
                         "ConditionExpression": condition,
@@ -667,6 +674,22 @@ def overlay(found: dict[str, ItemRecord], row: JobRow | None, work_ids: Sequence
                 created_at_ms=current.created_at_ms)
         merged[work_id] = claimed
     return merged
+
+
+class FactsNotWrittenError(StoreError):
+    """Completion facts the table would not take after every retry.
+
+    Attributes:
+        work_ids: those not written (the others of the call were).
+    """
+
+    def __init__(self, job: str, work_ids: list[str], message: str) -> None:
+        self.work_ids = work_ids
+        super().__init__("write_facts", job, message)
+
+
+def _fact_id(request: dict[str, Any]) -> str:
+    return str(from_attr(request["PutRequest"]["Item"]["work_id"]))
 
 
 def _token(lease: Fence) -> str:

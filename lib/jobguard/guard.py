@@ -631,6 +631,8 @@ class GuardedJob:
             status, error = RunStatus.FAILED, exc
             if isinstance(exc, Exception):
                 run.close(exc)  # what it earned, while the lease is still held
+            else:
+                run.end_unwritten(exc)  # the process is ending: its record says so
         finally:
             heartbeat.stop()
             _reset_current(token)
@@ -638,8 +640,7 @@ class GuardedJob:
             status = RunStatus.LEASE_LOST
         if status is RunStatus.SUCCEEDED:
             figures = run.figures()
-            if figures.get("failed", 0) or figures.get("uncertain", 0) \
-                    or figures.get("rejected", 0):
+            if figures.get("failed", 0) or figures.get("uncertain", 0):
                 # not hidden behind a green status: `runs --status incomplete`, an alarm
                 status = RunStatus.INCOMPLETE
                 rt.telemetry.count("RunsIncomplete")
@@ -841,6 +842,9 @@ class GuardedJob:
                 "malformed trigger message not recorded: it comes back",
                 extra={**said, "store_error": f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]})
             raise
+        # counted on every delivery that deletes it: a redelivery of one already recorded
+        # counts again, but a write whose answer was lost (then refused as a repeat)
+        # still counts once, and the alarm never misses a message
         rt.telemetry.count("TriggerMessagesRejected")
         return self._outcome(record)
 

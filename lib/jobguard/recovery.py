@@ -638,7 +638,7 @@ def resolve(config: Any, work_ids: list[str], *, found: str | None, reason: str,
         ...         requested_by="alice")  # doctest: +SKIP
     """
     from .guard import GuardedJob
-    from .workitems import WorkId
+    from .workitems import check_key
 
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidRequestError("reason", "say why (it is written on the run record)")
@@ -650,7 +650,7 @@ def resolve(config: Any, work_ids: list[str], *, found: str | None, reason: str,
         raise InvalidRequestError("work_id", f"at most {MAX_RESOLVE} work items a call")
     for text in work_ids:
         try:
-            WorkId.parse(text)
+            check_key(text)
         except ValueError as exc:
             raise InvalidRequestError("work_id", f"{text!r}: {exc}") from None
     if found is not None:

@@ -274,6 +274,13 @@ class Run:
                         extra={"error": f"{type(exc).__name__}: {exc}"})
         self.stats.update(self._claims.report.as_dict())
 
+    def end_unwritten(self, error: BaseException) -> None:
+        """The process is ending (not an error a run records): nothing more is written,
+        and the record does not count completions that were not."""
+        if self._claims is not None:
+            self._claims.end_unwritten(error)
+            self.stats.update(self._claims.report.as_dict())
+
     def abandon(self) -> None:
         """The lease is lost: the run's work items write nothing more, now or later."""
         if self._claims is not None:

@@ -178,7 +178,8 @@ class WorkId:
     def __post_init__(self) -> None:
         if not isinstance(self.source_id, str) or not self.source_id:
             raise InvalidWorkIdError(
-                "source_id", f"must be a non-empty string, got {self.source_id!r}"[:200])
+                "source_id", "must be a non-empty string, got "
+                + ("''" if self.source_id == "" else type(self.source_id).__name__))
         try:
             self.source_id.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -274,6 +275,8 @@ class ItemRecord:
     held_until_ms: int | None = None
     """An uncertain item a displaced run may still call the destination for: nobody
     reconciles or redoes it before then (see :attr:`JobRow.hold_until_ms`)."""
+    excerpt: str | None = None
+    """A rejected record: an excerpt of it (at most 200 bytes), to find it at its source."""
 
     def claim_expired(self, now_ms: int, skew_ms: int) -> bool:
         return (
@@ -441,6 +444,8 @@ class Unresolved:
     source_id: str | None = None
     ttl_s: int | None = None
     held_until_ms: int | None = None
+    excerpt: str | None = None
+    """A rejected record's excerpt (bounded), to find it at its source."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,15 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from jobguard import ItemState, JobConfig, OutcomeUnknown, OverlapPolicy, WorkId, current_run
-from jobguard import hooks
+from jobguard import (
+    ItemState,
+    JobConfig,
+    OutcomeUnknown,
+    OverlapPolicy,
+    WorkId,
+    current_run,
+    hooks,
+)
 from jobguard.batch import sweep
 from jobguard.clock import to_ms
 from jobguard.dynamodb_items import DynamoItemStore

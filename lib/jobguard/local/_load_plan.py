@@ -4,13 +4,13 @@ Every tick is scheduled relative to the worker's clock when the plan is made, in
 the window a guarded job accepts::
 
     stale_after ago        TICKS_BEHIND ago       now      TICKS_AHEAD    TICK_AHEAD_LIMIT
-         |  late (stale)  |  on-time ticks, evenly spaced per job  |              |  malformed
+         |  late (stale)  |  on-time ticks, one second each per job  |            |  malformed
     -----+----------------+------------------------------+--------+--------------+------------>
 
-- on-time ticks: each job's ticks are spread evenly from ``TICKS_BEHIND`` ago to
-  ``TICKS_AHEAD`` ahead (whole seconds, at least one apart; a schedule compressed
-  into the load's minutes). A tick is picked at random per trigger, so ticks repeat by
-  chance too. They stay accepted while the load runs: none is more than
+- on-time ticks: each job's ticks fall on distinct whole seconds from ``TICKS_BEHIND``
+  ago to ``TICKS_AHEAD`` ahead (a schedule compressed into the load's minutes), drawn
+  at random; no two triggers of a job share a time, so the only repeats are the
+  deliveries planned as such. They stay accepted while the load runs: none is more than
   ``TICKS_AHEAD`` ahead (the guard refuses more than ``TICK_AHEAD_LIMIT``), and none
   becomes stale before ``stale_after - TICKS_BEHIND`` has passed (30 minutes with the
   default hour).
@@ -61,35 +61,39 @@ class Planned:
     kind: str
     """``tick`` (on time), ``late`` (past ``stale_after``) or ``malformed``."""
     again: bool = False
-    """A second delivery of the event just before it."""
+    """Another delivery of a trigger planned before (the event just before it)."""
 
 
 def plan_load(names: list[str], triggers: int, *, now: datetime, stale_after: timedelta,
               rng: random.Random) -> list[Planned]:
     """``triggers`` deliveries over the jobs ``names``, scheduled relative to ``now``."""
-    per_job = max(1, triggers // len(names))
     window_s = int((TICKS_BEHIND + TICKS_AHEAD).total_seconds())
-    spacing_s = max(1, window_s // per_job)
-    slots = min(per_job, window_s // spacing_s + 1)
     first = now.replace(microsecond=0) - TICKS_BEHIND
+    seen: set[str] = set()
     plan: list[Planned] = []
     while len(plan) < triggers:
         name = rng.choice(names)
         draw = rng.random()
-        if draw < MALFORMED:
-            kind = MALFORMED_TICK
-            at = first + TICKS_BEHIND + TICK_AHEAD_LIMIT + timedelta(
-                seconds=rng.randrange(60, 3 * 3600))
-        elif draw < MALFORMED + LATE:
-            kind = LATE_TICK
-            at = first + TICKS_BEHIND - stale_after - timedelta(
-                seconds=rng.randrange(60, 3600))
-        else:
-            kind = TICK
-            at = first + timedelta(seconds=rng.randrange(slots) * spacing_s)
+        kind = MALFORMED_TICK if draw < MALFORMED else (
+            LATE_TICK if draw < MALFORMED + LATE else TICK)
+        # a time no trigger of this job has yet: a trigger delivered again is only ever
+        # one planned as such (again=True), so the counts say what was delivered twice
+        for _ in range(100):
+            if kind == MALFORMED_TICK:
+                at = first + TICKS_BEHIND + TICK_AHEAD_LIMIT + timedelta(
+                    seconds=rng.randrange(60, 3 * 3600))
+            elif kind == LATE_TICK:
+                at = first + TICKS_BEHIND - stale_after - timedelta(
+                    seconds=rng.randrange(60, 3600))
+            else:
+                at = first + timedelta(seconds=rng.randrange(window_s))
+            if tick_trigger_id(name, at) not in seen:
+                break
         event = {"job": name, "scheduled_at": format_instant(at)}
         trigger_id = tick_trigger_id(name, at)
-        plan.append(Planned(name, event, trigger_id, kind))
+        # (past 100 draws the window is full: a load far larger than it, delivered again)
+        plan.append(Planned(name, event, trigger_id, kind, again=trigger_id in seen))
+        seen.add(trigger_id)
         if rng.random() < REDELIVERED and len(plan) < triggers:
             plan.append(Planned(name, dict(event), trigger_id, kind, again=True))
     return plan
