@@ -246,15 +246,23 @@ def _held_until(row: ItemRecord) -> int:
 
 
 def _describe(error: BaseException | str) -> str:
-    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    if isinstance(error, str):
+        text = error
+    else:
+        try:
+            text = f"{type(error).__name__}: {error}"
+        except Exception:  # noqa: BLE001 - an error whose text cannot be read
+            text = f"{type(error).__name__}: <its message cannot be read>"
     return bounded_text(text, _MAX_ERROR) or ""
 
 
 def _stable(value: Any) -> Any:
-    """A JSON stand-in for what JSON cannot hold, the same for the same content: its
-    text (a datetime, a Decimal), unless that names where it lives in memory (an object
-    without a repr of its own), then its fields; a value whose text cannot be read at
-    all, its type."""
+    """A JSON stand-in for what JSON cannot hold, the same for the same content in any
+    process: a set, its members in order; its text (a datetime, a Decimal), unless that
+    names where it lives in memory (an object without a repr of its own), then its
+    fields; a value whose text cannot be read at all, its type."""
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=_sort_key)
     try:
         text = str(value)
     except Exception:  # noqa: BLE001 - e.g. an ORM object detached from its session
@@ -263,15 +271,49 @@ def _stable(value: Any) -> Any:
         return text
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
-    fields = getattr(value, "__dict__", None)
-    if isinstance(fields, dict):
+    fields = dict(getattr(value, "__dict__", None) or {})
+    for cls in type(value).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            if isinstance(name, str) and hasattr(value, name):
+                fields.setdefault(name, getattr(value, name))
+    if fields:
         return {"__type__": type(value).__qualname__, **fields}
     return f"<{type(value).__qualname__}>"
+
+
+def _sort_key(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=_stable)
+    except Exception:  # noqa: BLE001 - ordered by what can be said of it
+        return f"<{type(value).__qualname__}>"
+
+
+def _plain(value: Any, seen: frozenset[int] = frozenset()) -> Any:
+    """``value`` with every mapping's keys as JSON writes them and every member made
+    JSON (a tuple key, keys of mixed types, a cycle): for a hash of what json.dumps
+    refuses."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if id(value) in seen:
+        return "<cycle>"
+    seen = seen | {id(value)}
+    if isinstance(value, dict | list | tuple | set | frozenset):
+        if isinstance(value, dict):
+            return {(k if isinstance(k, str) else _sort_key(k)): _plain(v, seen)
+                    for k, v in value.items()}
+        members = [_plain(v, seen) for v in value]
+        return sorted(members, key=_sort_key) if isinstance(value, set | frozenset) \
+            else members
+    return _plain(_stable(value), seen)
 
 
 def _canonical(record: Any) -> str | None:
     try:
         return json.dumps(record, sort_keys=True, separators=(",", ":"), default=_stable)
+    except Exception:  # noqa: BLE001 - keys JSON cannot sort, a cycle: made plain first
+        pass
+    try:
+        return json.dumps(_plain(record), sort_keys=True, separators=(",", ":"))
     except Exception:  # noqa: BLE001 - not JSON, and not made so: no content hash
         return None
 
@@ -345,6 +387,11 @@ class _Claimed:
     attempts: int
 
 
+_BUG_PAGE = 10
+"""A page of at least this many records (or a full page, if pages are smaller) all
+rejected for one reason is a bug in the job's code, not a stranger's data."""
+
+
 class RejectedPageError(JobGuardError):
     """Every record of a page was rejected for the same reason: that is a bug in the
     job's ``work_id()`` or ``payload()`` (a renamed field, ids of another type), not a
@@ -360,7 +407,9 @@ class RejectedPageError(JobGuardError):
         self.job, self.records, self.reason = job, records, reason
         super().__init__(
             f"job {job!r}: every record of a page of {records} was rejected with the same "
-            f"error ({reason}): fix work_id() or payload(); nothing of the page was passed")
+            f"error ({reason}): a bug in work_id() or payload() (a renamed field, ids of "
+            "another type), or a source whose records all lack what it reads; nothing of "
+            "the page was passed: fix the code or the source")
 
 
 class WorkClaims:
@@ -508,7 +557,8 @@ class WorkClaims:
             kept = kept_source(wid)
             if kept is not None:
                 self._sources[str(wid)] = kept
-        if not by_key and len(records) > 1 and len(reasons) == 1:
+        if not by_key and len(reasons) == 1 \
+                and len(records) >= max(2, min(_BUG_PAGE, self.config.batch_size)):
             raise RejectedPageError(self.run.job, len(records), reasons.pop())
         if not again:
             self.report.selected += len(by_key) + len(rejected)
@@ -1007,8 +1057,10 @@ class WorkClaims:
         report = ResolveReport()
         wanted = list(dict.fromkeys(work_ids))
         found = self._lookup(wanted)
-        now_s = to_ms(self._clock.now()) // 1000
+        now_ms = to_ms(self._clock.now())
+        now_s = now_ms // 1000
         foreign = self._foreign()
+        hold = self._hold(now_ms)
         rows: list[Unresolved] = []
         covered: set[str] = set()
         for key in wanted:
@@ -1016,6 +1068,12 @@ class WorkClaims:
             vanished = foreign is not None and key in foreign.items
             if row is not None and row.state is ItemState.COMPLETED and row.live(now_s):
                 report.already_completed.append(key)
+                continue
+            if destination_id is None and ((vanished and hold is not None) or (
+                    row is not None and _held_until(row) > now_ms)):
+                # not found *yet*: a displaced run may still call the destination for it
+                # until its deadline; a retryable failure now would have it done twice
+                report.held.append(key)
                 continue
             if not vanished and (row is None or not row.live(now_s)):
                 report.unknown.append(key)  # never claimed: nothing to resolve
@@ -1039,8 +1097,7 @@ class WorkClaims:
                                                           f"(operator): {reason}", _MAX_ERROR),
                                        payload_hash=stored, attempts=max(attempts, 1)))
                 report.not_found.append(key)
-        rows += self._foreign_rows(found, covered, now_s,
-                                   held_until=self._hold(to_ms(self._clock.now())))
+        rows += self._foreign_rows(found, covered, now_s, held_until=hold)
         self._write_facts()  # before the write that drops a vanished claim
         self._commit({}, rows)
         return report
@@ -1101,6 +1158,9 @@ class ResolveReport:
     already_completed: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     """Not unresolved: never claimed, or claimed by a live run."""
+    held: list[str] = field(default_factory=list)
+    """Not resolved "not found" now: a displaced run may still call the destination for
+    them until the hold their rows name (resolve them after it)."""
 
     def as_dict(self) -> dict[str, list[str]]:
         return dict(self.__dict__)

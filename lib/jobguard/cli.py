@@ -598,7 +598,10 @@ def cmd_resolve(args: argparse.Namespace) -> int:
                       ("not_found", "failed, retryable (not found: the next run redoes it)"),
                       ("already_completed", "already completed: left as it was"),
                       ("unknown", "not unresolved (never claimed, or a live run's): "
-                                  "left as it was")):
+                                  "left as it was"),
+                      ("held", "not resolved: a displaced run may still call the destination "
+                               "for it until its hold (`jobguard items` shows held_until_ms); "
+                               "resolve it after that")):
         if answer.get(key):
             lines.append(f"{said}: {', '.join(answer[key])}")
     _out(args, answer, "\n".join(lines))

@@ -134,9 +134,12 @@ _RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
 _HOLDER_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acquired_at_ms",
                  "heartbeat_at_ms", "wake_receipt", "follow_up")
 
+_LAMBDA_MAX_RUN_MS = 15 * 60 * 1000
+"""No invocation runs longer (Lambda's timeout at most): a bound on any holder's life."""
+
 _CLOCK_OFFSET_MS = 10_000
-"""What a force release (which knows no job's skew margin) allows for two workers'
-clocks: twice the default skew margin, the README's clock promise."""
+"""What an operator's release allows for two workers' clocks when the job row names no
+skew margin (no acquisition wrote one yet): twice the default skew margin."""
 
 
 # -- call sites (see jobguard.callsites) --------------------------------------------
@@ -343,10 +346,17 @@ class DynamoJobStore:
 
     def high_water(self, job: str) -> int:
         """The highest fence ever issued for ``job`` (0 for a new job)."""
+        return self._fence_state(job)[0]
+
+    def _fence_state(self, job: str) -> tuple[int, int]:
+        """The job row's fence mark, and how far two workers' clocks may differ (twice
+        the skew margin its last acquisition wrote; :data:`_CLOCK_OFFSET_MS` if none)."""
         response = self._client.get_item(
             TableName=self.table_name, Key=self._fence_key(job), ConsistentRead=True)
-        value = _plain(response.get("Item")).get("hw", 0)
-        return int(value) if isinstance(value, int) else 0
+        row = _plain(response.get("Item"))
+        value, skew = row.get("hw", 0), row.get("skew_ms")
+        offset = 2 * skew if isinstance(skew, int) and skew > 0 else _CLOCK_OFFSET_MS
+        return (int(value) if isinstance(value, int) else 0), offset
 
     # -- building blocks of transactions ---------------------------------------------
 
@@ -605,7 +615,9 @@ class DynamoJobStore:
         if not _mutants.on("fence-restarts"):
             f = _Expr()
             hw = f.n("hw")
-            set_hw = f"SET {hw} = {f.v(fence)}"
+            # the job's skew margin beside the fence: an operator's release, which knows no
+            # job's configuration, bounds a freed run's deadline with it
+            set_hw = f"SET {hw} = {f.v(fence)}, {f.n('skew_ms')} = {f.v(skew_ms)}"
             if replace and held and lease.expires_at_ms is not None:
                 # REPLACE takes the lease from a live run, which learns it only at its next
                 # renewal: until its local deadline (its last renewal + the lease - the
@@ -657,6 +669,7 @@ class DynamoJobStore:
         if refused.lease is not None and refused.lease.run_id == run_id:
             # Our own earlier attempt landed; its response was lost.
             return Acquired(fence=refused.lease.fence,
+                            expires_at_ms=refused.lease.expires_at_ms,
                             displaced_run_id=refused.lease.prev_run_id
                             if refused.lease.prev_run_id not in (None, "-") else None)
         return refused
@@ -725,7 +738,8 @@ class DynamoJobStore:
         """
         state = self.read_lease(job)
         if state.run_id == run_id:
-            return Acquired(fence=state.fence, displaced_run_id=None)
+            return Acquired(fence=state.fence, displaced_run_id=None,
+                            expires_at_ms=state.expires_at_ms)
         return Refused(lease=state, unanswered=_error_text(exc))
 
     def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int) -> bool:
@@ -953,7 +967,8 @@ class DynamoJobStore:
         if lease.run_id != holder_run_id or lease.fence != fence:
             # True only when our own earlier attempt landed (its response was lost)
             return lease.released_by == f"operator:{by}" and lease.last_run_id == holder_run_id
-        new_fence = max(fence, self.high_water(job)) + 1
+        high_water, offset_ms = self._fence_state(job)
+        new_fence = max(fence, high_water) + 1
         # The run's story, as its acquisition left it on its trigger's item (the item as
         # read is the run's own: the transaction ends it only while it still is).
         item = self.read_trigger(job, lease.trigger_id) if lease.trigger_id else None
@@ -973,8 +988,9 @@ class DynamoJobStore:
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
         if _mutants.on("force-release-erases-run"):
             return self._operator_release(job, lease, new_fence, now_ms, by, None, ttl,
-                                          mark_trigger=False)
-        if self._operator_release(job, lease, new_fence, now_ms, by, record, ttl):
+                                          mark_trigger=False, offset_ms=offset_ms)
+        if self._operator_release(job, lease, new_fence, now_ms, by, record, ttl,
+                                  offset_ms=offset_ms):
             return True
         again = self.read_lease(job)
         renewed = (again.run_id == holder_run_id and again.fence == fence
@@ -983,7 +999,7 @@ class DynamoJobStore:
 
     def _operator_release(self, job: str, lease: LeaseState, new_fence: int, now_ms: int,
                           by: str, record: RunRecord | None, ttl: int, *,
-                          mark_trigger: bool = True) -> bool:
+                          mark_trigger: bool = True, offset_ms: int = 0) -> bool:
         e = _Expr()
         condition = self._lease_condition(e, lease)
         update = (f"SET {e.n('fence')} = {e.v(new_fence)}, "
@@ -1003,7 +1019,7 @@ class DynamoJobStore:
             # claim before then (jobguard.claims).
             condition += f" AND {e.n('expires_at_ms')} = {e.v(lease.expires_at_ms)}"
             set_hw += (f", {f.n('hold_until_ms')} = "
-                       f"{f.v(lease.expires_at_ms + _CLOCK_OFFSET_MS)}")
+                       f"{f.v(lease.expires_at_ms + (offset_ms or _CLOCK_OFFSET_MS))}")
         actions = [self._update(self._lease_key(job), e, update, condition),
                    self._update(self._fence_key(job), f, set_hw,
                                 f"attribute_not_exists({hw}) OR {hw} < {f.v(new_fence)}")]
@@ -1031,7 +1047,7 @@ class DynamoJobStore:
         if refused is not None and refused.displaced_failed and mark_trigger:
             # the stuck run's trigger was decided since (a delivery while paused): leave it
             return self._operator_release(job, lease, new_fence, now_ms, by, record, ttl,
-                                          mark_trigger=False)
+                                          mark_trigger=False, offset_ms=offset_ms)
         if refused is None or (refused.lease is not None
                                and refused.lease.released_by == f"operator:{by}"
                                and refused.lease.last_run_id == lease.run_id
@@ -1048,7 +1064,8 @@ class DynamoJobStore:
         raw = self.read_lease_raw(job) or {}
         fence = raw.get("fence")
         known = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
-        new_fence = max(known, self.high_water(job)) + 1
+        high_water, offset_ms = self._fence_state(job)
+        new_fence = max(known, high_water) + 1
         queued = self._count_queued(job, now_ms)
         e = _Expr()
         run = raw.get("run_id")
@@ -1080,8 +1097,17 @@ class DynamoJobStore:
         update = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(e.n(n) for n in removes)
         f = _Expr()
         hw = f.n("hw")
+        set_hw = f"SET {hw} = {f.v(new_fence)}"
+        if isinstance(run, str):
+            # the holder may be alive (the damage may be elsewhere on the row): as for a
+            # force release, nobody reconciles its open claim before its deadline: its
+            # expiry if the row still says it, else the longest a Lambda can run
+            expires = raw.get("expires_at_ms")
+            until = (expires if isinstance(expires, int) and not isinstance(expires, bool)
+                     else now_ms + _LAMBDA_MAX_RUN_MS)
+            set_hw += f", {f.n('hold_until_ms')} = {f.v(until + offset_ms)}"
         actions = [self._update(self._lease_key(job), e, update, condition),
-                   self._update(self._fence_key(job), f, f"SET {hw} = {f.v(new_fence)}",
+                   self._update(self._fence_key(job), f, set_hw,
                                 f"attribute_not_exists({hw}) OR {hw} < {f.v(new_fence)}")]
         trigger = raw.get("trigger_id")
         if isinstance(run, str) and isinstance(trigger, str):

@@ -232,6 +232,7 @@ class GuardedJob:
         """
         rt = self.runtime()
         config = self.config
+        now_mono = self.clock.monotonic()  # read with now: the row's expiry counts from it
         now = self.clock.now()
         now_ms = to_ms(now)
         run_id = new_run_id(now_ms)
@@ -281,7 +282,7 @@ class GuardedJob:
                 raise _Deferred(lease)
             if step is Next.RUN:
                 rt.telemetry.count("LeaseAcquireAttempts")
-                acquired_mono = self.clock.monotonic()
+                acquired_mono = now_mono
                 displacing = lease.run_id
                 result = rt.store.acquire(
                     trigger.trigger_id, job=config.name, run_id=run_id, owner=self.owner,
@@ -302,7 +303,8 @@ class GuardedJob:
                     origin=self._origin(trigger),
                 )
                 if isinstance(result, Acquired):
-                    return self._run(trigger, run_id, result, now_ms, acquired_mono,
+                    return self._run(trigger, run_id, result, now_ms,
+                                     self._deadline_base(result, now_ms, acquired_mono),
                                      event, context, service=not self.serves_triggers)
                 refused = result
                 if _landed_and_ended(run_id, refused):
@@ -334,6 +336,7 @@ class GuardedJob:
             if refused.conflict or unanswered:
                 backoff(attempt)
             fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
+            now_mono = self.clock.monotonic()
             now = self.clock.now()
             now_ms = to_ms(now)
         if unanswered:
@@ -364,6 +367,7 @@ class GuardedJob:
         conflicts = 0
         unanswered = 0  # attempts in a row whose answer was an error, read back unapplied
         while True:
+            now_mono = self.clock.monotonic()
             now_ms = to_ms(self.clock.now())
             run_id = new_run_id(now_ms)
             held = lease.is_held(now_ms, self._skew_ms)
@@ -376,7 +380,7 @@ class GuardedJob:
                 time.sleep(min(left, 0.5))
                 lease = rt.store.read_lease(self.config.name)
                 continue
-            acquired_mono = self.clock.monotonic()
+            acquired_mono = now_mono
             rt.telemetry.count("LeaseAcquireAttempts")
             result = rt.store.acquire(
                 trigger.trigger_id, job=self.config.name, run_id=run_id, owner=self.owner,
@@ -389,7 +393,8 @@ class GuardedJob:
                 keep_follow_up=keep_follow_up, origin=self._origin(trigger),
             )
             if isinstance(result, Acquired):
-                return self._run(trigger, run_id, result, now_ms, acquired_mono, event,
+                return self._run(trigger, run_id, result, now_ms,
+                                 self._deadline_base(result, now_ms, acquired_mono), event,
                                  context, service=True)
             displacing = lease.run_id
             if result.lease is not None:
@@ -565,6 +570,16 @@ class GuardedJob:
             policy=self.config.policy.value, requested_by=trigger.requested_by,
             scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at
             else None)
+
+    def _deadline_base(self, acquired: Acquired, now_ms: int, now_mono: float) -> float:
+        """The monotonic moment the run's lease counts from: when this attempt read the
+        clock it put on the row (expiry - lease); earlier if the acquisition that landed
+        was an earlier attempt, its expiry older than this attempt's clock says, so the
+        local deadline (this + lease - skew margin) never outlives the row's expiry."""
+        if acquired.expires_at_ms is None:
+            return now_mono
+        behind_ms = now_ms + self._lease_ms - acquired.expires_at_ms
+        return now_mono - max(0, behind_ms) / 1000
 
     def _displaced_record(self, lease: LeaseState, now_ms: int) -> RunRecord | None:
         """The record of the run whose lease an acquisition takes over (expired, or

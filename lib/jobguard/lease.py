@@ -146,6 +146,10 @@ class Acquired:
 
     fence: int
     displaced_run_id: str | None = None
+    expires_at_ms: int | None = None
+    """The expiry the row holds, when the acquisition was recognised from a read of it
+    (an earlier attempt that landed unanswered): the run's local deadline counts from
+    that attempt, not from the one that read it."""
 
 
 @dataclass(frozen=True)

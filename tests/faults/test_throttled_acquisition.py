@@ -195,3 +195,26 @@ def test_a_recovery_whose_acquisition_is_throttled_gives_up_naming_it(aws, clock
     assert 1 < len(faults.calls_at("dynamodb.acquire")) <= 8
     assert writer.runs == [] and notes.calls == []
     _nothing_written(aws, trigger.trigger_id)
+
+
+
+def test_a_run_acquired_by_an_earlier_attempt_counts_its_deadline_from_that_attempt(
+        aws, clock):
+    """GIVEN an acquisition recognised from the row (an earlier attempt that landed
+    unanswered, 30 s before the attempt that read it: its expiry is 30 s older than
+    this attempt's clock would put)
+    WHEN the run's local deadline is set
+    THEN it counts from the attempt that landed: the deadline (base + lease - skew
+    margin) is the row's expiry - the skew margin, never later, so a REPLACE or a
+    takeover judged from the row's expiry never meets a run that still calls. A run
+    acquired by this attempt counts from the clock it read (with ``now``)."""
+    from jobguard.lease import Acquired
+
+    job = make_job(aws, clock, lambda event, context: None)
+    lease_ms = int(job.config.lease.total_seconds() * 1000)
+    now_ms, now_mono = 1_000_000_000, 5_000.0
+    landed = Acquired(fence=1, expires_at_ms=now_ms - 30_000 + lease_ms)
+    assert job._deadline_base(landed, now_ms, now_mono) == now_mono - 30.0
+    assert job._deadline_base(Acquired(fence=1), now_ms, now_mono) == now_mono
+    ours = Acquired(fence=1, expires_at_ms=now_ms + lease_ms)
+    assert job._deadline_base(ours, now_ms, now_mono) == now_mono

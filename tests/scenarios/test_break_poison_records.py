@@ -357,7 +357,7 @@ def test_a_work_id_bug_that_rejects_every_record_does_not_skip_the_whole_source(
     assert notes.calls == []
     assert row.checkpoint.cursor is None and row.claim is None
     (record,) = aws.runs(JOB)
-    assert record.status is RunStatus.FAILED and "fix work_id()" in (record.error or "")
+    assert record.status is RunStatus.FAILED and "work_id()" in (record.error or "")
 
 
 class Detached:
@@ -581,3 +581,86 @@ def test_a_run_ended_by_a_base_exception_writes_what_it_earned_or_says_it_did_no
     completed = sum(r.state is ItemState.COMPLETED for r in ledger.values())
     assert record.extra.get("completed") == completed, (
         record.extra.get("completed"), completed, items(aws).read_row(JOB).checkpoint.cursor)
+
+
+# -- second review: content hashes, unprintable errors, the rejected-page threshold ------
+
+
+def test_a_record_holding_a_set_hashes_the_same_in_every_process():
+    """GIVEN a record holding a set (boto3 hands DynamoDB string and number sets over
+    as Python sets) WHEN it is hashed in processes with different hash seeds THEN the
+    hash is the same: one rejected row, one payload, however many Lambdas see it."""
+    import subprocess
+    import sys
+
+    code = ("from jobguard.claims import fingerprint; "
+            "print(fingerprint({'id': 'c-1', 'tags': {'alpha', 'beta', 'gamma', 'delta'}}))")
+    hashes = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env={**__import__("os").environ,
+                                              "PYTHONHASHSEED": str(seed)}).stdout
+              for seed in (1, 2, 3, 4)}
+    assert len(hashes) == 1, hashes
+
+
+def test_records_json_cannot_write_still_hash_by_their_content():
+    """Objects with __slots__, dicts keyed by tuples or by mixed types, a record that
+    holds itself: each hashes by its content (two different ones never share a hash,
+    the same one always gets the same), and a record JSON can write hashes as before."""
+    import hashlib
+    import json
+
+    from jobguard.claims import fingerprint
+
+    class Slotted:
+        __slots__ = ("contact",)
+
+        def __init__(self, contact: int) -> None:
+            self.contact = contact
+
+    class Loop:
+        def __init__(self) -> None:
+            self.me = self
+
+    assert fingerprint(Slotted(1)) != fingerprint(Slotted(2))
+    assert fingerprint({(1, 2): "a"}) != fingerprint({(1, 3): "a"})
+    assert fingerprint({1: "a", "b": 2}) == fingerprint({1: "a", "b": 2}) is not None
+    assert fingerprint(Loop()) is not None
+    plain = {"id": "c-1", "n": 1}
+    assert fingerprint(plain) == hashlib.sha256(json.dumps(
+        plain, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_a_work_id_error_whose_text_cannot_be_read_still_rejects_only_its_record(aws, clock):
+    """GIVEN a work_id() that raises, for one record, an error whose text cannot be read
+    WHEN the job runs THEN that record is rejected (its reason says the message could
+    not be read) and the others are done."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(4)
+
+    class Job(CrmSync):
+        def work_id(self, record: dict) -> WorkId:
+            if record["id"] == "contact-00002":
+                raise Unprintable()
+            return super().work_id(record)
+
+    report = Job(config(aws), source, notes, store=aws.store, clock=clock).handler()(
+        manual("first"), None)
+    assert report["rejected"] == 1 and report["completed"] == 3
+    assert "cannot be read" in report["rejected_first"]
+
+
+def test_a_short_tail_page_of_records_without_ids_is_data_not_a_bug(aws, clock):
+    """GIVEN a BatchJob (pages of 4) whose source ends with 2 records that both lack
+    their id WHEN it runs THEN both are rejected and the checkpoint reaches the end: a
+    page smaller than a full one (or than 10 records) is not taken for a code bug."""
+    notes = NotesTable.create(aws.ddb)
+    source = [*contacts(6), {"change": "no id 1"}, {"change": "no id 2"}]
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    report = job.handler()(manual("first"), None)
+    assert report["rejected"] == 2 and report["completed"] == 6
+    assert items(aws).read_row(JOB).checkpoint.cursor == "8"

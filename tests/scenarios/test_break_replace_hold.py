@@ -382,3 +382,80 @@ def test_a_chained_replace_with_a_clock_behind_keeps_the_shorter_hold_on_the_row
     assert Counter(notes.calls)[x] == 1, (
         f"X reached the destination {Counter(notes.calls)[x]} times: C deferred it to its "
         f"own hold but left the row held until {h1}; D redid it a second later; B called")
+
+
+# -- second review: resolve during a hold, the release's clock margin, a repair ---------
+
+
+def _held_page(aws: Any, clock: Any, notes: NotesTable, policy: OverlapPolicy,
+               skew: timedelta = timedelta(seconds=5)) -> tuple[Script, Any, Any, Any]:
+    """Run A (3 contacts) held right before its first destination call, in a thread."""
+    source = contacts(3)
+    held = Script({"a": {key(source[0]): "hold"}})
+    cfg = JobConfig(name=JOB, table_name=aws.table, batch_size=3, lease=LEASE,
+                    policy=policy, skew_margin=skew)
+    job = CrmSync(cfg, source, notes, store=aws.store, clock=clock, before_call=held)
+    thread, box = in_thread(lambda: job.handler()(manual("a"), None))
+    assert held.at_call.wait(10)
+    return held, job, thread, box
+
+
+def test_an_operators_not_found_for_an_item_a_displaced_run_may_still_call_waits(aws, clock):
+    """GIVEN run A replaced right before its first destination call; run B left A's page
+    held WHEN an operator resolves one of A's items `--not-found` before A's deadline
+    THEN it is not resolved (reported `held`): a retryable failure now would have the
+    next run redo an item A may still call for."""
+    from jobguard.recovery import resolve
+
+    notes = NotesTable.create(aws.ddb)
+    held, job, thread, box = _held_page(aws, clock, notes, OverlapPolicy.REPLACE)
+    first = key(contacts(1)[0])
+    plain = CrmSync(config(aws), contacts(3), notes, store=aws.store, clock=clock)
+    assert plain.handler()(manual("b"), None)["deferred"] == 3
+    answer = resolve(config(aws), [first], found=None, reason="not in the CRM",
+                     requested_by="alice", guard_options={"store": aws.store, "clock": clock})
+    assert answer["held"] == [first] and answer["not_found"] == [], answer
+    row = items(aws).get(JOB, first)
+    assert row is not None and row.state is ItemState.UNCERTAIN and row.held_until_ms
+    held.go.set()
+    thread.join(20)
+    assert Counter(notes.calls)[first] == 1
+
+
+def test_a_force_release_allows_twice_the_jobs_own_skew_margin(aws, clock):
+    """GIVEN a job whose skew margin is 20 s (its acquisitions write it on the job row)
+    and its run held before its first call WHEN an operator force-releases it THEN the
+    hold on the job row is the run's expiry + 40 s (twice the margin: clocks may differ
+    that much), not the 10 s a release allows when no margin is known."""
+    notes = NotesTable.create(aws.ddb)
+    held, job, thread, box = _held_page(aws, clock, notes, OverlapPolicy.SKIP,
+                                        skew=timedelta(seconds=20))
+    lease = aws.store.read_lease(JOB)
+    assert aws.store.force_release(JOB, holder_run_id=lease.run_id, fence=lease.fence,
+                                   now_ms=to_ms(clock.now()), by="oscar")
+    assert items(aws).read_row(JOB).hold_until_ms == lease.expires_at_ms + 40_000
+    held.go.set()
+    thread.join(20)
+
+
+def test_a_repair_of_a_damaged_row_holds_the_claim_of_a_holder_that_may_be_alive(aws, clock):
+    """GIVEN a run held before its first call, and its lease row damaged by hand in an
+    attribute unrelated to its expiry WHEN an operator repairs the row (`release
+    --force` on a damaged row repairs it) THEN the job row holds the run's open claim
+    until its expiry + twice the skew margin: the next run does not redo its page while
+    it may still call."""
+    notes = NotesTable.create(aws.ddb)
+    held, job, thread, box = _held_page(aws, clock, notes, OverlapPolicy.SKIP)
+    lease = aws.store.read_lease(JOB)
+    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                  "sk": {"S": "LEASE"}},
+                        UpdateExpression="SET queued_n = :bad",
+                        ExpressionAttributeValues={":bad": {"S": "seven"}})
+    aws.store.repair(JOB, now_ms=to_ms(clock.now()))
+    assert items(aws).read_row(JOB).hold_until_ms == lease.expires_at_ms + 10_000
+    plain = CrmSync(JobConfig(name=JOB, table_name=aws.table, batch_size=3, lease=LEASE),
+                    contacts(3), notes, store=aws.store, clock=clock)
+    assert plain.handler()(manual("next"), None)["deferred"] == 3
+    held.go.set()
+    thread.join(20)
+    assert Counter(notes.calls)[key(contacts(1)[0])] == 1
