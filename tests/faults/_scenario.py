@@ -164,6 +164,7 @@ def run_scenario(rules: list[Rule], *, destination: str = "dynamodb") -> Outcome
         errors: dict[str, BaseException] = {}
         seen: dict[str, Any] = {"items": 0}
         seqs: list[int] = []
+        cursors: list[str | None] = []
         ckpt_ok: list[bool] = []
         faults = Faults(rules, seed=7, backoff_scale=0.001,
                         clients=[c for c in (world.ddb, world.sqs, s3) if c is not None])
@@ -194,8 +195,9 @@ def run_scenario(rules: list[Rule], *, destination: str = "dynamodb") -> Outcome
 
         def observe(**ctx: Any) -> None:
             with faults.suspended():
-                seq, ok = checkpoint_cursor_ok(world, JOB, ids)
+                seq, cursor, ok = checkpoint_cursor_ok(world, JOB, ids)
             seqs.append(seq)
+            cursors.append(cursor)
             ckpt_ok.append(ok)
 
         with faults, hooks.on("before_item", during_r1), hooks.on("after_claim", observe):
@@ -235,7 +237,7 @@ def run_scenario(rules: list[Rule], *, destination: str = "dynamodb") -> Outcome
             for work_id in ids:
                 reached[work_id] = max(reached[work_id], versions[work_id])
         inv = check_invariants(world, JOB, ids, stored, reached,
-                               [(s, None) for s in seqs], found=Invariants(),
+                               list(zip(seqs, cursors, strict=True)), found=Invariants(),
                                stale=(r1.run_id, r1.fence) if r1 and r1.fence else None)
         for ok in ckpt_ok:
             inv.require("CKPT", ok, "the checkpoint passed an unfinished item")
