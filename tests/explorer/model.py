@@ -311,8 +311,13 @@ class Model:
         README's promise (a worker's clock off by more than the skew margin, a lease row
         damaged by hand)."""
         calls = self.calls.setdefault(work_id, [])
-        newer = [f for _, f in calls if f > fence]
-        if newer and not excused:
+        newer = [i for i, (_, f) in enumerate(calls) if f > fence]
+        own = [i for i, (r, _) in enumerate(calls) if r == run_id]
+        # a run's later call of the same work id is its SDK retrying the call it sent
+        # first (a 5xx, a lost answer): in flight since before the newer run's call, the
+        # README's one exception (a destination that refuses a second write keeps one)
+        in_flight = bool(own) and bool(newer) and own[0] < newer[0]
+        if newer and not excused and not in_flight:
             self.violate("ONCE/displaced-called-after", f"{work_id}: run {run_id} (fence "
                          f"{fence}) called the destination after a run of fence "
                          f"{max(newer)} had", key="replace")

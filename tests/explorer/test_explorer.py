@@ -160,6 +160,11 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "Lambda retries an event for at most 6 hours, a tick's copies too, then it is on "
         "the failed-ticks queue, and the runbook's operator sends it again or, past "
         "stale_after, starts a manual run instead"),
+    "a-displaced-runs-sdk-retry-is-in-flight": (
+        420293, "", "model: a REPLACE-displaced run's destination put answered 5xx was retried "
+        "by the SDK after the replacing run's put of the same item (its deadline long "
+        "past): a call sent before the deadline, in flight, the README's one exception; "
+        "the model now excuses a run's later calls of an item it called first"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
