@@ -950,8 +950,9 @@ class DynamoJobStore:
             try:
                 lease = self.read_lease(job)
             except DamagedRowError:
-                self.repair(job, now_ms=now_ms, by=by)
-                return True
+                # repaired only while the row still names the holder the operator saw
+                # (or none it can read): never frees a run that took the lease since
+                return self.repair(job, now_ms=now_ms, by=by, holder_run_id=holder_run_id) > 0
             released = self._force_release_seen(job, lease, holder_run_id=holder_run_id,
                                                 fence=fence, now_ms=now_ms, by=by,
                                                 reason=reason, record_ttl_s=record_ttl_s)
@@ -1057,11 +1058,17 @@ class DynamoJobStore:
             return True
         return False
 
-    def repair(self, job: str, *, now_ms: int, by: str = "operator") -> int:
+    def repair(self, job: str, *, now_ms: int, by: str = "operator",
+               holder_run_id: str | None = None) -> int:
         """Rewrite a damaged lease row: holder cleared, fence past every fence issued,
         pause kept, the queued count recounted from the trigger items. Returns the new
-        fence. Conditioned on the row's holder as read (never clobbers a new holder)."""
+        fence. Conditioned on the row's holder as read (never clobbers a new holder);
+        with ``holder_run_id``, only while the row names that holder (or none it can
+        read): 0, nothing written, when it names another."""
         raw = self.read_lease_raw(job) or {}
+        if holder_run_id is not None and isinstance(raw.get("run_id"), str) \
+                and raw["run_id"] != holder_run_id:
+            return 0
         fence = raw.get("fence")
         known = fence if isinstance(fence, int) and not isinstance(fence, bool) else 0
         high_water, offset_ms = self._fence_state(job)

@@ -1696,18 +1696,20 @@ class Sim:
         stale_ticks: list[str] = []
         for tid in sorted(self.dropped_by_lambda):
             if not tid.startswith(f"{JOB}@manual:"):
-                # README runbook: a failed tick is sent again; past stale_after it would
-                # be recorded stale, so the operator starts a manual run instead
+                # README runbook: a failed tick is sent again; if it is recorded stale
+                # (past stale_after, and not a tick the job had already queued: that one
+                # is still owed), the operator starts a manual run instead
                 at = datetime.fromisoformat(tid.split("@", 1)[1].replace("Z", "+00:00"))
-                if self.clock.now() - at > self.config.stale_after:
-                    stale_ticks.append(tid)
-                    continue
                 self.log(f"ENV failed-ticks alarm: the operator sends {tid} again "
                          "(README runbook)")
                 event, _ = self._tick_event(at)
-                self._run_to_end(self.deliver_direct("tick", event, tid, "tick-replay"))
+                actor = self.deliver_direct("tick", event, tid, "tick-replay")
+                delivery = actor.delivery if actor is not None else None
+                self._run_to_end(actor)
                 self._drain_actors()
                 replayed = True
+                if delivery is not None and delivery.outcome == "stale":
+                    stale_ticks.append(tid)
                 continue
             item = reader.read_trigger(JOB, tid)
             if item is None or item.state not in (State.QUEUED, State.COALESCED):

@@ -165,6 +165,18 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "by the SDK after the replacing run's put of the same item (its deadline long "
         "past): a call sent before the deadline, in flight, the README's one exception; "
         "the model now excuses a run's later calls of an item it called first"),
+    "a-failed-queued-tick-is-sent-again-whatever-its-age": (
+        424674, "", "sim: a QUEUE tick queued by a delivery killed before it sent its "
+        "message went, its retries past 6 hours, to the failed-ticks queue holding the "
+        "queued count; past stale_after the simulated operator started a manual run "
+        "instead (dropped, and so was every later tick). The README runbook now says to "
+        "send the tick again first, whatever its age: a tick the job queued is owed"),
+    "a-force-release-never-repairs-away-the-next-holder": (
+        426274, "", "a force release of a run that had ended met a damaged lease row and "
+        "repaired it: the repair freed the run that held the lease since, and the release "
+        "was reported done (the operator's record then told the model the old trigger was "
+        "spent, and it ran again). A repair for a force release now writes only while the "
+        "row names the holder the operator saw"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),

@@ -459,3 +459,33 @@ def test_a_repair_of_a_damaged_row_holds_the_claim_of_a_holder_that_may_be_alive
     held.go.set()
     thread.join(20)
     assert Counter(notes.calls)[key(contacts(1)[0])] == 1
+
+
+def test_a_force_release_of_a_run_that_ended_never_repairs_away_the_next_holder(aws, clock):
+    """GIVEN run A, which the operator saw holding the lease and asked to force-release,
+    already ended; run B holds the lease now (held before its first call), and the lease
+    row is damaged in an attribute the operator did not touch
+    WHEN the operator's `release --force` of A reaches the damaged row (it repairs a
+    damaged row instead of releasing it)
+    THEN nothing is repaired or released: the row names B, not the holder the operator
+    saw (explorer seed 426274: the repair freed the new holder and the release was
+    reported done)."""
+    notes = NotesTable.create(aws.ddb)
+    first = make_job(aws, clock, lambda event, context: "done", name=JOB)
+    first(manual("before"), None)
+    a = aws.store.read_lease(JOB)
+    assert a.run_id is None and a.last_run_id is not None
+    held, job, thread, box = _held_page(aws, clock, notes, OverlapPolicy.SKIP)
+    b = aws.store.read_lease(JOB)
+    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                  "sk": {"S": "LEASE"}},
+                        UpdateExpression="SET queued_n = :bad",
+                        ExpressionAttributeValues={":bad": {"S": "seven"}})
+    released = aws.store.force_release(JOB, holder_run_id=a.last_run_id, fence=a.fence,
+                                       now_ms=to_ms(clock.now()), by="oscar")
+    assert released is False
+    raw = aws.lease_item(JOB)
+    assert raw is not None and raw["run_id"]["S"] == b.run_id
+    held.go.set()
+    thread.join(20)
+    assert box["result"]["completed"] == 3
