@@ -1405,8 +1405,8 @@ class Sim:
             lease = self.store.read_lease(JOB)
         except DamagedRowError:
             holders = {self.row.get("run_id"): self.row.get("trigger_id")}
-            repaired = self.store.force_release(JOB, holder_run_id="", fence=-1,
-                                                now_ms=self._op_clock())
+            # as cli.cmd_release does when its own read finds the row damaged
+            repaired = self.store.repair(JOB, now_ms=self._op_clock())
             self.model.operator_steps.append(self.step)
             self._disrupt("repair landed")
             # the repair frees the damaged row's holder and marks its trigger released
