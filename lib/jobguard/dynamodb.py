@@ -406,7 +406,9 @@ class DynamoJobStore:
         sets = [f"{e.n('state')} = {e.v(state.value)}", f"{e.n('route')} = {e.v(route.value)}",
                 f"{e.n('run_id')} = {e.v(run_id)}", f"{e.n('at_ms')} = {e.v(now_ms)}",
                 f"{e.n(TTL_ATTRIBUTE)} = {e.v(ttl_epoch_s)}", f"{e.n('job')} = {e.v(job)}"]
-        removes: list[str] = []
+        # who ended an earlier run of the trigger says nothing of this one (a release
+        # reading it back would take that end for its own: explorer seed 428219)
+        removes: list[str] = [e.n("ended_by")]
         for name, value in (("fence", fence), ("gate_fence", gate_fence), ("into", into),
                             ("kind", kind)):
             if value is not None:
@@ -1121,7 +1123,8 @@ class DynamoJobStore:
             t = _Expr()
             actions.append(self._update(
                 self._trigger_key(job, trigger), t,
-                f"SET {t.n('state')} = {t.v(State.RELEASED.value)}",
+                f"SET {t.n('state')} = {t.v(State.RELEASED.value)}, "
+                f"{t.n('ended_by')} = {t.v('operator')}",
                 f"attribute_not_exists({t.n('state')}) OR {t.n('run_id')} = {t.v(run)}"))
         try:
             self._client.transact_write_items(TransactItems=actions,

@@ -177,6 +177,15 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "was reported done (the operator's record then told the model the old trigger was "
         "spent, and it ran again). A repair for a force release now writes only while the "
         "row names the holder the operator saw"),
+    "a-release-never-takes-an-earlier-runs-end-for-its-own": (
+        428219, "", "a manual trigger's second run, freed by an operator's repair of a "
+        "damaged row, had its refused release taken for its own: the trigger item still "
+        "said ended_by=release from the first run (which had lost its lease), so the run "
+        "ended with no record. A decision's write of a trigger item now removes ended_by, "
+        "and a repair says it ended the item"),
+    "a-damaged-row-is-repaired-as-the-cli-does": (
+        423059, "", "sim: the simulated operator repaired a damaged row through a force "
+        "release naming no holder; the CLI calls repair, and so does the simulator now"),
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),

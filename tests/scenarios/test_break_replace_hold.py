@@ -489,3 +489,42 @@ def test_a_force_release_of_a_run_that_ended_never_repairs_away_the_next_holder(
     held.go.set()
     thread.join(20)
     assert box["result"]["completed"] == 3
+
+
+def test_a_run_freed_by_a_repair_keeps_its_own_record_though_its_trigger_ran_before(
+        aws, clock):
+    """GIVEN a manual trigger whose first run lost its lease (its release ended the item
+    `lost`, by `release`), delivered again and run by run B, held in its handler
+    WHEN an operator repairs a damaged lease row (freeing B) and B then ends
+    THEN B's refused release is not taken for its own (the item's `ended_by` was the
+    first run's): B writes its record, `lease_lost` (explorer seed 428219: the run
+    ended with no record)."""
+    gate = threading.Event()
+    entered = threading.Event()
+    calls = {"n": 0}
+
+    def handler(event: Any, context: Any) -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            clock.advance(timedelta(seconds=61))  # past its deadline: lease lost
+            return "first"
+        entered.set()
+        assert gate.wait(20)
+        return "second"
+
+    job = make_job(aws, clock, handler, name=JOB)
+    first = job(manual("t"), None)
+    assert first["jobguard"] == "lease_lost"
+    thread, box = in_thread(lambda: job(manual("t"), None))
+    assert entered.wait(10)
+    b = aws.store.read_lease(JOB)
+    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                  "sk": {"S": "LEASE"}},
+                        UpdateExpression="SET queued_n = :bad",
+                        ExpressionAttributeValues={":bad": {"S": "seven"}})
+    assert aws.store.repair(JOB, now_ms=to_ms(clock.now())) > 0
+    gate.set()
+    thread.join(20)
+    records = {r.run_id: r for r in aws.runs(JOB)}
+    assert b.run_id in records, "the run freed by the repair wrote no record"
+    assert records[b.run_id].status.value == "lease_lost"
