@@ -387,6 +387,14 @@ def test_a_chained_replace_with_a_clock_behind_keeps_the_shorter_hold_on_the_row
 # -- second review: resolve during a hold, the release's clock margin, a repair ---------
 
 
+def damage_the_lease_row(aws: Any) -> None:
+    """A hand edit of the lease row in an attribute no run's holder depends on."""
+    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                  "sk": {"S": "LEASE"}},
+                        UpdateExpression="SET queued_n = :bad",
+                        ExpressionAttributeValues={":bad": {"S": "seven"}})
+
+
 def _held_page(aws: Any, clock: Any, notes: NotesTable, policy: OverlapPolicy,
                skew: timedelta = timedelta(seconds=5)) -> tuple[Script, Any, Any, Any]:
     """Run A (3 contacts) held right before its first destination call, in a thread."""
@@ -447,10 +455,7 @@ def test_a_repair_of_a_damaged_row_holds_the_claim_of_a_holder_that_may_be_alive
     notes = NotesTable.create(aws.ddb)
     held, job, thread, box = _held_page(aws, clock, notes, OverlapPolicy.SKIP)
     lease = aws.store.read_lease(JOB)
-    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
-                                                  "sk": {"S": "LEASE"}},
-                        UpdateExpression="SET queued_n = :bad",
-                        ExpressionAttributeValues={":bad": {"S": "seven"}})
+    damage_the_lease_row(aws)
     aws.store.repair(JOB, now_ms=to_ms(clock.now()))
     assert items(aws).read_row(JOB).hold_until_ms == lease.expires_at_ms + 10_000
     plain = CrmSync(JobConfig(name=JOB, table_name=aws.table, batch_size=3, lease=LEASE),
@@ -477,10 +482,7 @@ def test_a_force_release_of_a_run_that_ended_never_repairs_away_the_next_holder(
     assert a.run_id is None and a.last_run_id is not None
     held, job, thread, box = _held_page(aws, clock, notes, OverlapPolicy.SKIP)
     b = aws.store.read_lease(JOB)
-    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
-                                                  "sk": {"S": "LEASE"}},
-                        UpdateExpression="SET queued_n = :bad",
-                        ExpressionAttributeValues={":bad": {"S": "seven"}})
+    damage_the_lease_row(aws)
     released = aws.store.force_release(JOB, holder_run_id=a.last_run_id, fence=a.fence,
                                        now_ms=to_ms(clock.now()), by="oscar")
     assert released is False
@@ -518,10 +520,7 @@ def test_a_run_freed_by_a_repair_keeps_its_own_record_though_its_trigger_ran_bef
     thread, box = in_thread(lambda: job(manual("t"), None))
     assert entered.wait(10)
     b = aws.store.read_lease(JOB)
-    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
-                                                  "sk": {"S": "LEASE"}},
-                        UpdateExpression="SET queued_n = :bad",
-                        ExpressionAttributeValues={":bad": {"S": "seven"}})
+    damage_the_lease_row(aws)
     assert aws.store.repair(JOB, now_ms=to_ms(clock.now())) > 0
     gate.set()
     thread.join(20)

@@ -14,6 +14,8 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from jobguard import ItemState, JobConfig, Page, WorkId, current_run
 from jobguard.clock import to_ms
 from jobguard.dynamodb_items import DynamoItemStore
@@ -202,12 +204,8 @@ def test_a_run_that_fails_on_page_two_writes_what_page_one_earned(aws, clock):
     source = contacts(11)
     job = FailsOnPage(config(aws, batch_size=5), source, notes, store=aws.store, clock=clock,
                       down_at=2)
-    try:
+    with pytest.raises(ConnectionError, match="CRM API is down"):
         job.handler()(manual("first"), None)
-    except ConnectionError:
-        pass
-    else:
-        raise AssertionError("the run should fail with the source's error")
 
     (record,) = aws.runs(JOB)
     assert record.status is RunStatus.FAILED and "CRM API is down" in (record.error or "")
@@ -245,12 +243,8 @@ def test_a_run_that_lost_its_lease_before_failing_writes_nothing_more(aws, clock
         return original(cursor, limit)
 
     job.select = select  # type: ignore[method-assign]
-    try:
+    with pytest.raises(ConnectionError, match="CRM API is down"):
         job.handler()(manual("first"), None)
-    except ConnectionError:
-        pass
-    else:
-        raise AssertionError("the run should fail with the source's error")
     row = items(aws).read_row(JOB)
     assert row.checkpoint.cursor is None  # nothing written past the deadline
     assert row.claim is not None and len(row.claim.items) == 4  # left for the next holder
