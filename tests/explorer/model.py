@@ -382,14 +382,17 @@ class Model:
         return sorted(t for t in queued if t not in done and t not in dlq_triggers
                       and t not in paused and t not in released)
 
-    def coalesced_checks(self, *, dlq: list[tuple[str, int]], final: bool = False) -> None:
+    def coalesced_checks(self, *, dlq: list[tuple[str, int]], final: bool = False,
+                         failed_events: frozenset[str] = frozenset()) -> None:
         """Once the queue drained (before any sender retried): every coalesced trigger
         was followed by a run that started after it (or its follow-up was recorded
         paused, or dead-lettered). One exception waits for the senders' retries
         (``final``): the coalescing delivery failed (its sender retries it, and the
         retry sends the follow-up again) and no run released the lease after it (the
         holder died, or an operator ended the lease: the operator's command has no
-        queue), so no release was there to send it again."""
+        queue), so no release was there to send it again. When Lambda no longer retries
+        that delivery either (older than its maximum event age: ``failed_events``), it is
+        on the function's failed-ticks queue, alarmed, as a dead-lettered one is."""
         last_run_step = max((inv.step for inv in self.invocations.values()), default=-1)
         for rec in self.records:
             if rec.decision != "coalesced" or rec.kind == "follow_up":
@@ -410,7 +413,7 @@ class Model:
                 for run, step in self.absorbed_at.items())
             covered = last_run_step > rec.step or ended_by_operator or any(
                 r.decision == "paused" and r.step > rec.step for r in self.records) or any(
-                step > rec.step for _, step in dlq)
+                step > rec.step for _, step in dlq) or (final and rec.trigger_id in failed_events)
             if not covered:
                 self.violate("END/coalesced-never-followed", f"coalesced trigger "
                              f"{rec.trigger_id} (step {rec.step}) was not followed by a run "

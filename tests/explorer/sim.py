@@ -1633,7 +1633,7 @@ class Sim:
         # 3. what waited for the senders' retries (see Model.coalesced_checks)
         self.model.coalesced_checks(
             dlq=[(m.trigger_id(), self.dlq_steps.get(m.seq, 0)) for m in self.queue.dlq],
-            final=True)
+            final=True, failed_events=frozenset(self.dropped_by_lambda))
         self._note_violations()
         if any(m.fields().get("kind") == "queued" and m.seq not in self.garbage
                for m in self.queue.dlq):

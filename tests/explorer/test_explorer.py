@@ -18,6 +18,10 @@ from .regressions import PROTOCOL_FIXED, REGRESSIONS
 from .sim import run_history
 
 OPEN_FINDINGS: dict[int, str] = {}
+# Closed: 429611 (model: a coalescing manual delivery killed past Lambda's maximum event
+# age, its holder killed too, is on the failed-ticks queue, alarmed; its item expired,
+# so the runbook's replay is the operator's, as for a dead-lettered one: the coalesced
+# check now counts it covered, as settle_checks already did).
 # Closed: 290187 (a library bug: the force-released run's record `released_by_operator`
 # was replaced by its own delivery's `duplicate`; now in FOUND_ON_THE_NEW_PROTOCOL, with
 # the model's coalesced check told that a force-released run takes the coalesced
