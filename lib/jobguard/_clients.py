@@ -20,7 +20,20 @@ _lock = threading.Lock()
 def _session() -> Any:
     import botocore.session
 
-    return botocore.session.get_session()
+    session = botocore.session.get_session()
+    session.register_component("data_loader", shared_loader())
+    return session
+
+
+@lru_cache(maxsize=1)
+def shared_loader() -> Any:
+    """botocore's loader of service models, one per process. Every new session would
+    otherwise parse each service's model and the endpoint rules again (about 60 ms a
+    client here); sessions made after :func:`reset` (the emulator, a test) reuse it. The
+    models on disk do not change while the process runs."""
+    import botocore.session
+
+    return botocore.session.get_session().get_component("data_loader")
 
 
 def config() -> Any:

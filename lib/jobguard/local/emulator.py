@@ -161,12 +161,16 @@ class _ClientFactory:
 
         with self._lock:
             if self._session is None:
+                from .._clients import shared_loader
+
                 self._session = boto3.session.Session(
                     aws_access_key_id=FAKE_CREDENTIAL,
                     aws_secret_access_key=FAKE_CREDENTIAL,
                     aws_session_token=FAKE_CREDENTIAL,
                     region_name=self._region,
                 )
+                # the service models parsed once per process, not once per emulator
+                self._session._session.register_component("data_loader", shared_loader())
             # The retry policy jobguard's own clients use in a Lambda (standard mode, 3
             # attempts): code under test meets the SDK's retries as deployed, and a
             # fault's backoff is the one `Faults(backoff_scale=...)` scales.
