@@ -141,6 +141,10 @@ def pytest_configure(config: pytest.Config) -> None:
     (``jobguard._mutants``), to see which tests kill it."""
     import os
 
+    from tests import _fast
+
+    _fast.register(config)
+
     name = os.environ.get("JOBGUARD_TEST_MUTANT")
     if name:
         from jobguard import _mutants

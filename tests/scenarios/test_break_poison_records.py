@@ -586,6 +586,7 @@ def test_a_run_ended_by_a_base_exception_writes_what_it_earned_or_says_it_did_no
 # -- second review: content hashes, unprintable errors, the rejected-page threshold ------
 
 
+@pytest.mark.process
 def test_a_record_holding_a_set_hashes_the_same_in_every_process():
     """GIVEN a record holding a set (boto3 hands DynamoDB string and number sets over
     as Python sets) WHEN it is hashed in processes with different hash seeds THEN the

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import jobguard.timeline
 
 LIB = Path(jobguard.timeline.__file__).resolve().parents[1]
@@ -33,6 +35,7 @@ def test_no_runtime_module_imports_the_timeline():
             assert not any("timeline" in n for n in names), f"{path} imports the timeline"
 
 
+@pytest.mark.process
 def test_a_handler_loads_without_the_timeline():
     code = ("import sys, handlers.crm_sync, handlers.report_export, "
             "jobguard.functions.recovery, jobguard.functions.reconciler; "

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import jobguard
 from jobguard.ids import new_run_id
 
@@ -24,6 +26,7 @@ def test_public_names_are_pinned():
         assert issubclass(getattr(jobguard, name), jobguard.JobGuardError)
 
 
+@pytest.mark.process
 def test_importing_jobguard_keeps_heavy_modules_off_the_cold_start():
     code = (
         "import sys, jobguard; from jobguard.triggers import parse_event; "
@@ -37,6 +40,7 @@ def test_importing_jobguard_keeps_heavy_modules_off_the_cold_start():
     assert loaded == ""
 
 
+@pytest.mark.process
 def test_the_runtime_never_imports_the_extras():
     # GIVEN every runtime module (what a production asset carries: LambdaBundle leaves
     # out the cdk constructs, the CLI, the fault harness, the testing kit, the emulator)
@@ -68,6 +72,7 @@ def test_run_ids_sort_by_start_time():
     assert ids == sorted(ids) and len({len(i) for i in ids}) == 1
 
 
+@pytest.mark.process
 def test_without_an_extra_the_error_names_the_extra_to_install():
     # GIVEN an environment without moto (the [local]/[testing] extras) or aws_cdk ([cdk])
     code = (
