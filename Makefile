@@ -12,7 +12,7 @@ MS_STAMP := $(MS_VENV)/.installed
 # jobguard.local.ministack.VERSION (a test checks).
 MINISTACK_VERSION := 1.5.33
 
-.PHONY: demo demo-embedded test lint typecheck unit bench synth soak mutate mutate-clean explore clean \
+.PHONY: demo demo-embedded test lint lock typecheck unit bench synth soak mutate mutate-clean explore clean \
 	screenshot
 
 # CDK (jsii runs the construct library on Node): keep its package cache between runs,
@@ -24,19 +24,38 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 CDK := node_modules/.bin/cdk
 
-$(STAMP): pyproject.toml
-	@echo "[make] installing jobguard with its dev and CDK tools into $(VENV) (first run: 2-3 min)"
+# Installs are pinned (requirements/*.lock: the resolver has nothing to search) and done by
+# uv, which pip installs first into each venv; each step says what it installs and, while
+# it runs, prints a line every 20 s (tools/talk).
+UV_VERSION := 0.13.9
+TALK := tools/talk
+
+$(STAMP): pyproject.toml requirements/dev.lock
+	@echo "[make] installing jobguard with its dev and CDK tools into $(VENV): \
+	$$(grep -c '==' requirements/dev.lock) pinned packages (requirements/dev.lock), by uv"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,cdk]'
+	$(TALK) "installing uv" $(PY) -m pip install --progress-bar off --disable-pip-version-check \
+		uv==$(UV_VERSION)
+	$(TALK) "installing $(VENV)" $(VENV)/bin/uv pip install --python $(PY) -r requirements/dev.lock
+	$(TALK) "installing jobguard (editable)" $(VENV)/bin/uv pip install --python $(PY) --no-deps -e .
 	@touch $(STAMP)
 
-$(MS_STAMP):
-	@echo "[make] installing the local AWS (MiniStack $(MINISTACK_VERSION)) into $(MS_VENV)"
+$(MS_STAMP): requirements/ministack.lock | $(STAMP)
+	@echo "[make] installing the local AWS (MiniStack $(MINISTACK_VERSION)) into $(MS_VENV): \
+	$$(grep -c '==' requirements/ministack.lock) pinned packages (requirements/ministack.lock)"
 	@test -x $(MS_VENV)/bin/python || $(PYTHON) -m venv $(MS_VENV)
-	$(MS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(MS_VENV)/bin/python -m pip install --quiet ministack==$(MINISTACK_VERSION)
+	@grep -q '^ministack==$(MINISTACK_VERSION)$$' requirements/ministack.lock
+	$(TALK) "installing $(MS_VENV)" $(VENV)/bin/uv pip install --python $(MS_VENV)/bin/python \
+		-r requirements/ministack.lock
 	@touch $(MS_STAMP)
+
+## lock: pin what the venvs install again (requirements/*.lock), after a change to the
+## project's dependencies (pyproject.toml) or to requirements/*.in
+lock: $(STAMP)
+	$(VENV)/bin/uv pip compile pyproject.toml requirements/dev.in --extra dev --extra cdk \
+		--python-version 3.11.7 --custom-compile-command "make lock" -o requirements/dev.lock
+	$(VENV)/bin/uv pip compile requirements/ministack.in \
+		--python-version 3.11.7 --custom-compile-command "make lock" -o requirements/ministack.lock
 
 ## demo: the real CDK stack deployed into a local AWS (MiniStack), then every failure
 ## drill against it (DEMO_ARGS="--only lease-expiry --keep" for one drill, kept running)
@@ -57,10 +76,13 @@ screenshot: $(STAMP)
 demo-embedded: $(STAMP)
 	$(PY) -m jobguard.local.policy_demo
 
-## test: lint, type-check, then every test suite (unit, contract, scenarios, handlers, infra;
-## infra runs cfn-lint and checkov on the production, drills and local templates)
+## test: lint, type-check, then every test suite (unit, contract, scenarios, handlers, infra,
+## the explorer's CI seeds, the demo's whole path on MiniStack, the wheel installed as a
+## user would, the browser), on both cores (pytest-xdist: TEST_WORKERS=N; tests sharing a
+## synthesis or a deployment run on one worker), ending with the 25 slowest tests
+TEST_WORKERS ?= 2
 test: $(STAMP) $(MS_STAMP) $(CDK) lint typecheck
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 lint: $(STAMP)
 	$(PY) -m ruff check lib tests handlers bench infra
@@ -68,9 +90,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-## unit: the fast suites only (no emulator server, no processes)
-unit: $(STAMP)
-	$(PY) -m pytest tests -m "not server"
+## unit: the fast loop: lint, types, and every test marked fast (no server, no process,
+## no CDK synthesis, no browser: tests/_fast.py fails a fast test that starts one)
+unit: $(STAMP) lint typecheck
+	$(PY) -m pytest tests -m fast -n $(TEST_WORKERS) -p no:cacheprovider
 
 ## bench: request counts, contention and cold start, side by side with Powertools
 bench: $(STAMP)

@@ -15,6 +15,8 @@ def test_the_makefile_installs_the_pinned_ministack() -> None:
     pinned = re.search(r"^MINISTACK_VERSION := (\S+)$", makefile, re.M)
     assert pinned is not None and pinned.group(1) == ministack.VERSION
     assert "ministack==$(MINISTACK_VERSION)" in makefile
+    lock = (ROOT / "requirements" / "ministack.lock").read_text()
+    assert re.search(rf"^ministack=={re.escape(ministack.VERSION)}$", lock, re.M)
     assert f"MiniStack {ministack.VERSION}" in (ROOT / "README.md").read_text()
 
 
