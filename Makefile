@@ -110,12 +110,18 @@ $(CDK): package.json package-lock.json
 
 ## soak: the long runs: the chaos test at scale (10,000 items, 5 minutes of kills, pauses
 ## and lost responses; JOBGUARD_CHAOS_SEED=N), then the fault load at 10x (10,000 triggers
-## over 5 jobs, 10% of AWS calls faulted; JOBGUARD_FAULTS_SEED=N). Exit 1 on any violation.
+## over 5 jobs, 10% of AWS calls faulted; JOBGUARD_FAULTS_SEED=N), whose summary is
+## recorded as faults_load_10x in bench/results.json with when and on which commit
+## (meta.measured). Exit 1 on any violation.
 soak: $(STAMP)
 	JOBGUARD_CHAOS_ITEMS=10000 JOBGUARD_CHAOS_SECONDS=300 \
 		$(PY) -m pytest tests/scenarios/test_chaos.py -p no:cacheprovider -q
+	@mkdir -p .local
 	$(PY) -m jobguard.cli --json local --triggers 10000 --jobs 5 --faults any=0.1 \
-		--seed $${JOBGUARD_FAULTS_SEED:-1}
+		--seed $${JOBGUARD_FAULTS_SEED:-1} > .local/faults-10x.json; status=$$?; \
+		cat .local/faults-10x.json; \
+		$(PY) -m bench.results_file --section faults_load_10x .local/faults-10x.json \
+		&& exit $$status
 
 ## mutate: mutation testing (mutmut 3.8.1, [tool.mutmut] in pyproject.toml) of the protocol
 ## modules against the fast suites and the CI explorer run; not part of `make test`. Each
@@ -123,8 +129,10 @@ soak: $(STAMP)
 ## days on 2 cores); MODULES=guard,run,... picks the modules (default: every protocol
 ## module). Verdicts stay in .mutmut/ between runs, so a run checks only what is still
 ## unchecked; CHECK=survivors checks the survivors again (after new tests). It ends with
-## the score table (tests/mutation_sample.py; equivalents in docs/mutation-equivalent.txt).
-## `make mutate-clean` starts afresh. Afterwards: cd .mutmut && ../.venv/bin/mutmut show NAME.
+## the score table (tests/mutation_sample.py; equivalents in docs/mutation-equivalent.txt);
+## RECORD=1 also records the overall score (mutation_*) in bench/results.json, with when and
+## on which commit (meta.measured.mutation). `make mutate-clean` starts afresh.
+## Afterwards: cd .mutmut && ../.venv/bin/mutmut show NAME.
 MUTMUT_DIR := .mutmut
 SAMPLE ?= 150
 MODULES ?= trigger_state,lease,dynamodb,guard,run,triggerqueue,claims,dynamodb_items,recovery,batch
@@ -156,7 +164,8 @@ mutate: $(STAMP)
 		--only $(CHECK)); \
 	if [ -n "$$names" ]; then cd $(MUTMUT_DIR) && PYTHONPATH=$(CURDIR)/$(MUTMUT_DIR)/mutants/src \
 		nice -n 10 $(CURDIR)/$(VENV)/bin/mutmut run --max-children $(MUTMUT_CHILDREN) $$names; fi
-	$(PY) -m tests.mutation_sample score --modules $(MODULES) --size $(SAMPLE)
+	$(PY) -m tests.mutation_sample score --modules $(MODULES) --size $(SAMPLE) \
+		$(if $(RECORD),--bench bench/results.json)
 
 mutate-clean:
 	rm -rf $(MUTMUT_DIR)
@@ -165,11 +174,12 @@ mutate-clean:
 ## printing histories/s, coverage and each violation with its shrunk choice list and trace;
 ## SEED=N replays one history with its trace (SHRINK=1 to shrink it); CHOICES=a,b,c replays
 ## a choice list. MUTANTS=all hunts each known-bug switch (jobguard._mutants; budget
-## EXPLORE_ARGS="--mutant-minutes N", default 10) and records the times in bench/results.json.
-## Exit 1 on any violation.
+## EXPLORE_ARGS="--mutant-minutes N", default 10) and records the times in bench/results.json;
+## MINUTES=30 RECORD=1 records the timed run's figures (explore_*) there. Both stamp when and
+## on which commit they were measured (meta.measured). Exit 1 on any violation.
 explore: $(STAMP)
 	PYTHONHASHSEED=0 $(PY) -m tests.explorer.explore \
-		$(if $(MUTANTS),--mutants $(MUTANTS) --bench bench/results.json,$(if $(SEED),--seed $(SEED) $(if $(SHRINK),--shrink),$(if $(CHOICES),--choices $(CHOICES),--minutes $(or $(MINUTES),1)))) \
+		$(if $(MUTANTS),--mutants $(MUTANTS) --bench bench/results.json,$(if $(SEED),--seed $(SEED) $(if $(SHRINK),--shrink),$(if $(CHOICES),--choices $(CHOICES),--minutes $(or $(MINUTES),1) $(if $(RECORD),--bench bench/results.json)))) \
 		$(EXPLORE_ARGS)
 
 clean:

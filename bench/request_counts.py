@@ -5,16 +5,24 @@ name; ``DynamoDBPersistenceLayer(table_name=...)``), so each library makes its o
 client; :data:`bench.counting.COUNTER` counts that client's requests. With ``aws`` given,
 each figure also meters the write units of ``n`` further invocations
 (:data:`bench.write_units.METER`), in a pass of their own so the side reads stay out of
-the timed invocations.
+the timed invocations. The lease row after 10,000 skipped triggers
+(:func:`lease_row_after_triggers`) is decided in a child process
+(:func:`lease_rows_in_child`), beside the stages that only count.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from jobguard import OverlapPolicy, guarded
@@ -26,6 +34,9 @@ from .lambda_context import FakeLambdaContext
 from .write_units import METER
 
 LEASE = timedelta(minutes=5)
+LEASE_ROW_TRIGGERS = 10_000
+"""Triggers decided against a held lease before ``lease_row_bytes_10k_triggers``."""
+ROOT = Path(__file__).resolve().parent.parent
 RAN = {"ran": True}
 Handler = Callable[[Any, Any], Any]
 
@@ -209,6 +220,46 @@ def lease_row_after_triggers(table: str, ddb: Any, n: int) -> int:
                            requested_by="bench"), None, None)
         clock.advance(step)
     return lease_row_bytes(ddb, table, "bench-rows")
+
+
+@dataclass
+class LeaseRowsChild:
+    """:func:`lease_row_after_triggers` running in a child process
+    (``bench/lease_rows_child.py``, on the in-process emulator), started by
+    :func:`lease_rows_in_child`."""
+
+    triggers: int
+    proc: subprocess.Popen[str]
+
+    def result(self) -> dict[str, Any]:
+        """Wait for the child: ``{"lease_row_bytes", "triggers", "seconds"}``."""
+        out, err = self.proc.communicate(timeout=3600)
+        prefix = "BENCH_RESULT "
+        lines = [ln for ln in out.splitlines() if ln.startswith(prefix)]
+        if self.proc.returncode != 0 or not lines:
+            raise BenchError(f"the lease-row child ({self.triggers} triggers) failed "
+                             f"({self.proc.returncode}): {err.strip()[-1500:]}")
+        found: dict[str, Any] = json.loads(lines[-1][len(prefix):])
+        return found
+
+
+@contextmanager
+def lease_rows_in_child(triggers: int = LEASE_ROW_TRIGGERS) -> Iterator[LeaseRowsChild]:
+    """Start :func:`lease_row_after_triggers` over ``triggers`` in a fresh interpreter,
+    so that its decisions run on another core while this process goes on; the child is
+    stopped on exit if nobody waited for it."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.lease_rows_child", "--triggers", str(triggers)],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield LeaseRowsChild(triggers, proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def lease_row_bytes(ddb: Any, table: str, job: str) -> int:

@@ -124,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                              "those that survived or had no tests (to check them again "
                              "after new tests)")
     parser.add_argument("--json", type=Path, help="score: also write the table here")
+    parser.add_argument("--bench", type=Path, help="score: also record the overall score "
+                        "(mutation_*) in this results.json, with when and on which commit")
     args = parser.parse_args(argv)
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]
     if args.command == "names":
@@ -147,7 +149,25 @@ def main(argv: list[str] | None = None) -> int:
               f"  {interval[0]:.3f}-{interval[1]:.3f}")
     if args.json:
         args.json.write_text(json.dumps(table, indent=2) + "\n")
+    if args.bench:
+        _record(args.bench, table["all"], modules, args.size)
     return 0
+
+
+def _record(path: Path, total: dict[str, object], modules: list[str], size: int) -> None:
+    """The overall row as the results file names it (``make mutate RECORD=1``)."""
+    from bench.results_file import record
+
+    checked, equivalent = total["checked"], total["equivalent"]
+    assert isinstance(checked, int) and isinstance(equivalent, int)
+    record("mutation", {
+        "mutation_score": total["score"], "mutation_score_interval": total["score_95"],
+        "mutation_killed": total["killed"], "mutation_non_equivalent": checked - equivalent,
+        "mutation_sampled": total["sampled"], "mutation_mutants": total["mutants"],
+        "mutation_scope": f"make mutate SAMPLE={size} over {len(modules)} protocol modules "
+                          f"({', '.join(modules)}), a seeded sample of {size or 'all'} "
+                          f"mutants each, of {total['mutants']}",
+    }, path)
 
 
 if __name__ == "__main__":

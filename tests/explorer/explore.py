@@ -22,6 +22,7 @@ import os
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from .sim import EVENTS, Result, run_history
@@ -363,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the budget per mutant (default 10)")
     parser.add_argument("--bias", default=None, help="scheduler bias: wake, late, pause, "
                         "garbage or strangers (see sim.BIASES)")
-    parser.add_argument("--bench", help="record the known-bug figures in this results.json")
+    parser.add_argument("--bench", help="record the figures (the known-bug hunt's, or a "
+                        "timed run's explore_*) in this results.json, with when and on "
+                        "which commit")
     parser.add_argument("--json", help="write the summary here")
     args = parser.parse_args(argv)
     if args.mutants or (args.mutant and args.seed is None and args.choices is None):
@@ -383,14 +386,13 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.json, "w") as out:
                 json.dump(results, out, indent=2, default=str)
         if args.bench:
-            with open(args.bench) as f:
-                bench = json.load(f)
-            bench["explore_known_bugs_found"] = found
-            bench["explore_known_bugs_total"] = len(_mutants.KNOWN)
-            bench["explore_known_bugs"] = {r["mutant"]: r["seconds"] for r in results}
-            with open(args.bench, "w") as f:
-                json.dump(bench, f, indent=2)
-                f.write("\n")
+            from bench.results_file import record
+
+            record("explore_known_bugs", {
+                "explore_known_bugs_found": found,
+                "explore_known_bugs_total": len(_mutants.KNOWN),
+                "explore_known_bugs": {r["mutant"]: r["seconds"] for r in results},
+            }, Path(args.bench))
         return 0 if found == len(results) else 1
     if args.mutant:
         from jobguard import _mutants
@@ -427,6 +429,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as out:
             json.dump(summary, out, indent=2, default=str)
+    if args.bench:
+        from bench.results_file import record
+
+        record("explore", {
+            "explore_minutes": args.minutes, "explore_histories": summary["histories"],
+            "explore_histories_per_s": summary["histories_per_s"],
+            "explore_requests_per_s": summary["requests_per_s"],
+            "explore_coverage_pairs": summary["coverage_pairs"],
+            "explore_violations": summary["distinct_violations"],
+        }, Path(args.bench))
     return 1 if summary["distinct_violations"] else 0
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench.results_file import merge_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,3 +62,24 @@ def test_meta_is_merged_one_level_down() -> None:
         "faults_load": {"triggers": 1000},
         "meta": {"stage_s": {"scale": 40.0, "requests": 8.0}, "date": "new",
                  "targets_met": {"scale": True, "wcu": True}}}
+
+
+def test_a_part_records_when_and_on_which_commit_it_was_measured(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN a results file with the full bench's figures and an earlier explorer stamp
+    WHEN a long part (the mutation sample) records its figures
+    THEN they are merged in, every other figure stays, and meta.measured holds the part's
+    time and commit beside the earlier stamp."""
+    import bench.results_file as results_file
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({
+        "run_ms": 9.0, "mutation_score": 0.5,
+        "meta": {"measured": {"explore": {"at": "2026-12-01T00:00:00Z", "commit": "abc"}}}}))
+    monkeypatch.setattr(results_file, "provenance",
+                        lambda: {"at": "2026-12-05T00:00:00Z", "commit": "def"})
+    results_file.record("mutation", {"mutation_score": 0.94}, path)
+    assert json.loads(path.read_text()) == {
+        "run_ms": 9.0, "mutation_score": 0.94,
+        "meta": {"measured": {"explore": {"at": "2026-12-01T00:00:00Z", "commit": "abc"},
+                              "mutation": {"at": "2026-12-05T00:00:00Z", "commit": "def"}}}}
