@@ -80,9 +80,9 @@ demo-embedded: $(STAMP)
 ## the explorer's CI seeds, the demo's whole path on MiniStack, the wheel installed as a
 ## user would, the browser), on both cores (pytest-xdist: TEST_WORKERS=N; tests sharing a
 ## synthesis or a deployment run on one worker), ending with the 25 slowest tests
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: $(STAMP) $(MS_STAMP) $(CDK) lint typecheck
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25
 
 lint: $(STAMP)
 	$(PY) -m ruff check lib tests handlers bench infra
@@ -91,9 +91,10 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 ## unit: the fast loop: lint, types, and every test marked fast (no server, no process,
-## no CDK synthesis, no browser: tests/_fast.py fails a fast test that starts one)
+## no CDK synthesis, no browser: tests/_fast.py fails a fast test that starts one) but the
+## long ones (the explorer's seeds, the fault sweeps and loads: make test runs them)
 unit: $(STAMP) lint typecheck
-	$(PY) -m pytest tests -m fast -n $(TEST_WORKERS) -p no:cacheprovider
+	$(PY) -m pytest tests -m 'fast and not long' -n $(TEST_WORKERS) -p no:cacheprovider
 
 ## bench: request counts, contention and cold start, side by side with Powertools
 bench: $(STAMP)

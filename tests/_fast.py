@@ -1,11 +1,13 @@
 """The fast loop's promise, kept by every run: a test is *fast* unless a marker says
 what makes it slow, and a fast test starts no process, opens no listening socket and
-synthesizes no CDK app. ``make unit`` runs the fast tests only (``-m fast``).
+synthesizes no CDK app.
 
 The slow markers (``SLOW``) are given by hand on a test or module, or by directory for
 the suites that are slow as a whole (``SLOW_DIRS``). Every other test gets the ``fast``
 marker at collection, and while it runs (setup, call and teardown) starting a process,
 listening on a socket or synthesizing an app fails it with the marker it should carry.
+A fast test that takes seconds (a search, a sweep, a load) is also ``long``: ``make
+unit`` leaves those to ``make test`` (``-m "fast and not long"``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,22 @@ SLOW = {
     "process": "starts a process (a Python interpreter, pip, a linter)",
 }
 FAST = "fast"
+LONG = "long"
+UNIT = f"{FAST} and not {LONG}"
+"""``make unit``'s selection: the fast tests but the long ones."""
+# Fast (no server, process, synthesis or browser) but seconds each: in-process searches,
+# sweeps and loads, in make test and not in make unit (measured on this 2-core machine
+# with make test's three workers: test time in all).
+LONG_TESTS = (
+    "tests/explorer/test_explorer.py",  # 136 s: the CI seeds and regression histories
+    "tests/faults/test_matrix.py",  # 66 s: every AWS call site under every fault
+    "tests/faults/test_operator_matrix.py",  # 32 s: every operator command, every fault
+    "tests/scenarios/test_trigger_state.py::test_lease_row_stays_bounded",  # 33 s
+    "tests/scenarios/test_item_model.py",  # 31 s: the ledger's state-machine model
+    "tests/faults/test_load.py",  # 26 s: the fault load
+    "tests/faults/test_break_load_checker.py",  # 14 s: the load's own checks broken
+    "tests/faults/test_valid_requests.py",  # 9 s: every request against the model
+)
 
 TESTS = Path(__file__).resolve().parent
 # Suites (and modules) slow as a whole: what each of their tests needs.
@@ -42,15 +60,31 @@ SLOW_DIRS = {
 }
 
 
-# make test runs on both cores (pytest-xdist, ``--dist loadgroup``). Tests that share
-# something costly to build run on one worker, so it is built once: a suite's session
-# fixtures (the syntheses of tests/infra, the deployment of tests/local) by directory, and
-# a module's own module-scoped fixtures by module. The groups that take longest go first,
-# so neither worker is left with a long one at the end.
+# make test runs on both cores (pytest-xdist, ``--dist loadgroup --no-loadscope-reorder``).
+# Tests that share something costly to build run on one worker, so it is built once: the
+# session fixtures of tests/infra (three syntheses) and the deployments of tests/local
+# by directory, and a module's own
+# module-scoped fixtures (a deployment, an installed wheel) by module. The units that
+# take longest are handed out first (measured on this 2-core machine, make test), so no
+# worker is left with a long one at the end; the rest follow, slow suites first.
 GROUP_DIRS = {
+    # one at a time: each demo run deploys from this checkout (cdk.out/, .local/)
     TESTS / "local": "ministack-deployment",
     TESTS / "infra": "cdk-synthesis",
 }
+LONG_FIRST = (
+    "ministack-deployment",  # 185 s: MiniStack, the stack deployed, the 7 drills; then
+    # the same for one job, kept running for the README's operator commands
+    "cdk-synthesis",  # 40 s: 143 tests on three syntheses, cfn-lint and checkov
+    "tests/ship/test_as_a_user.py",  # 35 s: the wheel installed in a fresh venv
+    "tests/scenarios/test_trigger_state.py::test_lease_row_stays_bounded",  # 32 s
+    "tests/faults/test_load.py",  # 29 s
+    "tests/scenarios/test_chaos.py",  # 26 s
+    "tests/ship/test_break_ship.py",  # 20 s
+    "tests/scenarios/test_item_model.py",  # 14 s
+    "tests/faults/test_break_load_checker.py",  # 8 s
+)
+SLOW_FIRST = ("local_aws", "synth", "browser", "process", "server")
 
 
 class SlowInFastTest(AssertionError):
@@ -59,7 +93,10 @@ class SlowInFastTest(AssertionError):
 
 def register(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{FAST}: needs no server, process, synthesis or "
-                            "browser (every test without a slow marker; make unit)")
+                            "browser (every test without a slow marker)")
+    config.addinivalue_line("markers", f"{LONG}: fast, but seconds each: an in-process "
+                            "search, sweep or load (tests/_fast.py: LONG_TESTS); make unit "
+                            f"runs -m '{UNIT}'")
     for name, why in SLOW.items():
         config.addinivalue_line("markers", f"{name}: {why}")
     if not config.pluginmanager.has_plugin("jobguard-fast"):
@@ -68,6 +105,18 @@ def register(config: pytest.Config) -> None:
 
 def is_fast(item: pytest.Item) -> bool:
     return not any(item.get_closest_marker(name) for name in SLOW)
+
+
+def _order(item: pytest.Item) -> int:
+    """Where ``item`` goes in the run (a stable sort): the long units first, then the
+    slow suites, then the fast tests."""
+    group = _group(item)
+    for i, prefix in enumerate(LONG_FIRST):
+        if item.nodeid.startswith(prefix) or group == prefix:
+            return i
+    return len(LONG_FIRST) + min(
+        (i for i, m in enumerate(SLOW_FIRST) if item.get_closest_marker(m)),
+        default=len(SLOW_FIRST))
 
 
 def _group(item: pytest.Item) -> str | None:
@@ -94,7 +143,7 @@ class _Plugin:
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
         # ``-m fast`` never imports the slow suites (tests/infra's conftest alone starts
         # Node for jsii).
-        if config.getoption("markexpr", "") == FAST and _slow_dir(collection_path):
+        if config.getoption("markexpr", "") in (FAST, UNIT) and _slow_dir(collection_path):
             return True
         return None
 
@@ -104,14 +153,12 @@ class _Plugin:
                 item.add_marker(name)
             if is_fast(item):
                 item.add_marker(FAST)
+            if item.nodeid.startswith(LONG_TESTS):
+                item.add_marker(LONG)
             group = _group(item)
             if group is not None and item.get_closest_marker("xdist_group") is None:
                 item.add_marker(pytest.mark.xdist_group(group))
-        # slow suites first (stable within each): a worker takes the long groups early
-        rank = {name: i for i, name in enumerate(("local_aws", "synth", "browser", "process",
-                                                  "server"))}
-        items.sort(key=lambda item: min(
-            (rank[m] for m in rank if item.get_closest_marker(m)), default=len(rank)))
+        items.sort(key=_order)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import _fast
+
 ROOT = Path(__file__).resolve().parents[2]
 pytest_plugins = ["pytester"]
 
@@ -97,10 +99,11 @@ def test_a_fast_test_that_does_slow_work_fails_naming_the_marker(
 
 
 @pytest.mark.process
-def test_the_fast_selection_never_imports_the_slow_suites() -> None:
+@pytest.mark.parametrize("selection", [_fast.FAST, _fast.UNIT])
+def test_the_fast_selection_never_imports_the_slow_suites(selection: str) -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import sys, pytest; code = pytest.main(['--collect-only', "
-         "'-q', '-o', 'addopts=', '-p', 'no:cacheprovider', '-m', 'fast', 'tests']); "
+         f"'-q', '-o', 'addopts=', '-p', 'no:cacheprovider', '-m', {selection!r}, 'tests']); "
          "print('CDK LOADED' if 'aws_cdk' in sys.modules else 'NO CDK'); sys.exit(code)"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -108,6 +111,11 @@ def test_the_fast_selection_never_imports_the_slow_suites() -> None:
     assert len(nodes) > 1000
     for slow in ("tests/infra/", "tests/local/", "tests/ship/", "tests/browser/"):
         assert not any(n.startswith(slow) for n in nodes), slow
-    assert "test_fast_marker.py::test_the_fast_selection_never_imports_the_slow_suites" \
-        not in done.stdout
+    assert not any("test_fast_marker.py::test_the_fast_selection" in n for n in nodes)
+    long_ones = [n for n in nodes if n.startswith(_fast.LONG_TESTS)]
+    if selection == _fast.UNIT:  # make unit leaves the long ones to make test
+        assert long_ones == []
+    else:
+        assert {n.split("::")[0] for n in long_ones} == {
+            t.split("::")[0] for t in _fast.LONG_TESTS}
     assert done.stdout.rstrip().endswith("NO CDK")
