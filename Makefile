@@ -53,9 +53,9 @@ $(MS_STAMP): requirements/ministack.lock | $(STAMP)
 ## project's dependencies (pyproject.toml) or to requirements/*.in
 lock: $(STAMP)
 	$(VENV)/bin/uv pip compile pyproject.toml requirements/dev.in --extra dev --extra cdk \
-		--python-version 3.11.7 --custom-compile-command "make lock" -o requirements/dev.lock
+		--python-version 3.11 --custom-compile-command "make lock" -q -o requirements/dev.lock
 	$(VENV)/bin/uv pip compile requirements/ministack.in \
-		--python-version 3.11.7 --custom-compile-command "make lock" -o requirements/ministack.lock
+		--python-version 3.11 --custom-compile-command "make lock" -q -o requirements/ministack.lock
 
 ## demo: the real CDK stack deployed into a local AWS (MiniStack), then every failure
 ## drill against it (DEMO_ARGS="--only lease-expiry --keep" for one drill, kept running)
@@ -162,7 +162,7 @@ mutate: $(STAMP)
 		os.path.exists(p) and not json.load(open(p))['tests_by_mangled_function_name'] \
 		and os.remove(p)"
 	names=$$($(PY) -m tests.mutation_sample names --modules $(MODULES) --size $(SAMPLE) \
-		--only $(CHECK)); \
+		--only $(CHECK)) || exit 1; \
 	if [ -n "$$names" ]; then cd $(MUTMUT_DIR) && PYTHONPATH=$(CURDIR)/$(MUTMUT_DIR)/mutants/src \
 		nice -n 10 $(CURDIR)/$(VENV)/bin/mutmut run --max-children $(MUTMUT_CHILDREN) $$names; fi
 	$(PY) -m tests.mutation_sample score --modules $(MODULES) --size $(SAMPLE) \

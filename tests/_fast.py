@@ -85,6 +85,11 @@ LONG_FIRST = (
     "tests/faults/test_break_load_checker.py",  # 8 s
 )
 SLOW_FIRST = ("local_aws", "synth", "browser", "process", "server")
+# Shared fixtures of the slow suites: a fast test must not use one (a slow test may have
+# started it already in make test; make unit would start it, or fail).
+# (By name, in the fixture closure: tests/scenarios' ``table`` is found through its
+# ``server``.)
+SLOW_FIXTURES = {"server": "server", "ministack": "local_aws", "any_table": "server"}
 
 
 class SlowInFastTest(AssertionError):
@@ -141,9 +146,11 @@ def _slow_dir(path: Path) -> tuple[str, ...]:
 
 class _Plugin:
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
-        # ``-m fast`` never imports the slow suites (tests/infra's conftest alone starts
-        # Node for jsii).
-        if config.getoption("markexpr", "") in (FAST, UNIT) and _slow_dir(collection_path):
+        # A selection no test of a slow suite can match (``-m fast``, ``-m long``) never
+        # imports it (tests/infra's conftest alone starts Node for jsii).
+        marks = _slow_dir(collection_path)
+        expression = config.getoption("markexpr", "")
+        if marks and expression and not _selects(expression, set(marks)):
             return True
         return None
 
@@ -162,6 +169,12 @@ class _Plugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        if is_fast(item):
+            # a slow suite's shared fixture, perhaps started already by a slow test: the
+            # same test would pass in make test and fail in make unit
+            for name, marker in SLOW_FIXTURES.items():
+                if name in getattr(item, "fixturenames", ()):
+                    raise SlowInFastTest(_message(item, f"uses the fixture {name!r}", marker))
         with _guard(item):
             return (yield)
 
@@ -171,16 +184,51 @@ class _Plugin:
             return (yield)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
+    def pytest_runtest_teardown(self, item: pytest.Item,
+                                nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        if nextitem is None or nextitem.path != item.path:
+            # module and session fixtures end here too, started by whichever test (often
+            # a slow one) set them up: not this test's doing
+            return (yield)
         with _guard(item):
             return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report = yield
+        refused = item.stash.get(_REFUSED, [])
+        if refused:
+            if report.passed:
+                # the refusal was caught by the code under test (an ``except Exception``,
+                # a background thread): the test still fails
+                report.outcome = "failed"
+                report.longrepr = "\n".join(refused)
+            item.stash[_REFUSED] = []
+        return report
+
+
+_REFUSED = pytest.StashKey[list[str]]()
+
+
+def _message(item: pytest.Item, what: str, marker: str) -> str:
+    return (f"{item.nodeid} is marked fast (it carries no slow marker) but {what}: mark it "
+            f"@pytest.mark.{marker}, or keep it off that path (tests/_fast.py)")
+
+
+def _selects(expression: str, marks: set[str]) -> bool:
+    """Whether ``-m expression`` can select a test that carries exactly ``marks``."""
+    from _pytest.mark.expression import Expression
+
+    return bool(Expression.compile(expression).evaluate(
+        lambda name, **kwargs: name in marks))
 
 
 def _refuse(item: pytest.Item, what: str, marker: str) -> Callable[..., Any]:
     def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise SlowInFastTest(
-            f"{item.nodeid} is marked fast (it carries no slow marker) but {what}: mark it "
-            f"@pytest.mark.{marker}, or keep it off that path (tests/_fast.py)")
+        message = _message(item, what, marker)
+        item.stash.setdefault(_REFUSED, []).append(message)
+        raise SlowInFastTest(message)
     return refuse
 
 
@@ -189,16 +237,34 @@ def _guard(item: pytest.Item) -> Iterator[None]:
     if not is_fast(item):
         yield
         return
+    import _posixsubprocess
+    import multiprocessing.process
+
     with ExitStack() as stack:
         patch = pytest.MonkeyPatch()
         stack.callback(patch.undo)
-        patch.setattr(subprocess.Popen, "_execute_child",
-                      _refuse(item, "started a process", "process"))
-        for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp"):
+        started = _refuse(item, "started a process", "process")
+        patch.setattr(subprocess.Popen, "_execute_child", started)
+        # what Popen, multiprocessing's spawn and forkserver and os.system come down to
+        patch.setattr(_posixsubprocess, "fork_exec", started)
+        if hasattr(subprocess, "_fork_exec"):
+            patch.setattr(subprocess, "_fork_exec", started)
+        patch.setattr(multiprocessing.process.BaseProcess, "start", started)
+        for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv",
+                     "execve", "execvp", "execvpe", "execl", "execle", "execlp", "execlpe"):
             if hasattr(os, name):
                 patch.setattr(os, name, _refuse(item, f"called os.{name}", "process"))
         patch.setattr(socket.socket, "listen",
                       _refuse(item, "listened on a socket (a server)", "server"))
+        real_bind = socket.socket.bind
+
+        def bind(sock: socket.socket, address: Any) -> None:
+            if sock.type == socket.SOCK_DGRAM and sock.family in (socket.AF_INET,
+                                                                  socket.AF_INET6):
+                _refuse(item, "bound a UDP socket (a server)", "server")()
+            real_bind(sock, address)
+
+        patch.setattr(socket.socket, "bind", bind)
         cdk = sys.modules.get("aws_cdk")
         if cdk is not None:  # jsii is running already: synthesis would start no process
             for owner in (cdk.Stage, cdk.App):

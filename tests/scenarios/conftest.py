@@ -57,7 +57,7 @@ def table(server: dict[str, str]) -> Iterator[str]:
     yield from _table_on(server)
 
 
-@pytest.fixture(params=["emulator", "ministack"])
+@pytest.fixture(params=["emulator", pytest.param("ministack", marks=pytest.mark.local_aws)])
 def any_table(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh table on the embedded emulator, then on MiniStack."""
     yield from _table_on(request.getfixturevalue(

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytest_plugins = ["pytester"]
 
 INNER = '''
+import os
 import socket
 import subprocess
 import sys
@@ -60,8 +61,15 @@ def test_uses_a_fixture_that_serves(server):
     pass
 
 
+@pytest.fixture(scope="session")
+def ends_with_a_process():
+    # set up by a slow test, ended after the last (fast) one: not that test's doing
+    yield
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
 @pytest.mark.process
-def test_marked_process():
+def test_marked_process(ends_with_a_process):
     assert subprocess.run([sys.executable, "-c", "print(42)"], capture_output=True,
                           text=True, check=True).stdout == "42\\n"
 
@@ -73,6 +81,44 @@ def test_marked_synth(fake_cdk):
 
 def test_plain():
     assert sum([1, 2]) == 3
+
+
+def test_os_system():
+    os.system("true")
+
+
+def test_spawn_context():
+    import multiprocessing
+    process = multiprocessing.get_context("spawn").Process(target=print)
+    process.start()
+    process.join()
+
+
+def test_udp_server():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+
+
+def test_swallows_the_refusal():
+    try:
+        subprocess.run([sys.executable, "-c", "pass"])
+    except Exception:
+        pass
+
+
+def test_uses_a_slow_suites_fixture(ministack):
+    pass
+
+
+@pytest.fixture(scope="session")
+def ministack():
+    yield {}
+
+
+def test_socketpair_is_no_server():
+    a, b = socket.socketpair()
+    a.close()
+    b.close()
 '''
 
 
@@ -83,11 +129,14 @@ def test_a_fast_test_that_does_slow_work_fails_naming_the_marker(
                           "def pytest_configure(config):\n    _fast.register(config)\n")
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rf")
-    result.assert_outcomes(passed=3, failed=3, errors=1)
+    result.assert_outcomes(passed=4, failed=7, errors=2)
     out = result.stdout.str()
     for test, marker in (("test_starts_a_process", "process"), ("test_listens", "server"),
                          ("test_synthesizes", "synth"),
-                         ("test_uses_a_fixture_that_serves", "server")):
+                         ("test_uses_a_fixture_that_serves", "server"),
+                         ("test_os_system", "process"), ("test_spawn_context", "process"),
+                         ("test_udp_server", "server"), ("test_swallows_the_refusal", "process"),
+                         ("test_uses_a_slow_suites_fixture", "local_aws")):
         line = next(x for x in out.splitlines() if f"test_inner.py::{test} is marked fast" in x)
         assert f"@pytest.mark.{marker}" in line, line
     # -m fast selects exactly the tests without a slow marker
@@ -95,7 +144,9 @@ def test_a_fast_test_that_does_slow_work_fails_naming_the_marker(
                                         "--collect-only", "-q")
     selected = {line.split("::")[1] for line in fast.stdout.lines if "::" in line}
     assert selected == {"test_starts_a_process", "test_listens", "test_synthesizes",
-                        "test_uses_a_fixture_that_serves", "test_plain"}
+                        "test_uses_a_fixture_that_serves", "test_plain", "test_os_system",
+                        "test_spawn_context", "test_udp_server", "test_swallows_the_refusal",
+                        "test_uses_a_slow_suites_fixture", "test_socketpair_is_no_server"}
 
 
 @pytest.mark.process
