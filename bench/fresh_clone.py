@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.results_file import RESULTS, ROOT, record
+from bench.results_file import RESULTS, ROOT, provenance, record
 
 SUMMARY = re.compile(r"^=*\s*(?P<counts>(?:\d+ \w+(?:, )?)+) in (?P<s>[\d.]+)s")
 
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = SUMMARY.match(line.strip()) or summary
     status = proc.wait()
     wall = round(time.monotonic() - started, 1)
+    measured = provenance(clone)  # the clone's commit (this checkout may have edits)
     if not args.keep:
         shutil.rmtree(where, ignore_errors=True)
     if status != 0 or summary is None:
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                f"{prefix}_tests": tested}
     if args.target == "test":  # the names issue 28 gave them
         figures["pytest_s"] = figures.pop("make_test_pytest_s")
-    record(f"fresh_clone_{args.target}", figures, args.output)
+    record(f"fresh_clone_{args.target}", figures, args.output, measured=measured)
     print(f"[bench] make {args.target} on a fresh clone: {wall} s wall, pytest "
           f"{summary.group('s')} s ({summary.group('counts')}); recorded in {args.output}")
     return 0

@@ -50,22 +50,25 @@ def provenance(root: Path = ROOT) -> dict[str, str]:
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True,
                              capture_output=True, text=True).stdout.strip()
+        # the results files themselves are what the parts write: not a change of code
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                                "--untracked-files=no"], check=True, capture_output=True,
-                               text=True).stdout.strip()
+                                "--untracked-files=no", "--", ".",
+                                ":!bench/results.json", ":!bench/scale-results.json"],
+                               check=True, capture_output=True, text=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return {"at": at, "commit": "unknown"}
     return {"at": at, "commit": sha + ("-dirty" if dirty else "")}
 
 
 def record(part: str, figures: dict[str, Any], path: Path = RESULTS,
-           meta: dict[str, Any] | None = None) -> dict[str, Any]:
+           meta: dict[str, Any] | None = None,
+           measured: dict[str, str] | None = None) -> dict[str, Any]:
     """Merge one part's ``figures`` (and ``meta``, one level down) into the results file
-    at ``path`` and stamp ``meta.measured[part]`` with :func:`provenance`; returns what
-    was written."""
+    at ``path`` and stamp ``meta.measured[part]`` with ``measured`` (default: this
+    checkout's :func:`provenance`); returns what was written."""
     previous = json.loads(path.read_text()) if path.exists() else {}
     merged = merge_results(previous, figures,
-                           {**(meta or {}), "measured": {part: provenance()}})
+                           {**(meta or {}), "measured": {part: measured or provenance()}})
     path.write_text(json.dumps(merged, indent=2) + "\n")
     return merged
 
