@@ -233,8 +233,9 @@ class LeaseRowsChild:
 
     def result(self) -> dict[str, Any]:
         """Wait for the child: ``{"lease_row_bytes", "triggers", "seconds"}``."""
+        from .lease_rows_child import RESULT_PREFIX as prefix
+
         out, err = self.proc.communicate(timeout=3600)
-        prefix = "BENCH_RESULT "
         lines = [ln for ln in out.splitlines() if ln.startswith(prefix)]
         if self.proc.returncode != 0 or not lines:
             raise BenchError(f"the lease-row child ({self.triggers} triggers) failed "

@@ -60,13 +60,13 @@ SLOW_DIRS = {
 }
 
 
-# make test runs on both cores (pytest-xdist, ``--dist loadgroup --no-loadscope-reorder``).
-# Tests that share something costly to build run on one worker, so it is built once: the
-# session fixtures of tests/infra (three syntheses) and the deployments of tests/local
-# by directory, and a module's own
-# module-scoped fixtures (a deployment, an installed wheel) by module. The units that
-# take longest are handed out first (measured on this 2-core machine, make test), so no
-# worker is left with a long one at the end; the rest follow, slow suites first.
+# make test runs three pytest-xdist workers on the two cores (``--dist loadgroup
+# --no-loadscope-reorder``). Tests that share something costly to build run on one
+# worker, so it is built once: the session fixtures of tests/infra (three syntheses) and
+# the deployments of tests/local by directory, a module's own module-scoped fixtures (an
+# installed wheel) by module. The longest single units are handed out first (LONG_FIRST:
+# measured on this 2-core machine, make test), so no worker is left with one at the end;
+# the rest follow, slow suites first.
 GROUP_DIRS = {
     # one at a time: each demo run deploys from this checkout (cdk.out/, .local/)
     TESTS / "local": "ministack-deployment",
@@ -112,10 +112,9 @@ def is_fast(item: pytest.Item) -> bool:
     return not any(item.get_closest_marker(name) for name in SLOW)
 
 
-def _order(item: pytest.Item) -> int:
-    """Where ``item`` goes in the run (a stable sort): the long units first, then the
-    slow suites, then the fast tests."""
-    group = _group(item)
+def _order(item: pytest.Item, group: str | None) -> int:
+    """Where ``item`` (of xdist ``group``) goes in the run (a stable sort): the long
+    units first, then the slow suites, then the fast tests."""
     for i, prefix in enumerate(LONG_FIRST):
         if item.nodeid.startswith(prefix) or group == prefix:
             return i
@@ -155,6 +154,7 @@ class _Plugin:
         return None
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        groups: dict[str, str | None] = {}
         for item in items:
             for name in _slow_dir(Path(str(item.path))):
                 item.add_marker(name)
@@ -162,10 +162,10 @@ class _Plugin:
                 item.add_marker(FAST)
             if item.nodeid.startswith(LONG_TESTS):
                 item.add_marker(LONG)
-            group = _group(item)
+            group = groups[item.nodeid] = _group(item)
             if group is not None and item.get_closest_marker("xdist_group") is None:
                 item.add_marker(pytest.mark.xdist_group(group))
-        items.sort(key=_order)
+        items.sort(key=lambda item: _order(item, groups[item.nodeid]))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:

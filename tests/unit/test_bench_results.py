@@ -83,3 +83,44 @@ def test_a_part_records_when_and_on_which_commit_it_was_measured(
         "run_ms": 9.0, "mutation_score": 0.94,
         "meta": {"measured": {"explore": {"at": "2026-12-01T00:00:00Z", "commit": "abc"},
                               "mutation": {"at": "2026-12-05T00:00:00Z", "commit": "def"}}}}
+
+
+@pytest.mark.process  # git
+def test_a_results_file_written_by_an_earlier_part_is_not_a_change_of_code(
+        tmp_path: Path) -> None:
+    """GIVEN a checkout at a commit
+    WHEN a part has written bench/results.json since (as every part after the first has)
+    THEN the next part is stamped with the commit alone; an edit of code makes it -dirty."""
+    import subprocess
+
+    from bench.results_file import provenance
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "results.json").write_text("{}\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "c")
+    sha = git("rev-parse", "HEAD")
+    (tmp_path / "bench" / "results.json").write_text('{"run_ms": 9}\n')
+    assert provenance(tmp_path)["commit"] == sha
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert provenance(tmp_path)["commit"] == sha + "-dirty"
+
+
+def test_the_fresh_clone_timer_reads_pytests_summary() -> None:
+    from bench.fresh_clone import SUMMARY, counts
+
+    for line, want, seconds in (
+            ("1807 passed, 1 skipped in 352.87s (0:05:52)", {"passed": 1807, "skipped": 1},
+             "352.87"),
+            ("==== 3 failed, 1204 passed in 61.76s (0:01:01) ====",
+             {"failed": 3, "passed": 1204}, "61.76")):
+        found = SUMMARY.match(line.strip())  # as bench.fresh_clone reads each line
+        assert found is not None, line
+        assert counts(found.group("counts")) == want and found.group("s") == seconds
+    assert SUMMARY.match("collected 1808 items") is None
