@@ -157,7 +157,10 @@ def _project_folder_last_on_path() -> None:
     while ``--jobs-module myjobs.jobs`` run from the checkout that holds ``myjobs/`` still
     works (and an installed ``myjobs`` wins). Without a named module the folder is never
     on the path: a ``handlers/jobs.py`` left in a shared folder is never run."""
-    cwd = os.getcwd()
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the folder was removed: only installed packages remain
+        return
     if cwd not in sys.path:
         sys.path.append(cwd)
 
@@ -176,7 +179,7 @@ def _definitions(args: argparse.Namespace, *, needed_by: str) -> dict[str, Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise CommandError(field, f"cannot import {module_name!r}: {exc} (looked in the "
-                           f"installed packages, then in {os.getcwd()})") from exc
+                           "installed packages, then in this folder)") from exc
     except Exception as exc:  # noqa: BLE001 - the module's own failure, said plainly
         raise CommandError(field, f"importing {module_name!r} failed: "
                            f"{type(exc).__name__}: {exc}") from None

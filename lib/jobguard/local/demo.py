@@ -173,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
                   f"JOBGUARD_TABLE={outputs['TableName']} JOBGUARD_STACK={DEFAULT_STACK} "
                   f"JOBGUARD_JOBS_MODULE=handlers.jobs\n"
-                  f"  {cli} status crm-sync; {cli} runs crm-sync; {cli} drill\n"
+                  f"  {cli} status crm-sync; {cli} runs crm-sync; "
+                  f"{cli} drill --stack {DEFAULT_STACK}\n"
                   f"  {cli} timeline crm-sync report-export --since 1h [--html timeline.html]\n"
                   f"When done: kill {pid}; rm -rf {aws.workdir}")
             aws.process = None  # not stopped below
