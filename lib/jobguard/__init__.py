@@ -10,6 +10,7 @@ Example:
     ...     return {"synced": 0}
 """
 
+from . import _launch  # noqa: F401 - first: `python -m jobguard.cli` drops the cwd here
 from ._clients import client as aws_client
 from .batch import BatchJob, BatchReport, ClaimedItem, Page
 from .clock import Clock, SystemClock

@@ -16,6 +16,11 @@ for tab-separated lines. Global options go before or after the command, as the A
 takes them (``--profile``, ``--region``, ``AWS_*``); ``--endpoint-url`` (or
 ``AWS_ENDPOINT_URL``) points everything at the local emulator. Every time is UTC, in
 ISO 8601 with its ``Z``.
+
+Job definitions are read only by ``runbook`` and ``drill`` (and, when named, to check a
+job name the table does not know): from the module ``--jobs-module`` or
+``JOBGUARD_JOBS_MODULE`` names, found in the installed packages first, then in the
+working folder. Nothing is imported from the working folder unless named.
 """
 
 from __future__ import annotations
@@ -143,29 +148,51 @@ def _stores(args: argparse.Namespace) -> tuple[Any, Any]:
     return DynamoJobStore(table, client=ddb), DynamoItemStore(table, client=ddb)
 
 
-def _definitions(args: argparse.Namespace) -> dict[str, Any]:
+def _project_folder_last_on_path() -> None:
+    """Let named code (``--jobs-module``, ``--modules``) be found in the project's folder.
+
+    The working folder goes *last* on ``sys.path``, and only once the operator has named a
+    module to import from it: installed packages (boto3, botocore, jobguard itself) are
+    always found first, so a ``boto3.py`` or ``json.py`` in the folder never replaces them,
+    while ``--jobs-module myjobs.jobs`` run from the checkout that holds ``myjobs/`` still
+    works (and an installed ``myjobs`` wins). Without a named module the folder is never
+    on the path: a ``handlers/jobs.py`` left in a shared folder is never run."""
     try:
-        module = importlib.import_module(args.jobs_module)
+        cwd = os.getcwd()
+    except OSError:  # the folder was removed: only installed packages remain
+        return
+    if cwd not in sys.path:
+        sys.path.append(cwd)
+
+
+def _definitions(args: argparse.Namespace, *, needed_by: str) -> dict[str, Any]:
+    """The named jobs module's definitions (``{name: JobDefinition}``); a one-line error
+    naming ``--jobs-module``/``JOBGUARD_JOBS_MODULE`` when none is named."""
+    module_name = args.jobs_module
+    if module_name is None:
+        raise CommandError("--jobs-module", f"{needed_by} needs the job definitions: name "
+                           "the module whose JOBS lists them with --jobs-module MODULE or "
+                           "JOBGUARD_JOBS_MODULE (this repository's examples: handlers.jobs)")
+    field = args.jobs_module_field
+    _project_folder_last_on_path()
+    try:
+        module = importlib.import_module(module_name)
     except ImportError as exc:
-        hint = ("" if args.jobs_module_given else
-                "; name the module whose JOBS lists your job definitions with --jobs-module "
-                "MODULE (or JOBGUARD_JOBS_MODULE), from your project's folder")
-        raise CommandError("--jobs-module",
-                           f"cannot import {args.jobs_module!r}: {exc}{hint}") from exc
+        raise CommandError(field, f"cannot import {module_name!r}: {exc} (looked in the "
+                           "installed packages, then in this folder)") from exc
     except Exception as exc:  # noqa: BLE001 - the module's own failure, said plainly
-        raise CommandError("--jobs-module", f"importing {args.jobs_module!r} failed: "
+        raise CommandError(field, f"importing {module_name!r} failed: "
                            f"{type(exc).__name__}: {exc}") from None
     jobs = getattr(module, "JOBS", None)
     if jobs is None:
-        raise CommandError("--jobs-module", f"{args.jobs_module!r} has no JOBS")
+        raise CommandError(field, f"{module_name!r} has no JOBS")
     try:
         defined = {job.name: job for job in jobs}
     except (TypeError, AttributeError):
-        raise CommandError("--jobs-module", f"{args.jobs_module}.JOBS must be a list of job "
+        raise CommandError(field, f"{module_name}.JOBS must be a list of job "
                            f"definitions, got {jobs!r:.80}") from None
     if not all(isinstance(name, str) for name in defined):
-        raise CommandError("--jobs-module", f"{args.jobs_module}.JOBS holds a job without "
-                           "a name")
+        raise CommandError(field, f"{module_name}.JOBS holds a job without a name")
     return defined
 
 
@@ -180,15 +207,11 @@ def _job_name(args: argparse.Namespace, field: str = "JOB") -> str:
 
 
 def _defined_jobs(args: argparse.Namespace) -> dict[str, Any]:
-    """The jobs module's definitions; none when the default module is not importable here
-    (a project outside this repository), an error when one was named."""
-    named = args.jobs_module_given
-    try:
-        return _definitions(args)
-    except CommandError:
-        if named:
-            raise
+    """The named jobs module's definitions; none, and nothing imported, when no module is
+    named (the commands that read the table need none)."""
+    if args.jobs_module is None:
         return {}
+    return _definitions(args, needed_by=args.command)
 
 
 def _jobs_in_table(store: Any, *, pages: int = 10) -> set[str]:
@@ -211,21 +234,26 @@ def _jobs_in_table(store: Any, *, pages: int = 10) -> set[str]:
     return found
 
 
-def _known_job(args: argparse.Namespace, store: Any, field: str = "JOB") -> str:
-    """The command's job, checked: defined in the jobs module, or known to the table
-    (it has run here). Anything else is a typo until shown otherwise: refused, naming
-    the known jobs and the nearest match, before anything is written."""
+def _known_job(args: argparse.Namespace, store: Any, field: str = "JOB",
+               also: Sequence[str] = ()) -> str:
+    """The command's job, checked: known to the table (it has run here), in ``also`` (the
+    jobs a command loaded itself), or defined in the named jobs module. Anything else is a
+    typo until shown otherwise: refused, naming the known jobs and the nearest match,
+    before anything is written. The jobs module is imported only when the table does not
+    know the job and one is named: with none named, the table alone decides."""
     import difflib
 
     job = _job_name(args, field)
-    defined = _defined_jobs(args)
-    if job in defined or store.read_lease_raw(job) is not None:
+    if store.read_lease_raw(job) is not None or job in also:
         return job
-    known = sorted(set(defined) | _jobs_in_table(store))
+    defined = _defined_jobs(args)
+    if job in defined:
+        return job
+    known = sorted(set(defined) | set(also) | _jobs_in_table(store))
     nearest = difflib.get_close_matches(job, known, n=1, cutoff=0.6)
     hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
-    where = (f"not in {args.jobs_module}" if defined or args.jobs_module_given
-             else "no jobs module (--jobs-module)")
+    where = (f"not in {args.jobs_module}" if args.jobs_module is not None
+             else "no jobs module named (--jobs-module)")
     raise CommandError(field, f"no job {job!r}: {where} and never run in table "
                        f"{store.table_name} (known: {', '.join(known) or 'none'}){hint}")
 
@@ -372,16 +400,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.job is not None:
         args.job = _job_name(args, field="--job")
     store, _ = _stores(args)
-    # without --job: every job defined here (when a jobs module is) or run in the table
-    jobs = [args.job] if args.job else sorted(set(_defined_jobs(args)) | _jobs_in_table(store))
-    for job in jobs:
-        record = store.get_run(job, args.run_id)
-        if record is not None:
-            data = _with_times(record.as_dict())
-            human = "\n".join(f"{k:>20}: {'-' if v is None else v}" for k, v in data.items())
-            _out(args, data, human)
-            return 0
-    raise CommandError("RUN_ID", f"no run {args.run_id!r} in jobs {', '.join(jobs) or '(none)'}")
+    # without --job: every job run in the table, then (only when a jobs module is named,
+    # and the run was not found) the jobs it defines that the table does not know
+    jobs = [args.job] if args.job else sorted(_jobs_in_table(store))
+    looked: list[str] = []
+    while jobs:
+        for job in jobs:
+            record = store.get_run(job, args.run_id)
+            if record is not None:
+                data = _with_times(record.as_dict())
+                human = "\n".join(f"{k:>20}: {'-' if v is None else v}"
+                                  for k, v in data.items())
+                _out(args, data, human)
+                return 0
+        looked += jobs
+        jobs = [] if args.job else sorted(set(_defined_jobs(args)) - set(looked))
+    raise CommandError("RUN_ID", f"no run {args.run_id!r} in jobs "
+                       f"{', '.join(sorted(looked)) or '(none)'}")
 
 
 def cmd_items(args: argparse.Namespace) -> int:
@@ -485,8 +520,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
 def cmd_runbook(args: argparse.Namespace) -> int:
     from .runbook import render
 
-    definitions = _definitions(args)
     job = _job_name(args)
+    definitions = _definitions(args, needed_by="runbook")
     if job not in definitions:
         import difflib
 
@@ -535,8 +570,13 @@ def cmd_recover(args: argparse.Namespace) -> int:
     request = {k: v for k, v in request.items() if v is not None}
     _check_request(request)  # refused here, naming the option, before anything is invoked
     store, _ = _stores(args)
-    _known_job(args, store)
+    # --direct loads the job modules the operator named (--modules): their jobs are known;
+    # none named is said after the job name is checked
+    named = args.direct and bool(args.modules or os.environ.get("JOBGUARD_RECOVERY_MODULES"))
+    _known_job(args, store, also=_load_recovery_modules(args) if named else ())
     if args.direct:
+        if not named:
+            _load_recovery_modules(args)  # refused, naming --modules
         answer = _recover_direct(args, request)
     else:
         if not args.function_name:
@@ -573,6 +613,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         raise CommandError("--wait", f"must be 0 or more seconds, got {args.wait}")
     store, _ = _stores(args)
     job = _known_job(args, store)
+    # the job's own lease settings when its definitions are named; else the defaults
     definitions = _defined_jobs(args)
     config = definitions[job].config() if job in definitions else JobConfig(name=job)
     fields = {"work_id": "WORK_ID", "found": "--found", "reason": "--reason",
@@ -684,20 +725,21 @@ def _check_request(request: dict[str, Any]) -> None:
                            str(exc).split(": ", 1)[1]) from None
 
 
-def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
-    from . import hooks, registry
-    from .errors import InvalidRequestError, LeaseBusyError
-    from .recovery import recover
+def _load_recovery_modules(args: argparse.Namespace) -> list[str]:
+    """``recover --direct``: import the job modules named by ``--modules`` (or
+    ``JOBGUARD_RECOVERY_MODULES``), as the recovery function does; their registered jobs."""
+    from . import registry
+    from .errors import ConfigError
 
     if args.endpoint_url:
         os.environ["AWS_ENDPOINT_URL"] = args.endpoint_url
     os.environ["JOBGUARD_TABLE"] = _table(args)
     if args.modules:
         os.environ["JOBGUARD_RECOVERY_MODULES"] = args.modules
-    from .errors import ConfigError
-
+    if os.environ.get("JOBGUARD_RECOVERY_MODULES"):
+        _project_folder_last_on_path()  # named: they may live in the project's folder
     try:
-        registry.load_from_environment()
+        return registry.load_from_environment()
     except ConfigError as exc:
         field, _, message = str(exc).partition(": ")
         raise CommandError("--modules" if "MODULES" in field else field, message) from None
@@ -706,6 +748,15 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
                            f"({os.environ.get('JOBGUARD_RECOVERY_MODULES')}) failed: "
                            f"{type(exc).__name__}: {exc} (does the module need an "
                            "environment variable this shell does not have?)") from None
+
+
+def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
+    """The recovery, run in this process (its job modules loaded first:
+    :func:`_load_recovery_modules`)."""
+    from . import hooks
+    from .errors import ConfigError, InvalidRequestError, LeaseBusyError
+    from .recovery import recover
+
     done = {"n": 0}
 
     def progress(**ctx: Any) -> None:
@@ -888,7 +939,9 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
                        help="the jobguard table (default: JOBGUARD_TABLE)")
     group.add_argument("--jobs-module", default=default(None),
                        help="module whose JOBS lists the job definitions (default: "
-                            "JOBGUARD_JOBS_MODULE, else handlers.jobs)")
+                            "JOBGUARD_JOBS_MODULE); imported only when named, looked for "
+                            "in the installed packages, then in this folder. runbook and "
+                            "drill need it; the other commands read the table")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -913,7 +966,8 @@ def build_parser() -> argparse.ArgumentParser:
     runs.set_defaults(run=cmd_runs)
     one = command("run", "one run with its counts and range", job=False)
     one.add_argument("run_id", metavar="RUN_ID", help="the run id (26 characters)")
-    one.add_argument("--job", help="look only in this job (default: every defined job)")
+    one.add_argument("--job", help="look only in this job (default: every job in the "
+                     "table, then those --jobs-module defines)")
     one.set_defaults(run=cmd_run)
     items = command("items", "unresolved work items")
     items.add_argument("--status", choices=["uncertain", "failed", "claimed", "rejected"],
@@ -1039,8 +1093,11 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_drill(args: argparse.Namespace) -> int:
     from .drill.runner import main_drill
 
+    # the deployment's jobs and their policies come from its definitions, named
+    jobs = [(job.name, job.policy.value)
+            for job in _definitions(args, needed_by="drill").values()]
     try:
-        return main_drill(args)
+        return main_drill(args, jobs=jobs)
     except ValueError as exc:
         field, _, message = str(exc).partition(": ")
         raise CommandError(field, message or field) from None
@@ -1049,12 +1106,12 @@ def cmd_drill(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.jobs_module_given = bool(args.jobs_module or os.environ.get("JOBGUARD_JOBS_MODULE"))
-    args.jobs_module = (args.jobs_module or os.environ.get("JOBGUARD_JOBS_MODULE")
-                        or "handlers.jobs")
+    # A jobs module is imported only when named, and the working folder is never put on
+    # sys.path otherwise (_project_folder_last_on_path): see README "The operator's folder".
+    args.jobs_module_field = ("--jobs-module" if args.jobs_module
+                              else "JOBGUARD_JOBS_MODULE")
+    args.jobs_module = args.jobs_module or os.environ.get("JOBGUARD_JOBS_MODULE") or None
     args.json = args.output == "json"
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the project's handlers/ and job modules
     try:
         code: int = args.run(args)
         sys.stdout.flush()

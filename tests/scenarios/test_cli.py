@@ -36,7 +36,8 @@ def cli(server, table):
             "pk": {"S": "changes"}, "seq": {"S": f"{seq:06d}"},
             "contact_id": {"S": f"contact-{seq}"}, "change": {"S": f"change {seq}"}})
     env = {**os.environ, **server, "JOBGUARD_TABLE": table, "CRM_CONTACTS_TABLE": contacts,
-           "CRM_NOTES_TABLE": notes, "JOBGUARD_RECOVERY_MODULES": "handlers.crm_sync"}
+           "CRM_NOTES_TABLE": notes, "JOBGUARD_RECOVERY_MODULES": "handlers.crm_sync",
+           "JOBGUARD_JOBS_MODULE": "handlers.jobs"}  # runbook: the example definitions
 
     def run(*args: str, expect: int = 0) -> Any:
         proc = subprocess.run([sys.executable, "-m", "jobguard.cli", *args], cwd=ROOT, env=env,

@@ -21,5 +21,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, DynamoJobStore]]
         create_table(ddb, name)
         monkeypatch.setenv("JOBGUARD_TABLE", name)
         monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-        monkeypatch.delenv("JOBGUARD_JOBS_MODULE", raising=False)
+        # the example jobs (crm-sync, report-export) are defined: named, as `make demo`'s
+        # export line names them (nothing is imported from the folder unless named)
+        monkeypatch.setenv("JOBGUARD_JOBS_MODULE", "handlers.jobs")
         yield ddb, DynamoJobStore(name, client=ddb)

@@ -120,6 +120,7 @@ def table(monkeypatch):
         create_table(ddb, name)
         monkeypatch.setenv("JOBGUARD_TABLE", name)
         monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+        monkeypatch.setenv("JOBGUARD_JOBS_MODULE", "handlers.jobs")  # the example jobs
         yield ddb, name
 
 

@@ -28,7 +28,9 @@ def env(monkeypatch):
         create_table(ddb, name)
         monkeypatch.setenv("JOBGUARD_TABLE", name)
         monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-        monkeypatch.delenv("JOBGUARD_JOBS_MODULE", raising=False)
+        # the example jobs (crm-sync, report-export) are defined: named, as `make demo`'s
+        # export line names them (nothing is imported from the folder unless named)
+        monkeypatch.setenv("JOBGUARD_JOBS_MODULE", "handlers.jobs")
         monkeypatch.delenv("JOBGUARD_STACK", raising=False)
         yield emu, ddb, name
 
@@ -144,14 +146,27 @@ def test_a_job_that_ran_in_the_table_is_known_without_its_definition(env, capsys
 
 def test_a_jobs_module_that_cannot_be_imported_is_named_only_when_asked_for(
         env, capsys, monkeypatch):
-    """GIVEN a project outside this repository (no handlers.jobs) WHEN a job that ran is
-    shown THEN it works; WHEN --jobs-module names a missing module THEN that is the error."""
+    """GIVEN a project outside this repository (no jobs module named) WHEN a job that ran
+    is shown THEN it works; WHEN --jobs-module names a missing module and the table does
+    not know the job THEN that is the error (a job the table knows needs no module: it is
+    not imported); WHEN runbook, which needs definitions, has none THEN the error names
+    --jobs-module and JOBGUARD_JOBS_MODULE."""
     _, ddb, table = env
+    monkeypatch.delenv("JOBGUARD_JOBS_MODULE")
     _take(ddb, table, "nightly")
     assert main(["status", "nightly"]) == 0
+    assert main(["--jobs-module", "no_such_module_7f", "status", "nightly"]) == 0
     capsys.readouterr()
-    assert main(["--jobs-module", "no_such_module_7f", "status", "nightly"]) == 2
+    assert main(["--jobs-module", "no_such_module_7f", "status", "weekly"]) == 2
     assert capsys.readouterr().err.startswith("error: --jobs-module: ")
+    monkeypatch.setenv("JOBGUARD_JOBS_MODULE", "no_such_module_7f")
+    assert main(["status", "weekly"]) == 2
+    assert capsys.readouterr().err.startswith("error: JOBGUARD_JOBS_MODULE: ")
+    monkeypatch.delenv("JOBGUARD_JOBS_MODULE")
+    assert main(["runbook", "nightly"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: --jobs-module: runbook needs the job definitions")
+    assert "JOBGUARD_JOBS_MODULE" in line
 
 
 def test_recover_finds_the_recovery_function_from_the_stack(env, capsys):

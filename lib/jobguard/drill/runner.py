@@ -24,9 +24,10 @@ __all__ = ["connect", "drills_page", "main_drill", "report_drills", "run_drills"
            "write_drills_page"]
 
 
-def connect(*, stack: str, endpoint: str | None = None, profile: str | None = None,
-            region: str | None = None) -> DeployedStack:
-    """The deployed stack, its outputs read through CloudFormation."""
+def connect(*, stack: str, jobs: Sequence[tuple[str, str]], endpoint: str | None = None,
+            profile: str | None = None, region: str | None = None) -> DeployedStack:
+    """The deployed stack, its outputs read through CloudFormation; ``jobs`` are the
+    deployment's ``(name, policy)`` pairs, from its job definitions."""
     import boto3
 
     from ..local.deploy import stack_outputs
@@ -39,10 +40,7 @@ def connect(*, stack: str, endpoint: str | None = None, profile: str | None = No
     else:
         session = boto3.session.Session(profile_name=profile, region_name=region)
     outputs = stack_outputs(session.client("cloudformation", endpoint_url=endpoint), stack)
-    from handlers.jobs import JOBS  # the deployment's job definitions
-
-    return DeployedStack(session, outputs, endpoint=endpoint,
-                         jobs=[(j.name, j.policy.value) for j in JOBS])
+    return DeployedStack(session, outputs, endpoint=endpoint, jobs=jobs)
 
 
 def run_drills(stack: DeployedStack, *, only: Sequence[str] = (), job: str | None = None,
@@ -172,8 +170,8 @@ def report_drills(results: Sequence[DrillResult], *, html: Path | None,
     return 0 if report["held"] else 1
 
 
-def main_drill(args: Any) -> int:
-    """The CLI entry (``jobguard drill``)."""
+def main_drill(args: Any, *, jobs: Sequence[tuple[str, str]]) -> int:
+    """The CLI entry (``jobguard drill``), for the deployment's ``(name, policy)`` jobs."""
     html = None
     if getattr(args, "html", None) is not None:
         from ..timeline.command import TimelineOutput, check_html_path
@@ -182,8 +180,8 @@ def main_drill(args: Any) -> int:
             html = check_html_path(args.html)  # before a minute of drills, not after
         except TimelineOutput as exc:
             raise ValueError(str(exc)) from None
-    stack = connect(stack=args.stack, endpoint=args.endpoint_url, profile=args.profile,
-                    region=args.region)
+    stack = connect(stack=args.stack, jobs=jobs, endpoint=args.endpoint_url,
+                    profile=args.profile, region=args.region)
     quiet = bool(args.json)
     results = run_drills(stack, only=args.only or (), job=args.job,
                          say=(lambda line: None) if quiet else print)

@@ -130,7 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         inspected = inspect_deployment(session, aws.endpoint, outputs)
         for what, ok in inspected:
             progress.say(f"  {'ok ' if ok else 'BAD'} {what}")
-        stack = connect(stack=DEFAULT_STACK, endpoint=aws.endpoint)
+        from handlers.jobs import JOBS  # the jobs this stack deploys (from ROOT, above)
+
+        stack = connect(stack=DEFAULT_STACK, endpoint=aws.endpoint,
+                        jobs=[(job.name, job.policy.value) for job in JOBS])
         progress.step = "running the drills"
 
         def say(text: str) -> None:
@@ -168,8 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"it, in this shell:\n"
                   f"  export AWS_ENDPOINT_URL={aws.endpoint} AWS_DEFAULT_REGION=us-east-1 "
                   f"AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
-                  f"JOBGUARD_TABLE={outputs['TableName']} JOBGUARD_STACK={DEFAULT_STACK}\n"
-                  f"  {cli} status crm-sync; {cli} runs crm-sync; {cli} drill\n"
+                  f"JOBGUARD_TABLE={outputs['TableName']} JOBGUARD_STACK={DEFAULT_STACK} "
+                  f"JOBGUARD_JOBS_MODULE=handlers.jobs\n"
+                  f"  {cli} status crm-sync; {cli} runs crm-sync; "
+                  f"{cli} drill --stack {DEFAULT_STACK}\n"
                   f"  {cli} timeline crm-sync report-export --since 1h [--html timeline.html]\n"
                   f"When done: kill {pid}; rm -rf {aws.workdir}")
             aws.process = None  # not stopped below
