@@ -1,13 +1,20 @@
 """The pytest plugin of ``jobguard[testing]`` (entry point ``pytest11``: loaded by pytest
 wherever the package is installed, nothing to configure).
 
-No request leaves the machine. When pytest loads the plugin, before any conftest or test
-module is imported (:mod:`jobguard._offline`), it replaces the environment's AWS
-credentials, profiles and endpoint variables with fake ones for the whole session
-(your region is kept), installs the emulator's interception, so a client your module
-makes when it is imported is answered by the sandbox of the test that calls it, and
-refuses any request to a host that is neither loopback nor answered by a sandbox.
-Tests meant to reach AWS run without the plugin: ``pytest -p no:jobguard``.
+The seal: the moment pytest imports this plugin (:func:`jobguard._offline.seal`), before
+any conftest or test module, it replaces the environment's AWS credentials, profiles and
+endpoint variables with fake ones for the whole session (your region is kept), forgets
+boto3's default session, and installs the emulator's interception, so a client your
+module makes when it is imported is answered by the sandbox of the test that calls it.
+From then on, for the rest of the process, it refuses
+(:class:`~jobguard._offline.RequestLeftTheMachine`) any AWS request that no sandbox
+answers to a host that is not loopback (clients made before the seal included), any
+connection or datagram from a Python socket to an address that is not loopback (urllib,
+http.client, requests, raw sockets), and the lookup of any name but ``localhost`` and
+the machine's own. Not sealed: code that ran before pytest imported this plugin (a plugin
+named with ``-p`` before it: name it after ``-p jobguard``), other processes, and
+networking below Python's socket module. Tests meant to reach AWS or the network run
+without the plugin: ``pytest -p no:jobguard``.
 
 Fixtures:
 
@@ -31,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -44,10 +52,20 @@ __all__ = ["jobguard_sandbox", "lambda_context", "manual_clock",
 
 _SANDBOX = "jobguard_sandbox"
 
+if os.environ.get("PYTEST_VERSION"):
+    # pytest is loading the plugin (it sets PYTEST_VERSION while it runs): seal now, so
+    # the plugins it loads after this one (other entry points, PYTEST_PLUGINS) already
+    # see the fake environment. Imported by anything else (a docs build), it seals nothing
+    # until the hook below runs.
+    from ._offline import seal as _seal
+
+    _seal()
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:
-    """Before the first conftest is imported: nothing leaves the machine."""
+    """Before the first conftest is imported: nothing leaves the machine (already done
+    when the plugin was imported under pytest; this covers a pytest that did not say so)."""
     from ._offline import seal
 
     seal()
