@@ -43,6 +43,7 @@ Not for Lambda code: only :mod:`jobguard.pytest_plugin` calls it.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -112,7 +113,11 @@ def seal() -> None:
     clients = sys.modules.get("jobguard._clients")
     if clients is not None:
         clients.reset()
-    import moto.core.models  # noqa: F401 - registers moto's before-send hook
+    # plain `pip install jobguard` (no [testing]) in a project that runs pytest: the plugin
+    # is installed with the package, so seal without the sandbox's emulator (the refusals
+    # below hold; jobguard_sandbox says which extra it needs)
+    with contextlib.suppress(ImportError):
+        import moto.core.models  # noqa: F401 - registers moto's before-send hook
     from botocore.endpoint import Endpoint
 
     Endpoint._send = _local_send(Endpoint._send)  # type: ignore[attr-defined]  # noqa: SLF001

@@ -451,3 +451,38 @@ def test_a_loopback_connection_is_let_through() -> None:
             socket.create_connection(("127.0.0.1", port), timeout=2)
     # AND localhost and this machine's own name are looked up (as http.server does)
     assert socket.getaddrinfo("localhost", port) and socket.getfqdn()
+
+
+NO_MOTO = '''
+import sys
+
+sys.modules["moto"] = None  # as in a project that installed jobguard without [testing]
+'''
+
+
+@pytest.mark.process
+def test_without_the_testing_extra_pytest_still_runs_sealed(tmp_path: Path) -> None:
+    # GIVEN a project that installed plain jobguard (no moto) and runs its own tests
+    (tmp_path / "nomoto.py").write_text(NO_MOTO)
+    done = _pytest(tmp_path, f'''
+        import socket
+
+        import pytest
+
+        from conftest import ESCAPED
+        from jobguard._offline import RequestLeftTheMachine
+
+
+        def test_the_seal_holds_without_the_emulator():
+            with pytest.raises(RequestLeftTheMachine):
+                socket.create_connection(("{REMOTE}", 80), timeout=2)
+            assert ESCAPED == []
+
+
+        def test_the_sandbox_says_which_extra_it_needs(jobguard_sandbox):
+            pass
+    ''', "-p", "nomoto")
+    # THEN pytest starts (the plugin that comes with the package does not stop it), the
+    # seal holds, and only the test asking for the sandbox fails, naming the extra
+    assert "1 passed" in done.stdout and "1 error" in done.stdout, done.stdout + done.stderr
+    assert "jobguard[testing]" in done.stdout or "moto" in done.stdout, done.stdout
