@@ -1038,11 +1038,12 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--to", dest="to_time", help="... to this one (at most 31 days)")
     timeline.add_argument("--html", metavar="FILE",
                           help="write the page to FILE (inline SVG and CSS: no network): a "
-                               "regular file, new or replaced whole (keeping its permissions);"
-                               " a symlink, FIFO or device is refused, never written through")
+                               "regular file, new (permissions as your umask gives) or "
+                               "replaced whole (keeping its permissions); a symlink, FIFO or "
+                               "device is refused, never written through")
     timeline.add_argument("--open", action="store_true",
                           help="open the page in a browser (written to --html, else to a "
-                               "temporary file)")
+                               "new file in the temporary folder that only you can read)")
     timeline.add_argument("--width", type=int,
                           help="columns of the terminal view (default: the terminal's)")
     timeline.set_defaults(run=cmd_timeline)
