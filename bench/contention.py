@@ -24,6 +24,7 @@ from typing import Any
 
 from jobguard import OverlapPolicy, guarded
 from jobguard.dynamodb import DynamoJobStore
+from jobguard.records import RunRecord
 
 from .common import BenchError, Ticks, mean
 from .counting import COUNTER
@@ -157,7 +158,8 @@ def _summarise(side: str, reports: list[Report], records: dict[str, int]) -> Con
 
 def _jobguard_records(ddb: Any, table: str) -> dict[str, int]:
     runs = DynamoJobStore(table, client=ddb).list_runs(JOB, limit=500)
-    return dict(Counter(r.status.value for r in runs))
+    return dict(Counter(r.status.value if isinstance(r, RunRecord) else "damaged"
+                        for r in runs))
 
 
 def _powertools_records(ddb: Any, table: str) -> dict[str, int]:

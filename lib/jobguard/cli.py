@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ._safe_text import safe_streams, safe_text
 from .callsites import RETRY, SURFACE, Path, call_site
 
 __all__ = ["main"]
@@ -281,10 +282,24 @@ def _with_times(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _shown(value: Any) -> Any:
+    """``value`` with every text in it made one safe line (:func:`safe_text`), for human
+    text composed from it; numbers and None stay as they are. JSON uses the values
+    themselves (its escapes are exact and safe)."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(k): _shown(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_shown(v) for v in value]
+    return value
+
+
 def _table_text(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    """Rows as an aligned table, one line per row: each cell one safe line."""
     if not rows:
         return "(none)"
-    cells = [[str(row.get(c, "") if row.get(c) is not None else "-") for c in columns]
+    cells = [[safe_text(row.get(c, "") if row.get(c) is not None else "-") for c in columns]
              for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
@@ -293,13 +308,15 @@ def _table_text(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def _text(data: Any) -> str:
-    """``--output text``: one line per row (or per key), fields separated by tabs."""
+    """``--output text``: one line per row (or per key), fields separated by tabs. A
+    field is one safe line (a tab, a newline or an escape inside a value is shown as its
+    escape: it never makes a new field or a new line); a map or a list is compact JSON."""
     def cell(value: Any) -> str:
         if value is None:
             return "-"
         if isinstance(value, dict | list):
             return json.dumps(value, default=str, separators=(",", ":"))
-        return str(value)
+        return safe_text(value)
 
     if isinstance(data, list):
         columns: list[str] = []
@@ -307,18 +324,41 @@ def _text(data: Any) -> str:
             columns += [k for k in row if k not in columns]
         return "\n".join("\t".join(cell(row.get(c)) for c in columns) for row in data)
     if isinstance(data, dict):
-        return "\n".join(f"{k}\t{cell(v)}" for k, v in data.items())
+        return "\n".join(f"{safe_text(k)}\t{cell(v)}" for k, v in data.items())
     return cell(data)
 
 
 def _out(args: argparse.Namespace, data: Any, human: str) -> None:
+    """Print the command's answer: ``data`` as JSON (exact: ``json.dumps`` escapes every
+    control and non-ASCII character) or as text lines, else ``human``, which the
+    command composed from :func:`_shown` values (and which the stream escapes again)."""
     output = getattr(args, "output", None) or "table"
     if output == "json":
-        print(json.dumps(data, indent=2, default=str))
+        print(json.dumps(data, indent=2, default=str, ensure_ascii=True))
     elif output == "text":
         print(_text(data))
     else:
         print(human)
+
+
+def _run_log(rows: Sequence[Any], columns: Sequence[str]) -> tuple[list[dict[str, Any]], str]:
+    """Run-log rows (run records and :class:`~jobguard.records.DamagedRun` rows) as data
+    for JSON and text, and as a table: a damaged row is listed in its place with status
+    ``DAMAGED``, then named under the table with what is wrong."""
+    from .records import DamagedRun
+
+    data: list[dict[str, Any]] = []
+    table: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for row in rows:
+        if isinstance(row, DamagedRun):
+            data.append(row.as_dict())
+            table.append({"run_id": row.run_id, "status": "DAMAGED"})
+            notes.append(f"damaged row {safe_text(row.sk)}: {safe_text(row.problem)}")
+        else:
+            data.append(_with_times(row.as_dict()))
+            table.append(data[-1])
+    return data, "\n".join([_table_text(table, columns), *notes])
 
 
 # -- commands ------------------------------------------------------------------------
@@ -335,11 +375,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         data = {"job": job, "damaged": {"row": damage.row, "attribute": damage.attribute,
                                         "problem": str(damage), "repair": damage.repair},
                 "lease_row": store.read_lease_raw(job)}
-        _out(args, data, f"job {job}: the lease row is damaged: {damage.attribute} "
-                         f"({damage}).\nrepair it with: {damage.repair}")
+        _out(args, data, f"job {job}: the lease row is damaged: {safe_text(damage.attribute)} "
+                         f"({safe_text(damage)}).\nrepair it with: {safe_text(damage.repair)}")
         return 1
     now_ms = int(time.time() * 1000)
-    runs = [_with_times(r.as_dict()) for r in store.list_runs(job, limit=5)]
+    runs, runs_table = _run_log(store.list_runs(job, limit=5),
+                                ("run_id", "status", "trigger_id", "fence", "duration_ms"))
     data = {
         "job": job,
         "held": lease.run_id is not None,
@@ -356,23 +397,24 @@ def cmd_status(args: argparse.Namespace) -> int:
         "paused": lease.paused_reason if lease.paused_at_ms else None,
         "last_runs": runs,
     }
-    holder = (f"held by run {lease.run_id} (fence {lease.fence}, owner {lease.owner}), "
-              f"acquired {data['acquired_at']}, expires in {data['expires_in_s']} s, last "
-              f"heartbeat {data['last_heartbeat']}" if lease.run_id
-              else f"free (fence {lease.fence}, last run {lease.last_run_id or '-'})")
+    d = _shown({**data, "last_run_id": lease.last_run_id})
+    holder = (f"held by run {d['holder_run_id']} (fence {d['fence']}, owner {d['owner']}), "
+              f"acquired {d['acquired_at']}, expires in {d['expires_in_s']} s, last "
+              f"heartbeat {d['last_heartbeat']}" if lease.run_id
+              else f"free (fence {d['fence']}, last run {d['last_run_id'] or '-'})")
     human = "\n".join([
         f"job {job}: {holder}",
-        f"pending: {lease.queued_n} queued, follow-up {lease.follow_up or 'none'}; "
-        f"paused: {data['paused'] or 'no'}",
+        f"pending: {d['pending_queued']} queued, follow-up {d['pending_follow_up'] or 'none'}; "
+        f"paused: {d['paused'] or 'no'}",
         "",
-        _table_text(runs, ("run_id", "status", "trigger_id", "fence", "duration_ms")),
+        runs_table,
     ])
     _out(args, data, human)
     return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from .records import RunStatus
+    from .records import DamagedRun, RunStatus
 
     job = _job_name(args)
     if args.last <= 0:
@@ -384,16 +426,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
     store, _ = _stores(args)
     _known_job(args, store)
     records = store.list_runs(job, limit=max(args.last * 5, 50) if args.status else args.last)
-    if args.status:
-        records = [r for r in records if r.status.value == args.status]
-    rows = [_with_times(r.as_dict()) for r in records[: args.last]]
-    _out(args, rows, _table_text(rows, ("run_id", "started_at", "status", "decision",
-                                        "trigger_id",
-                                        "fence", "holder_run_id", "duration_ms")))
+    if args.status:  # a damaged row's status is unknown: listed whatever is asked
+        records = [r for r in records
+                   if isinstance(r, DamagedRun) or r.status.value == args.status]
+    rows, table = _run_log(records[: args.last], ("run_id", "started_at", "status",
+                                                  "decision", "trigger_id", "fence",
+                                                  "holder_run_id", "duration_ms"))
+    _out(args, rows, table)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .records import DamagedRun
+
     if not _RUN_ID.fullmatch(args.run_id):
         raise CommandError("RUN_ID", f"{args.run_id!r} is not a run id (26 characters, e.g. "
                            "01M8K455D5SMBCC61XNCBKW1C4)")
@@ -407,9 +452,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     while jobs:
         for job in jobs:
             record = store.get_run(job, args.run_id)
+            if isinstance(record, DamagedRun):  # named, with what is wrong: exit 1
+                _out(args, record.as_dict(), f"run {args.run_id} of job {safe_text(job)}: "
+                     f"its row {safe_text(record.sk)} is damaged: "
+                     f"{safe_text(record.problem)}")
+                return 1
             if record is not None:
                 data = _with_times(record.as_dict())
-                human = "\n".join(f"{k:>20}: {'-' if v is None else v}"
+                human = "\n".join(f"{safe_text(k):>20}: {'-' if v is None else safe_text(v)}"
                                   for k, v in data.items())
                 _out(args, data, human)
                 return 0
@@ -444,7 +494,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
     store.pause(job, reason=reason, now_ms=int(time.time() * 1000))
     cut = (f" (the reason was cut to {MAX_TEXT_BYTES:,} bytes)"
            if reason != args.reason.strip() else "")
-    _out(args, {"job": job, "paused": reason}, f"job {job} paused: {reason}{cut}")
+    _out(args, {"job": job, "paused": reason}, f"job {job} paused: {safe_text(reason)}{cut}")
     return 0
 
 
@@ -468,8 +518,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     try:
         lease = store.read_lease(job)
     except DamagedRowError as damage:
-        print(f"job {job}: the lease row is damaged ({damage.attribute}); rewriting it",
-              file=sys.stderr)
+        print(f"job {job}: the lease row is damaged ({safe_text(damage.attribute)}); "
+              "rewriting it", file=sys.stderr)
         if not args.yes:
             answer = _ask("repair it (holder cleared, fence moved past every fence issued)? "
                            "[y/N] ") if sys.stdin.isatty() else ""
@@ -482,8 +532,9 @@ def cmd_release(args: argparse.Namespace) -> int:
     if lease.run_id is None:
         _out(args, {"job": job, "released": False, "reason": "free"}, f"job {job} is not held")
         return 0
-    print(f"job {job} is held by run {lease.run_id} (fence {lease.fence}, owner "
-          f"{lease.owner}), last heartbeat {_ms(lease.heartbeat_at_ms) or '-'}", file=sys.stderr)
+    print(f"job {job} is held by run {safe_text(lease.run_id)} (fence {lease.fence}, owner "
+          f"{safe_text(lease.owner)}), last heartbeat {_ms(lease.heartbeat_at_ms) or '-'}",
+          file=sys.stderr)
     if not args.yes:
         answer = _ask("release it and bump the fence so that run can write nothing more? "
                        "[y/N] ") if sys.stdin.isatty() else ""
@@ -496,8 +547,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         raise CommandError("JOB", "the lease changed hands meanwhile; look again")
     data = {"job": job, "released": True, "old_run_id": lease.run_id,
             "fence": lease.fence + 1}
-    _out(args, data, f"released; fence is now {lease.fence + 1}: run {lease.run_id} can "
-                     "write nothing more")
+    _out(args, data, f"released; fence is now {lease.fence + 1}: run "
+                     f"{safe_text(lease.run_id)} can write nothing more")
     return 0
 
 
@@ -589,7 +640,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
         if error.startswith(f"{field}: "):
             error = error[len(field) + 2:]
         raise CommandError(_OPTION_OF.get(field, field), _options_in(error))
-    _out(args, answer, _recovery_text(answer))
+    _out(args, answer, _recovery_text(_shown(answer)))
     return 0
 
 
@@ -633,8 +684,9 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         raise CommandError("JOB", f"the resolution did not finish: {answer.get('outcome')}"
                            + (f"; the items now: {', '.join(f'{w} {s}' for w, s in now.items())}"
                               "; run it again for any still uncertain" if now else ""))
-    lines = [f"resolved in run {answer['run_id']} (by {answer['requested_by']}: "
-             f"{answer['reason']})"]
+    shown = _shown(answer)
+    lines = [f"resolved in run {shown['run_id']} (by {shown['requested_by']}: "
+             f"{shown['reason']})"]
     for key, said in (("found", "completed (found at the destination)"),
                       ("not_found", "failed, retryable (not found: the next run redoes it)"),
                       ("already_completed", "already completed: left as it was"),
@@ -643,8 +695,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
                       ("held", "not resolved: a displaced run may still call the destination "
                                "for it until its hold (`jobguard items` shows held_until_ms); "
                                "resolve it after that")):
-        if answer.get(key):
-            lines.append(f"{said}: {', '.join(answer[key])}")
+        if shown.get(key):
+            lines.append(f"{said}: {', '.join(shown[key])}")
     _out(args, answer, "\n".join(lines))
     return 0
 
@@ -759,10 +811,13 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
 
     done = {"n": 0}
 
+    # the progress line's own carriage return: written past the stream's escaping
+    terminal = getattr(sys.stderr, "inner", sys.stderr)
+
     def progress(**ctx: Any) -> None:
         done["n"] += 1
-        if sys.stderr.isatty():
-            print(f"\rreplayed {done['n']} items", end="", file=sys.stderr, flush=True)
+        if terminal.isatty():
+            print(f"\rreplayed {done['n']} items", end="", file=terminal, flush=True)
 
     import contextlib
 
@@ -781,8 +836,8 @@ def _recover_direct(args: argparse.Namespace, request: dict[str, Any]) -> dict[s
                            f"{exc} (set as on its deployed function), or run the recovery "
                            "through the deployed function (without --direct)") from None
     finally:
-        if done["n"] and sys.stderr.isatty():
-            print(file=sys.stderr)
+        if done["n"] and terminal.isatty():
+            print(file=terminal)
     return answer
 
 
@@ -795,6 +850,8 @@ def _range_text(bounds: Any) -> str:
 
 
 def _recovery_text(answer: dict[str, Any]) -> str:
+    """The recovery's answer for a person (``answer`` made :func:`_shown` first: it
+    quotes records, rejected ones too)."""
     plan = answer.get("plan", {})
     lines = [f"recovery of {answer.get('job')}, {_range_text(answer.get('range'))}, mode "
              f"{answer.get('mode')}",
@@ -1035,11 +1092,12 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--to", dest="to_time", help="... to this one (at most 31 days)")
     timeline.add_argument("--html", metavar="FILE",
                           help="write the page to FILE (inline SVG and CSS: no network): a "
-                               "regular file, new or replaced whole (keeping its permissions);"
-                               " a symlink, FIFO or device is refused, never written through")
+                               "regular file, new (permissions as your umask gives) or "
+                               "replaced whole (keeping its permissions); a symlink, FIFO or "
+                               "device is refused, never written through")
     timeline.add_argument("--open", action="store_true",
                           help="open the page in a browser (written to --html, else to a "
-                               "temporary file)")
+                               "new file in the temporary folder that only you can read)")
     timeline.add_argument("--width", type=int,
                           help="columns of the terminal view (default: the terminal's)")
     timeline.set_defaults(run=cmd_timeline)
@@ -1104,6 +1162,18 @@ def cmd_drill(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``jobguard`` command; its exit status. Everything it prints, on stdout and
+    stderr, reaches the terminal through :func:`jobguard._safe_text.safe_streams`."""
+    with safe_streams():
+        return _main(argv)
+
+
+def _error(text: object) -> None:
+    """An ``error: ...`` line on stderr: one line, whatever the text quotes."""
+    print(f"error: {safe_text(text)}", file=sys.stderr)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # A jobs module is imported only when named, and the working folder is never put on
@@ -1116,7 +1186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
         sys.stdout.flush()
     except CommandError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(exc)
         return 2
     except BrokenPipeError:
         # the reader stopped early (`| head`): not an error; keep Python's exit quiet
@@ -1134,8 +1204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "cdk_nag": "cdk"}.get((exc.name or "").split(".")[0])
         if extra is None:
             raise
-        print(f"error: {args.command}: needs {exc.name}, which comes with "
-              f"pip install 'jobguard[{extra}]'", file=sys.stderr)
+        _error(f"{args.command}: needs {exc.name}, which comes with "
+               f"pip install 'jobguard[{extra}]'")
         return 2
     except Exception as exc:  # noqa: BLE001 - a command's failure, said plainly
         from botocore.exceptions import BotoCoreError, ClientError
@@ -1147,13 +1217,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "Invoke", "DescribeStacks"):
             where = getattr(args, "endpoint_url", None) or os.environ.get("AWS_ENDPOINT_URL")
             table = args.table if args.table is not None else os.environ.get("JOBGUARD_TABLE")
-            print(f"error: {args.command}: AWS said a resource does not exist ({exc}); "
-                  f"is the table {table!r} deployed in this account and region"
-                  + (f" at {where}" if where else "") + "?", file=sys.stderr)
+            _error(f"{args.command}: AWS said a resource does not exist ({exc}); "
+                   f"is the table {table!r} deployed in this account and region"
+                   + (f" at {where}" if where else "") + "?")
             return 1
         if isinstance(exc, ClientError | BotoCoreError):
             # AWS failed (throttled, 5xx, unreachable): say which call, change nothing.
-            print(f"error: {args.command}: AWS call failed: {exc}", file=sys.stderr)
+            _error(f"{args.command}: AWS call failed: {exc}")
             return 1
         if not isinstance(exc, JobGuardError):
             raise
@@ -1162,7 +1232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             table = args.table if args.table is not None else os.environ.get("JOBGUARD_TABLE")
             said += (f" (table {table!r}: is it deployed in this account and region, and "
                      "is --table or JOBGUARD_TABLE right?)")
-        print(f"error: {said}", file=sys.stderr)
+        _error(said)
         return 1
     return code
 

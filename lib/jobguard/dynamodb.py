@@ -37,11 +37,12 @@ from ._dynamo import old_item as _old_item
 from ._dynamo import plain as _plain
 from ._dynamo import reasons as _reasons
 from ._dynamo import transient
+from ._run_rows import read_run_row
 from .callsites import RETRY, SURFACE, Path, call_site
 from .errors import DamagedRowError, StoreError
 from .ids import run_id_bounds
 from .lease import Acquired, Busy, LeaseState, Released, backoff, parse_lease
-from .records import Decision, RunLog, RunOrigin, RunRecord, RunStatus
+from .records import DamagedRun, Decision, RunLog, RunOrigin, RunRecord, RunStatus
 from .schema import (
     FENCE_SK,
     LEASE_SK,
@@ -92,35 +93,16 @@ def trigger_record(job: str, item: dict[str, Any] | None) -> TriggerRecord | Non
 
 
 def run_record(item: dict[str, Any]) -> RunRecord:
-    row = _plain(item)
-    known = {
-        "job", "run_id", "trigger_id", "trigger_kind", "policy", "decision", "status",
-        "started_at_ms", "ended_at_ms", "fence", "owner", "holder_run_id", "holder_fence",
-        "scheduled_at", "requested_by", "error", "detail", "duration_ms",
-    }
-    return RunRecord(
-        job=row["job"],
-        run_id=row["run_id"],
-        trigger_id=row.get("trigger_id", ""),
-        trigger_kind=row.get("trigger_kind", ""),
-        policy=row.get("policy", ""),
-        decision=Decision(row.get("decision", "ran")),
-        status=RunStatus(row["status"]),
-        started_at_ms=int(row.get("started_at_ms", 0)),
-        ended_at_ms=row.get("ended_at_ms"),
-        fence=row.get("fence"),
-        owner=row.get("owner"),
-        holder_run_id=row.get("holder_run_id"),
-        holder_fence=row.get("holder_fence"),
-        scheduled_at=row.get("scheduled_at"),
-        requested_by=row.get("requested_by"),
-        error=row.get("error"),
-        detail=row.get("detail"),
-        extra={
-            k: v for k, v in row.items()
-            if k not in known and k not in (PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE)
-        },
-    )
+    """A run-log row (DynamoDB JSON) as a run record.
+
+    Raises:
+        ValueError: the row is not a readable run record (the message names its key and
+            each problem); readers that must go on use :func:`read_run_row`.
+    """
+    read = read_run_row(item)
+    if isinstance(read, DamagedRun):
+        raise ValueError(str(read))
+    return read
 
 
 #: Fences seen by this process, per (table, job): the expected fence of the next
@@ -1347,11 +1329,14 @@ class DynamoJobStore:
             raise StoreError("put_run", record.job, str(exc)) from exc
         return True
 
-    def list_runs(self, job: str, *, limit: int = 50) -> list[RunRecord]:
-        """A job's run records, newest first. The active run is shown as ``running``.
+    def list_runs(self, job: str, *, limit: int = 50) -> list[RunRecord | DamagedRun]:
+        """A job's run log, newest first, at most ``limit`` rows. The active run is shown
+        as ``running``. A row that is not a readable run record is a :class:`DamagedRun`
+        in its place (its key and what is wrong), never raised: one damaged row hides
+        nothing else.
 
-        Reads page after page until ``limit`` records (a page ends at 1 MB: a few
-        large records, a long error each, fill one before ``limit`` is reached).
+        Reads page after page until ``limit`` rows (a page ends at 1 MB: a few large
+        records, a long error each, fill one before ``limit`` is reached).
         """
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
@@ -1362,22 +1347,22 @@ class DynamoJobStore:
             "ScanIndexForward": False,
             "ConsistentRead": True,
         }
-        records: list[RunRecord] = []
-        while len(records) < limit:
-            response = self._client.query(**kwargs, Limit=limit - len(records))
-            records += [run_record(item) for item in response.get("Items", [])]
+        rows: list[RunRecord | DamagedRun] = []
+        while len(rows) < limit:
+            response = self._client.query(**kwargs, Limit=limit - len(rows))
+            rows += [read_run_row(item) for item in response.get("Items", [])]
             if "LastEvaluatedKey" not in response:
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         lease = self.read_lease(job)
-        if lease.run_id and not any(r.run_id == lease.run_id for r in records):
+        if lease.run_id and not any(r.run_id == lease.run_id for r in rows):
             active = RunRecord(
                 job=job, run_id=lease.run_id, trigger_id=lease.trigger_id or "",
                 trigger_kind="", policy="", decision=Decision.RAN, status=RunStatus.RUNNING,
                 started_at_ms=lease.acquired_at_ms or 0, fence=lease.fence, owner=lease.owner,
             )
-            records.insert(0, active)
-        return records[:limit]
+            rows.insert(0, active)
+        return rows[:limit]
 
     def runs_between(self, job: str, *, from_ms: int, to_ms: int,
                      lookback_ms: int = 3_600_000, max_records: int = 200_000) -> RunLog:
@@ -1408,29 +1393,31 @@ class DynamoJobStore:
             "ConsistentRead": True,
         }
         records: list[RunRecord] = []
-        unreadable: list[str] = []
+        damaged: list[DamagedRun] = []
         while True:
             response = self._client.query(**kwargs)
             for item in response.get("Items", []):
-                try:
-                    records.append(run_record(item))
-                except (KeyError, ValueError, TypeError) as exc:
-                    sk = item.get(SORT_KEY, {}).get("S", "?")
-                    unreadable.append(f"{sk}: {type(exc).__name__}: {exc}"[:300])
+                read = read_run_row(item)
+                if isinstance(read, DamagedRun):
+                    damaged.append(read)
+                else:
+                    records.append(read)
             if len(records) >= max_records:
-                return RunLog(tuple(records[:max_records]), tuple(unreadable), truncated=True)
+                return RunLog(tuple(records[:max_records]), tuple(damaged), truncated=True)
             if "LastEvaluatedKey" not in response:
-                return RunLog(tuple(records), tuple(unreadable))
+                return RunLog(tuple(records), tuple(damaged))
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
-    def get_run(self, job: str, run_id: str) -> RunRecord | None:
+    def get_run(self, job: str, run_id: str) -> RunRecord | DamagedRun | None:
+        """The run record of ``run_id``; a :class:`DamagedRun` when its row is not a
+        readable one; None when there is no row."""
         response = self._client.get_item(
             TableName=self.table_name,
             Key={PARTITION_KEY: {"S": job_pk(job)}, SORT_KEY: {"S": run_sk(run_id)}},
             ConsistentRead=True,
         )
         item = response.get("Item")
-        return run_record(item) if item else None
+        return read_run_row(item) if item else None
 
     @staticmethod
     def _run_item(record: RunRecord, ttl_epoch_s: int) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import Any
 
 from .clock import from_ms
 
-__all__ = ["Decision", "Outcome", "RunLog", "RunOrigin", "RunRecord", "RunStatus"]
+__all__ = ["DamagedRun", "Decision", "Outcome", "RunLog", "RunOrigin", "RunRecord",
+           "RunStatus"]
 
 
 class Decision(StrEnum):
@@ -163,14 +164,55 @@ class Outcome:
         return {k: v for k, v in data.items() if v is not None}
 
 
+@dataclass(frozen=True, kw_only=True)
+class DamagedRun:
+    """A row under a job's run log that is not a readable run record: an attribute
+    missing or of the wrong type, a status no jobguard writes, an id that is not its
+    key's (edited by hand, written by another tool, or by anyone who may write the
+    table). Readers name it in its place and go on; nothing is decided from it.
+
+    Example:
+        >>> DamagedRun(job="crm-sync", sk="RUN#x", problem="status is missing").as_dict()
+        ... # doctest: +NORMALIZE_WHITESPACE
+        {'job': 'crm-sync', 'run_id': 'x',
+         'damaged': {'sk': 'RUN#x', 'problem': 'status is missing'}}
+    """
+
+    job: str
+    sk: str
+    """The row's sort key (``RUN#<run id>``), which names it."""
+    problem: str
+    """What is wrong with it, each damaged attribute named (at most about 500
+    characters; values quoted in part)."""
+
+    @property
+    def run_id(self) -> str:
+        """The run id its key names (not necessarily a run id at all)."""
+        return self.sk.removeprefix("RUN#")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The shape the CLI's JSON gives it: ``{"job", "run_id", "damaged": {"sk",
+        "problem"}}`` (a run record's has no ``damaged``)."""
+        return {"job": self.job, "run_id": self.run_id,
+                "damaged": {"sk": self.sk, "problem": self.problem}}
+
+    def __str__(self) -> str:
+        return f"{self.sk}: {self.problem}"
+
+
 @dataclass(frozen=True)
 class RunLog:
     """A stretch of a job's run log, as read (``DynamoJobStore.runs_between``)."""
 
     records: tuple[RunRecord, ...]
     """The run records, oldest run id first."""
-    unreadable: tuple[str, ...] = ()
-    """Sort keys of rows under the run prefix that are not run records (damaged, or
-    written by something else), each with why: shown, never silently dropped."""
+    damaged: tuple[DamagedRun, ...] = ()
+    """Rows under the run prefix that are not run records (damaged, or written by
+    something else): shown, never silently dropped."""
     truncated: bool = False
     """More records than the reader's bound: the oldest ones are here, the rest not."""
+
+    @property
+    def unreadable(self) -> tuple[str, ...]:
+        """Each damaged row as ``<sort key>: <problem>``."""
+        return tuple(str(d) for d in self.damaged)

@@ -328,8 +328,13 @@ class WiredJob:
     def runs(self) -> list[RunRecord]:
         """The job's run log, oldest first: one record per decision (runs and non-runs).
         Records that started at the same instant (a :class:`ManualClock` that was not
-        advanced between them) are in no particular order among themselves."""
-        return list(reversed(self.sandbox.store.list_runs(self.name, limit=1000)))
+        advanced between them) are in no particular order among themselves. A row that
+        is not a readable run record (one a test wrote by hand) is left out:
+        ``sandbox.store.list_runs(name)`` names it (a ``DamagedRun``)."""
+        from .records import RunRecord
+
+        rows = self.sandbox.store.list_runs(self.name, limit=1000)
+        return [r for r in reversed(rows) if isinstance(r, RunRecord)]
 
     def decisions(self) -> list[str]:
         """Each run record's decision, oldest first (``ran``, ``skipped``, ...)."""

@@ -101,9 +101,10 @@ def test_the_last_record_of_a_run_id_wins():
 
 
 @pytest.mark.parametrize(("text", "shown"), [
-    ("\x1b[31mred\x1b[0m", "\ufffd[31mred\ufffd[0m"),  # a terminal escape
-    ("evil\u202eexe.txt", "evil\ufffdexe.txt"),          # a bidirectional override
-    ("a\nb", "a\nb"), ("x" * 400, "x" * 299 + "\u2026"),
+    ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),  # a terminal escape, shown
+    ("evil\u202eexe.txt", "evil\\u202eexe.txt"),          # a bidirectional override
+    ("a\nb", "a\\nb"), ("a\tb\x9b31m", "a\\tb\\x9b31m"),  # one line; a C1 CSI
+    ("x" * 400, "x" * 299 + "\u2026"), ("\x07" * 400, "\\x07" * 74 + "\u2026"),
 ])
 def test_record_text_is_cleaned_of_control_characters(text, shown):
     assert clean(text) == shown

@@ -111,8 +111,9 @@ class DeployedStack:
         return self.store.read_lease(job)
 
     def runs(self, job: str, since_ms: int = 0) -> list[RunRecord]:
-        records = self.store.list_runs(job, limit=500)
-        return sorted((r for r in records if r.started_at_ms >= since_ms),
+        records = self.store.list_runs(job, limit=500)  # a damaged row is no run: left out
+        return sorted((r for r in records
+                       if isinstance(r, RunRecord) and r.started_at_ms >= since_ms),
                       key=lambda r: r.started_at_ms)
 
     def checkpoint(self, job: str) -> Checkpoint:

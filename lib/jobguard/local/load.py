@@ -45,6 +45,7 @@ from typing import Any
 from ..batch import BatchJob, ClaimedItem, Page
 from ..config import JobConfig, OverlapPolicy
 from ..destinations import DynamoDBDestination
+from ..records import RunRecord
 from ..workitems import ItemRecord, ItemState, WorkId
 
 __all__ = ["Invariants", "NotesJob", "World", "check_invariants", "main", "run_load"]
@@ -415,7 +416,11 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                 work_ids = [str(WorkId(r["id"], "create-note")) for r in sources[name]]
                 sourced.update(work_ids)
                 lease = store.read_lease(name)
-                records = store.list_runs(name, limit=1_000_000)
+                rows = store.list_runs(name, limit=1_000_000)
+                records = [r for r in rows if isinstance(r, RunRecord)]
+                damaged = [str(r) for r in rows if not isinstance(r, RunRecord)]
+                inv.require("RECORDS", not damaged, f"{name}: run-log rows jobguard cannot "
+                            f"read: {damaged[:3]}")
                 runs.update(r.status.value for r in records)
                 stale = next(((r.run_id, r.fence) for r in records
                               if r.fence is not None and r.fence < lease.fence), None)

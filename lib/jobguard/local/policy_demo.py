@@ -50,6 +50,7 @@ def _play(scenario: _Scenario, aws: Any, table: str) -> dict[str, Any]:
     from jobguard import GuardedJob, JobConfig, OverlapPolicy, current_run, hooks
     from jobguard.dynamodb import DynamoJobStore
     from jobguard.local.esm import deliver_once
+    from jobguard.records import RunRecord
     from jobguard.triggerqueue import TriggerQueue
     from jobguard.triggers import format_instant
 
@@ -116,6 +117,9 @@ def _play(scenario: _Scenario, aws: Any, table: str) -> dict[str, Any]:
                 pass
     counts: dict[str, int] = {}
     for record in store.list_runs(name, limit=100):
+        if not isinstance(record, RunRecord):
+            counts["damaged"] = counts.get("damaged", 0) + 1
+            continue
         counts[record.status.value] = counts.get(record.status.value, 0) + 1
         if record.decision.value == "ran":
             counts["ran"] = counts.get("ran", 0) + 1

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+
+from .._safe_text import safe_text
 
 if TYPE_CHECKING:
     from .model import Bar, Lane, Mark
@@ -42,15 +43,12 @@ DECISION_MEANING = {
 }
 MARKER_LABEL = {"takeover": "takeover", "force_release": "force release"}
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
 
 def clean(value: object, limit: int = 300) -> str:
-    """A record's text made safe to show: control and bidirectional-override characters
-    replaced (a terminal escape, a reversed run id), cut at ``limit`` characters."""
-    raw = str(value)
-    text = _CONTROL.sub("\ufffd", raw[: limit + 1])  # cut first: a record may be 400 KB
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    """A record's text made safe to show on a page or a terminal, one line, cut at
+    ``limit`` characters: :func:`jobguard._safe_text.safe_text` (control, bidirectional
+    and other invisible characters shown as their escapes, ``\\x1b``, ``\\u202e``)."""
+    return safe_text(value, limit)
 
 
 def _at(ms: int) -> datetime | None:

@@ -17,7 +17,8 @@ from .html import render_page
 from .model import Timeline, Window
 from .text import render_text
 
-__all__ = ["TimelineOutput", "check_html_path", "timeline_command", "write_page"]
+__all__ = ["TimelineOutput", "check_html_path", "timeline_command", "write_page",
+           "write_private_page"]
 
 
 class TimelineOutput(ValueError):
@@ -117,6 +118,29 @@ def write_page(page: str, target: Path) -> Path:
     return target
 
 
+def write_private_page(page: str, *, prefix: str = "jobguard-") -> Path:
+    """Write the page to a new file in the temporary folder, readable and writable by
+    this user only (0600, whatever the umask): the folder is shared (``/tmp``), and a
+    page holds the run log's text. The name is a new one no one made first
+    (``tempfile.mkstemp``: created exclusively, never through a link).
+
+    Raises:
+        JobGuardError: the page could not be written (the disk is full): said with the
+            path, and the file is removed.
+    """
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".html")
+    path = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(page)
+    except BaseException as exc:
+        path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise JobGuardError(f"timeline: could not write {path}: {exc}") from exc
+        raise
+    return path
+
+
 def counts(timeline: Timeline) -> dict[str, Any]:
     return {"jobs": [lane.job for lane in timeline.lanes],
             "runs": sum(len(lane.bars) for lane in timeline.lanes),
@@ -138,10 +162,11 @@ def timeline_command(store: RunLogReader, jobs: Sequence[str], window: Window, *
         else:
             say(render_text(timeline, width=width))
         return 0
-    if html is None:
-        stamp = f"{now_ms // 1000}-{secrets.token_hex(4)}"  # a name no one made first
-        html = Path(tempfile.gettempdir()) / f"jobguard-timeline-{stamp}.html"
-    write_page(render_page(timeline), html)
+    if html is None:  # --open alone: a private file in the shared temporary folder
+        html = write_private_page(render_page(timeline),
+                                  prefix=f"jobguard-timeline-{now_ms // 1000}-")
+    else:  # --html FILE: the operator's own file, made as their shell makes one
+        write_page(render_page(timeline), html)
     summary = {"html": str(html), **counts(timeline)}
     opened = None
     if open_page:
