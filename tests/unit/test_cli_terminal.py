@@ -250,7 +250,7 @@ def test_every_command_is_safe_with_hostile_data(hostile, jobguard_sandbox, caps
         # `local` runs its own generated load (no record text of anyone's); `drill`
         # needs a deployed stack: here its error, quoting the stack name
         "local": [],
-        "drill": [(["drill", "--stack", "JobGuard-drills"], 1)],
+        "drill": [(["drill", "--stack", "JobGuard-drills", "--jobs-module", "handlers.jobs"], 1)],
     }
     assert set(commands) == set(_commands()), "every command is walked here"
     for output in FORMATS:

@@ -35,7 +35,7 @@ def env(monkeypatch) -> Iterator[tuple[Any, DynamoJobStore]]:
         create_table(ddb, name)
         monkeypatch.setenv("JOBGUARD_TABLE", name)
         monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-        monkeypatch.delenv("JOBGUARD_JOBS_MODULE", raising=False)
+        monkeypatch.setenv("JOBGUARD_JOBS_MODULE", "handlers.jobs")  # defines crm-sync
         yield ddb, DynamoJobStore(name, client=ddb)
 
 
