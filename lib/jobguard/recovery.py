@@ -34,8 +34,15 @@ from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
 from .workitems import ItemRecord, ItemState, payload_differs
 
-__all__ = ["Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan", "parse_request",
-           "recover", "resolve"]
+__all__ = ["EXECUTE_ALIAS", "Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan",
+           "parse_request", "recover", "resolve"]
+
+EXECUTE_ALIAS = "execute"
+"""The recovery function's alias through which an execution must come: the deployed
+function plans when invoked any other way (:mod:`jobguard.functions.recovery`), so IAM
+can let many plan (``lambda:InvokeFunction`` on the function's own ARN) and few execute
+(on ``function:NAME:execute``). The confirmation token checks a plan; it permits
+nothing."""
 
 CONFIRM_THRESHOLD = 100
 DEFAULT_WAIT = timedelta(seconds=60)

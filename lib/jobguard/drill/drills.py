@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..records import Decision, RunRecord, RunStatus
+from ..recovery import EXECUTE_ALIAS
 from ..workitems import ItemState
 from . import switches
 from .report import DrillResult, JobTally, tally
@@ -414,7 +415,8 @@ def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
 
     def execute() -> None:
         answer.update(stack.invoke(recovery_fn, {**request, "dry_run": False,
-                                                 "confirm": counts.get("token")}))
+                                                 "confirm": counts.get("token")},
+                                   qualifier=EXECUTE_ALIAS))
 
     worker = threading.Thread(target=execute)
     worker.start()
@@ -479,7 +481,7 @@ def partial_failure(ctx: DrillContext, result: DrillResult) -> None:
     recovery_fn = stack.outputs["RecoveryFunctionName"]
     plan = stack.invoke(recovery_fn, request).get("plan", {})
     done = stack.invoke(recovery_fn, {**request, "dry_run": False,
-                                      "confirm": plan.get("token")})
+                                      "confirm": plan.get("token")}, qualifier=EXECUTE_ALIAS)
     again = stack.invoke(recovery_fn, request).get("plan", {})
     summary = done.get("summary", {})
     result.injected.append("recovery of the batch's range, mode failed")
