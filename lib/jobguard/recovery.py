@@ -302,7 +302,7 @@ def _identities(job: Any, records: list[Any]) -> tuple[dict[str, Any], dict[str,
         try:
             wid, digest = identify(record, job.work_id, job.payload)
         except Exception as exc:  # noqa: BLE001 - reported, never replayed
-            row = rejection(record, exc, 0)
+            row = rejection(record, exc, 0, redact=getattr(job.config, "redact", None))
             rejected.setdefault(row.work_id, row)
             continue
         by_id.setdefault(str(wid), record)
