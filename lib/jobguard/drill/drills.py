@@ -426,6 +426,14 @@ def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
     worker.join(120)
     stack.wait_settled(CRM, since)
     ctx.disarm(CRM, "crash-before-recovery")
+    # the token is no permission: sent to the function itself (what a planner may
+    # invoke), the same execution is refused; only the execute alias executes
+    planner = stack.invoke(recovery_fn, {**request, "dry_run": False,
+                                         "confirm": counts.get("token")})
+    result.check("runs", f"the execution with the plan's token, invoked as the function "
+                 f"itself: {planner.get('result')} ({planner.get('field')}); only the "
+                 f"{EXECUTE_ALIAS!r} alias executes",
+                 planner.get("result") == "refused" and planner.get("field") == "dry_run")
     summary = answer.get("summary", {})
     refusal = f" ({answer.get('field')}: {answer.get('error')})" if answer.get("error") else ""
     result.check("runs", f"recovery {answer.get('result')}{refusal}: reconciled "
