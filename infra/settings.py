@@ -68,6 +68,7 @@ CONTEXT = {
     "dependencies": "jobguard:dependencies",
     "powertools_layer_version": "jobguard:powertoolsLayerVersion",
     "recovery_invokers": "jobguard:recoveryInvokers",
+    "recovery_planners": "jobguard:recoveryPlanners",
     "alarm_topic_arn": "jobguard:alarmTopicArn",
     "drills_accounts": "jobguard:drillsAccounts",
 }
@@ -202,7 +203,11 @@ class StackSettings:
     """Where the functions' third-party packages come from (host wheels when local)."""
     powertools_layer_version: int = POWERTOOLS_LAYER_VERSION
     recovery_invokers: tuple[str, ...] = field(default_factory=tuple)
-    """Role/user ARNs or 12-digit account ids allowed to invoke the recovery function."""
+    """Role/user ARNs or 12-digit account ids that may plan and execute recoveries (invoke
+    the recovery function and its ``execute`` alias)."""
+    recovery_planners: tuple[str, ...] = field(default_factory=tuple)
+    """Role/user ARNs or 12-digit account ids that may only plan recoveries (invoke the
+    recovery function itself, not its ``execute`` alias)."""
     alarm_topic_arn: str | None = None
     local: bool = False
     """Deploying to the local emulator: host-platform dependencies, and every
@@ -259,12 +264,14 @@ class StackSettings:
                 or self.powertools_layer_version < 1):
             raise ConfigError("powertools_layer_version",
                               f"must be an integer >= 1, got {self.powertools_layer_version!r}")
-        for invoker in self.recovery_invokers:
-            if invoker == "*" or not (_ACCOUNT.fullmatch(invoker) or _IAM_ARN.fullmatch(invoker)):
-                raise ConfigError(
-                    "recovery_invokers",
-                    f"{invoker!r}: name an IAM role or user ARN, or a 12-digit account id; "
-                    "recovery is never public")
+        for field_name in ("recovery_invokers", "recovery_planners"):
+            for invoker in getattr(self, field_name):
+                if invoker == "*" or not (_ACCOUNT.fullmatch(invoker)
+                                          or _IAM_ARN.fullmatch(invoker)):
+                    raise ConfigError(
+                        field_name,
+                        f"{invoker!r}: name an IAM role or user ARN, or a 12-digit account "
+                        "id; recovery is never public")
         if self.alarm_topic_arn is not None and not _TOPIC_ARN.fullmatch(self.alarm_topic_arn):
             raise ConfigError("alarm_topic_arn", f"{self.alarm_topic_arn!r} is not an SNS ARN")
 
@@ -294,6 +301,7 @@ class StackSettings:
                 raise ConfigError(CONTEXT["powertools_layer_version"],
                                   f"{version!r} is not a layer version") from None
         options["recovery_invokers"] = _list(get(CONTEXT["recovery_invokers"]))
+        options["recovery_planners"] = _list(get(CONTEXT["recovery_planners"]))
         if topic := get(CONTEXT["alarm_topic_arn"]):
             options["alarm_topic_arn"] = str(topic)
         options["operations"] = OperationsSettings.from_context(
@@ -308,8 +316,17 @@ class StackSettings:
             raise
 
     def invoker_principals(self) -> list[iam.IPrincipal]:
-        return [iam.AccountPrincipal(i) if _ACCOUNT.fullmatch(i) else iam.ArnPrincipal(i)
-                for i in self.recovery_invokers]
+        """Who may plan and execute recoveries."""
+        return _principals(self.recovery_invokers)
+
+    def planner_principals(self) -> list[iam.IPrincipal]:
+        """Who may only plan recoveries."""
+        return _principals(self.recovery_planners)
+
+
+def _principals(names: tuple[str, ...]) -> list[iam.IPrincipal]:
+    return [iam.AccountPrincipal(i) if _ACCOUNT.fullmatch(i) else iam.ArnPrincipal(i)
+            for i in names]
 
 
 def _enum(value: Any) -> Dependencies:

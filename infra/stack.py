@@ -133,7 +133,8 @@ class JobGuardStack(Stack):
             for job in jobs if job.reconciler_schedule
         ]
         self.recovery = RecoveryFunction(
-            self, "Recovery", jobs=jobs, invokers=settings.invoker_principals(), **common)
+            self, "Recovery", jobs=jobs, invokers=settings.invoker_principals(),
+            planners=settings.planner_principals(), **common)
         self.table_alarms: dict[str, cloudwatch.Alarm] = table_throttle_alarms(
             self.table, self.table.table, action=action)
         if self.crm_sync_data is not None:  # the example job's grants on its own data

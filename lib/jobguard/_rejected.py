@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._bounds import bounded_extra, bounded_text
+from ._redact import Redactor, redacted
 from .errors import InvalidTriggerError
 from .ids import keyed_run_id
 from .records import Decision, RunRecord, RunStatus
@@ -45,7 +46,7 @@ def rejected_trigger_id(job: str, message_id: str) -> str:
 
 def rejected_record(*, job: str, policy: str, owner: str, message_id: str, body: str,
                     attributes: Mapping[str, Any] | None, error: InvalidTriggerError,
-                    now_ms: int) -> RunRecord:
+                    now_ms: int, redact: Redactor | None = None) -> RunRecord:
     """The run record of a trigger-queue message refused with ``error``.
 
     It starts when the message was first received (SQS's
@@ -54,7 +55,8 @@ def rejected_record(*, job: str, policy: str, owner: str, message_id: str, body:
     field and the reason, the sender's id, the body's size and an excerpt of the body:
     its first :data:`EXCERPT_CHARS` characters with every character that is not
     printable (controls, bidirectional overrides, a lone surrogate) written as a Python
-    escape, at most :data:`EXCERPT_BYTES` bytes.
+    escape, at most :data:`EXCERPT_BYTES` bytes. The reason and the body pass through
+    the job's ``redact`` first (:mod:`jobguard._redact`).
 
     Example:
         >>> from jobguard.errors import InvalidTriggerError
@@ -73,7 +75,7 @@ def rejected_record(*, job: str, policy: str, owner: str, message_id: str, body:
         "message_id": _safe(message_id, _MESSAGE_ID_BYTES),
         "field": _safe(error.field, 256),
         "body_bytes": len(body.encode("utf-8", "surrogatepass")),
-        "excerpt": excerpt(body),
+        "excerpt": excerpt(redacted(body, redact) or ""),
     }
     sender = attributes.get("SenderId")
     if isinstance(sender, str) and sender:
@@ -93,7 +95,7 @@ def rejected_record(*, job: str, policy: str, owner: str, message_id: str, body:
         started_at_ms=first_ms,
         ended_at_ms=max(first_ms, now_ms),
         owner=owner,
-        error=_safe(str(error), 1000),
+        error=_safe(redacted(str(error), redact) or "", 1000),
         detail="not a trigger of this job: recorded and deleted from the trigger queue "
                "(never redelivered); nothing ran",
         extra=bounded_extra(extra),

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .dynamodb_items import DynamoItemStore
 
 from ._bounds import bounded_text, check_batch_size, check_cursor
+from ._redact import Redactor, error_text, redacted
 from .clock import to_ms
 from .errors import JobGuardError, LeaseLostError, StoreError
 from .hooks import fire
@@ -154,11 +155,12 @@ class ClaimedItem:
 
     def fail(self, error: BaseException | str, *, retryable: bool = True) -> None:
         """The action failed with a known outcome (nothing happened at the destination)."""
-        self._record("fail", error=_describe(error), retryable=retryable)
+        self._record("fail", error=_describe(error, self._claims.redact),
+                     retryable=retryable)
 
     def uncertain(self, error: BaseException | str) -> None:
         """The outcome is unknown: reconcile before anything is redone."""
-        self._record("uncertain", error=_describe(error))
+        self._record("uncertain", error=_describe(error, self._claims.redact))
 
     def release(self) -> None:
         """Give the claim back: the destination was never called for this item."""
@@ -245,15 +247,10 @@ def _held_until(row: ItemRecord) -> int:
     return row.held_until_ms or 0
 
 
-def _describe(error: BaseException | str) -> str:
-    if isinstance(error, str):
-        text = error
-    else:
-        try:
-            text = f"{type(error).__name__}: {error}"
-        except Exception:  # noqa: BLE001 - an error whose text cannot be read
-            text = f"{type(error).__name__}: <its message cannot be read>"
-    return bounded_text(text, _MAX_ERROR) or ""
+def _describe(error: BaseException | str, redact: Redactor | None = None) -> str:
+    """An error as an item row keeps it: the whole text through the job's ``redact``,
+    then bounded."""
+    return bounded_text(redacted(error_text(error), redact), _MAX_ERROR) or ""
 
 
 def _stable(value: Any) -> Any:
@@ -331,11 +328,12 @@ MAX_EXCERPT = 200
 
 
 def rejection(record: Any, error: BaseException, ttl_s: int, *,
-              after_cursor: str | None = None) -> Unresolved:
+              after_cursor: str | None = None, redact: Redactor | None = None) -> Unresolved:
     """The ledger row of a record no work id could be made for: keyed by the record's
     content (the same bad record is one row however often it is selected), saying why,
     with an excerpt of it and the cursor its page was selected after (to find it, and
-    to recover its range once it is fixed)."""
+    to recover its range once it is fixed). The reason and the excerpt pass through the
+    job's ``redact`` (the key is the record's unredacted content's hash)."""
     text = _canonical(record)
     if text is None:
         text = f"<{type(record).__qualname__}>"
@@ -343,8 +341,8 @@ def rejection(record: Any, error: BaseException, ttl_s: int, *,
     where = f" (its page was selected after cursor {after_cursor!r})" \
         if after_cursor is not None else ""
     return Unresolved(rejected_key(digest), ItemState.REJECTED,
-                      error=_describe(f"{_describe(error)}{where}"), ttl_s=ttl_s,
-                      excerpt=bounded_text(text, MAX_EXCERPT))
+                      error=_describe(f"{error_text(error)}{where}", redact), ttl_s=ttl_s,
+                      excerpt=bounded_text(redacted(text, redact), MAX_EXCERPT))
 
 
 def identify(record: Any, work_id: Callable[[Any], WorkId],
@@ -436,6 +434,8 @@ class WorkClaims:
         self.config = config
         self.telemetry = telemetry
         self.reconcile = reconcile
+        self.redact: Redactor | None = getattr(config, "redact", None)
+        """The job's redaction hook: every error text this run writes or logs passes it."""
         self.fence = Fence(run.job, run.run_id, run.fence)
         self.claim_s = config.claim_for.total_seconds()
         self.skew_s = config.skew_margin.total_seconds()
@@ -545,8 +545,9 @@ class WorkClaims:
             try:
                 wid, digest = identify(record, work_id, payload)
             except Exception as exc:  # noqa: BLE001 - one record never stops a job
-                reasons.add(_describe(exc))
-                refused = rejection(record, exc, self._ttl_s, after_cursor=after_cursor)
+                reasons.add(_describe(exc, self.redact))
+                refused = rejection(record, exc, self._ttl_s, after_cursor=after_cursor,
+                                    redact=self.redact)
                 rejected.setdefault(refused.work_id, refused)
                 continue
             if str(wid) in by_key:
@@ -779,7 +780,7 @@ class WorkClaims:
             found = _reconciled(self.reconcile(record, observed))
         except Exception as exc:  # noqa: BLE001 - stays uncertain, reported
             self.telemetry.logger.warning("reconcile failed", extra={
-                "work_id": observed.work_id, "error": _describe(exc)})
+                "work_id": observed.work_id, "error": _describe(exc, self.redact)})
             return False
         return found if found else True
 
@@ -874,9 +875,9 @@ class WorkClaims:
         except Exception as exc:
             if error is not None:
                 facts = self._written_facts - facts_before
-                self.report.written_on_failure = bounded_text(
+                self.report.written_on_failure = bounded_text(redacted(
                     (f"{facts} completions; " if facts else "")
-                    + f"not the rest: {type(exc).__name__}: {exc}", 500)
+                    + f"not the rest: {error_text(exc)}", self.redact), 500)
             raise
         finally:
             self._closed = True
@@ -945,7 +946,7 @@ class WorkClaims:
                 fact.work_id, ItemState.UNCERTAIN, payload_hash=fact.payload_hash,
                 attempts=fact.attempts, source_id=fact.source_id,
                 error=_describe(f"completion not recorded ({exc}); the destination "
-                                f"answered {fact.destination_id!r}"))
+                                f"answered {fact.destination_id!r}", self.redact))
             if fact.work_id in self._found_keys:
                 self.report.reconciled -= 1
             elif fact.work_id in self._completed_keys:
@@ -1020,7 +1021,7 @@ class WorkClaims:
                 destination_id = _reconciled(reconcile(None, row))
             except Exception as exc:  # noqa: BLE001 - stays uncertain, reported
                 self.telemetry.logger.warning("reconcile failed", extra={
-                    "work_id": row.work_id, "error": _describe(exc)})
+                    "work_id": row.work_id, "error": _describe(exc, self.redact)})
                 report.still_uncertain += 1
                 if row.state is ItemState.CLAIMED:
                     rows.append(self._vanished_row(row.work_id, self._foreign(),

@@ -725,19 +725,27 @@ def _recovery_function(args: argparse.Namespace) -> str:
 
 
 def _invoke(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
-    """The deployed recovery function's answer; its own failure is an error, not an answer."""
+    """The deployed recovery function's answer; its own failure is an error, not an answer.
+
+    A plan invokes the function itself; an execution its ``execute`` alias, the only way
+    in that may execute (:mod:`jobguard.functions.recovery`): the caller's IAM
+    permissions decide whether they may, not the plan's token."""
     from botocore.config import Config
     from botocore.exceptions import ReadTimeoutError
 
     from .errors import JobGuardError
+    from .recovery import EXECUTE_ALIAS
 
     # One attempt, and an answer awaited as long as a function may run: an SDK resend
     # would start a second recovery beside the first (which then finds its lease busy).
     lambda_ = _session(args).client("lambda", endpoint_url=_endpoint(args), config=Config(
         read_timeout=_LAMBDA_MAX_S, retries={"total_max_attempts": 1}))
+    where: dict[str, str] = {"FunctionName": args.function_name}
+    if request.get("dry_run") is False and not args.function_name.endswith(
+            f":{EXECUTE_ALIAS}"):
+        where["Qualifier"] = EXECUTE_ALIAS
     try:
-        response = lambda_.invoke(
-            FunctionName=args.function_name, Payload=json.dumps(request).encode())
+        response = lambda_.invoke(**where, Payload=json.dumps(request).encode())
     except ReadTimeoutError as exc:
         raise JobGuardError(f"recover: no answer from {args.function_name} ({exc}); the "
                             f"recovery may have run: look at `jobguard runs {request['job']}` "
@@ -754,7 +762,7 @@ def _invoke(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]
 _OPTION_OF = {"job": "JOB", "cursor_from": "--from", "cursor_to": "--to",
               "time_from": "--from-time", "time_to": "--to-time", "mode": "--mode",
               "max_items": "--max-items", "confirm": "--confirm",
-              "requested_by": "--requested-by"}
+              "requested_by": "--requested-by", "dry_run": "--execute"}
 
 
 def _options_in(text: str) -> str:
@@ -1064,7 +1072,8 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--max-items", type=int, default=1000,
                          help="refuse a range holding more records (default 1000)")
     recover.add_argument("--execute", action="store_true",
-                         help="execute the plan (default: plan only, a dry run)")
+                         help="execute the plan, through the recovery function's "
+                              "'execute' alias (default: plan only, a dry run)")
     recover.add_argument("--confirm", metavar="TOKEN",
                          help="the plan's token (required above the confirmation "
                               "threshold; always compared when given)")
@@ -1077,7 +1086,9 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--stack", help="the stack to find the recovery function in "
                          "(default: JOBGUARD_STACK, else JobGuard)")
     recover.add_argument("--direct", action="store_true",
-                         help="run the recovery in this process instead of the Lambda")
+                         help="run the recovery in this process instead of the Lambda, "
+                              "with your own credentials on the table and the job's data "
+                              "(no execute permission is checked: yours are)")
     recover.add_argument("--modules", help="job modules to load with --direct (default: "
                          "JOBGUARD_RECOVERY_MODULES)")
     recover.set_defaults(run=cmd_recover)

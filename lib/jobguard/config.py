@@ -6,12 +6,14 @@ import time of the handler module), not at 3 a.m. when two runs meet.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 
 from ._bounds import batch_size_problem
 from ._durations import human
+from ._redact import check_redactor
 from .errors import ConfigError
 from .names import JOB_NAME_PATTERN, validate_job_name
 
@@ -140,6 +142,14 @@ class JobConfig:
     function_timeout: timedelta | None = None
     """The Lambda's timeout, when known (the stack passes it): claims must fit in it."""
 
+    redact: Callable[[str], str] | None = None
+    """A function every error text and record excerpt passes through before jobguard
+    writes or logs it (a run's ``error``, an item's ``last_error``, a rejected record's
+    excerpt, their log lines): the text in, the text to keep out, e.g. a token masked.
+    If it raises (or returns no string), ``<redaction failed: ExceptionType>`` is
+    written instead of the text. The exception the handler raised is not touched: it
+    is raised again, to Lambda (see :mod:`jobguard._redact`)."""
+
     _heartbeat: timedelta = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -238,6 +248,7 @@ class JobConfig:
             check_trigger_queue_url(self.trigger_queue_url, field="trigger_queue_url")
         if not isinstance(self.tracing, bool):
             raise ConfigError("tracing", f"must be True or False, got {self.tracing!r}")
+        check_redactor(self.redact)
         object.__setattr__(self, "_heartbeat", heartbeat)
 
     @property

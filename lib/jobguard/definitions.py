@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -121,6 +122,9 @@ class JobDefinition:
     description: str = ""
     environment: dict[str, str] = field(default_factory=dict)
     """Extra environment variables for the job's function (its destination, say)."""
+    redact: Callable[[str], str] | None = None
+    """Applied to every error text and record excerpt before it is written or logged
+    (:attr:`jobguard.JobConfig.redact`)."""
 
     def __post_init__(self) -> None:
         validate_job_name(self.name)
@@ -296,6 +300,7 @@ class JobDefinition:
                           else min(self.timeout, MAX_LAMBDA_TIMEOUT)),
             "skew_margin": self.skew_margin,
             "item_ttl": self.item_ttl,
+            "redact": self.redact,
         }
         options.update(overrides)
         return JobConfig(**options)

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from . import _drills, _mutants
 from ._bounds import bounded_extra, bounded_text
 from ._durations import human
+from ._redact import error_text, redacted
 from .clock import Clock, SystemClock, to_ms
 from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
 from .errors import (
@@ -669,7 +670,8 @@ class GuardedJob:
             ended_at_ms=max(ended_ms, now_ms), fence=fence, owner=self.owner,
             scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at else None,
             requested_by=trigger.requested_by,
-            error=None if error is None else bounded_text(f"{type(error).__name__}: {error}"),
+            error=None if error is None else bounded_text(
+                redacted(error_text(error), config.redact)),
             detail=bounded_text(detail),
             extra=bounded_extra({**displaced, **run.figures()}),
         )
@@ -730,7 +732,8 @@ class GuardedJob:
         except StoreError as exc:
             self.runtime().telemetry.logger.warning(
                 "follow-up not re-sent: the next trigger absorbs it",
-                extra={"follow_up": follow_up_id, "error": str(exc)})
+                extra={"follow_up": follow_up_id,
+                       "error": redacted(str(exc), self.config.redact)})
 
     def _tracer(self) -> Any:
         from . import environment
@@ -843,7 +846,7 @@ class GuardedJob:
             job=self.config.name, policy=self.config.policy.value, owner=self.owner,
             message_id=message.message_id, body=message.body,
             attributes=raw.get("attributes") if isinstance(raw.get("attributes"), dict)
-            else None, error=error, now_ms=now_ms)
+            else None, error=error, now_ms=now_ms, redact=self.config.redact)
         said = {"field": record.extra.get("field"), "error": record.error,
                 "message_id": record.extra.get("message_id"), "run_id": record.run_id}
         # logged with the field (the batch utility keeps a record's failure quiet)
@@ -855,7 +858,8 @@ class GuardedJob:
         except Exception as exc:
             rt.telemetry.logger.warning(
                 "malformed trigger message not recorded: it comes back",
-                extra={**said, "store_error": f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]})
+                extra={**said, "store_error": (redacted(error_text(exc), self.config.redact)
+                                                or "")[:_ERROR_CHARS]})
             raise
         # counted on every delivery that deletes it: a redelivery of one already recorded
         # counts again, but a write whose answer was lost (then refused as a repeat)

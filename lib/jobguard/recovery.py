@@ -34,8 +34,15 @@ from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
 from .workitems import ItemRecord, ItemState, payload_differs
 
-__all__ = ["Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan", "parse_request",
-           "recover", "resolve"]
+__all__ = ["EXECUTE_ALIAS", "Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan",
+           "parse_request", "recover", "resolve"]
+
+EXECUTE_ALIAS = "execute"
+"""The recovery function's alias through which an execution must come: the deployed
+function plans when invoked any other way (:mod:`jobguard.functions.recovery`), so IAM
+can let many plan (``lambda:InvokeFunction`` on the function's own ARN) and few execute
+(on ``function:NAME:execute``). The confirmation token checks a plan; it permits
+nothing."""
 
 CONFIRM_THRESHOLD = 100
 DEFAULT_WAIT = timedelta(seconds=60)
@@ -295,7 +302,7 @@ def _identities(job: Any, records: list[Any]) -> tuple[dict[str, Any], dict[str,
         try:
             wid, digest = identify(record, job.work_id, job.payload)
         except Exception as exc:  # noqa: BLE001 - reported, never replayed
-            row = rejection(record, exc, 0)
+            row = rejection(record, exc, 0, redact=getattr(job.config, "redact", None))
             rejected.setdefault(row.work_id, row)
             continue
         by_id.setdefault(str(wid), record)

@@ -269,9 +269,12 @@ class Run:
                 self._claims.close(error)
             except Exception as exc:  # noqa: BLE001 - the handler's error is the run's
                 if self.services is not None:
+                    from ._redact import error_text, redacted
+
                     self.services.telemetry.logger.warning(
                         "outcomes not written after the handler failed",
-                        extra={"error": f"{type(exc).__name__}: {exc}"})
+                        extra={"error": redacted(error_text(exc), getattr(
+                            self.services.config, "redact", None))})
         self.stats.update(self._claims.report.as_dict())
 
     def end_unwritten(self, error: BaseException) -> None:

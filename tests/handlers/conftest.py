@@ -50,3 +50,19 @@ def crm_sync(aws, crm):
         queue=TriggerQueue(aws.fifo_queue("crm-sync"), client=aws.sqs),
         clock=ManualClock(datetime.fromisoformat("2026-11-29T07:40:30+00:00")),
     )
+
+
+RECOVERY_ARN = "arn:aws:lambda:eu-west-1:123456789012:function:JobGuard-RecoveryFunction"
+"""The deployed recovery function's ARN, as Lambda hands it to the handler."""
+
+
+class LambdaContext:
+    """What the recovery handler reads of Lambda's context: the ARN it was invoked by
+    (the function itself, or ``FUNCTION:QUALIFIER``) and the time left."""
+
+    def __init__(self, *, qualifier: str | None = None, remaining_s: float = 900.0) -> None:
+        self.invoked_function_arn = RECOVERY_ARN + (f":{qualifier}" if qualifier else "")
+        self.remaining_ms = int(remaining_s * 1000)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms

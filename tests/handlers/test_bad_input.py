@@ -21,8 +21,11 @@ import pytest
 
 from jobguard import ConfigError, GuardedJob, InvalidTriggerError, JobConfig, environment
 from jobguard.errors import InvalidRequestError, JobGuardError
+from jobguard.recovery import EXECUTE_ALIAS
 from jobguard.testing import ManualClock
 from jobguard.triggers import Trigger, TriggerKind
+
+from .conftest import LambdaContext
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 TICK = json.loads((EVENTS / "scheduler-tick.json").read_text())
@@ -299,7 +302,8 @@ def test_a_malformed_recovery_request_is_refused_naming_the_field_and_writes_not
     event, field = RECOVERY[case]
     if "threshold" in case:
         monkeypatch.setenv(environment.RECOVERY_CONFIRM_ABOVE, "1")
-    answer = recovery.lambda_handler(event, None)
+    # through the execute alias: what is refused is the request itself
+    answer = recovery.lambda_handler(event, LambdaContext(qualifier=EXECUTE_ALIAS))
     assert (answer["result"], answer["field"]) == ("refused", field), answer
     assert answer["error"].startswith(f"{field}: ")
     _nothing_written(aws, crm)
@@ -314,14 +318,9 @@ def test_the_library_raises_what_the_handler_returns(aws, crm, recovery):
     _nothing_written(aws, crm)
 
 
-class _LambdaContext:
-    """What the recovery handler reads of Lambda's context: the time left."""
-
-    def __init__(self, remaining_s: float) -> None:
-        self.remaining_ms = int(remaining_s * 1000)
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
+def _LambdaContext(remaining_s: float) -> LambdaContext:  # noqa: N802 - reads as the class
+    """An invocation through the execute alias with ``remaining_s`` left."""
+    return LambdaContext(qualifier=EXECUTE_ALIAS, remaining_s=remaining_s)
 
 
 def test_a_wait_for_the_lease_that_outlasts_the_invocation_is_refused(aws, crm, recovery):
@@ -434,7 +433,8 @@ def test_the_recovery_function_refuses_its_environment_naming_the_variable(
     monkeypatch.setattr(recovery, "_loaded", [])  # a cold start: the modules load again
     monkeypatch.setattr(crm.crm_sync, "_guard_options", {})  # the stack's wiring
     try:
-        answer = recovery.lambda_handler(_with(PLAN, dry_run=False), None)
+        answer = recovery.lambda_handler(_with(PLAN, dry_run=False),
+                                         LambdaContext(qualifier=EXECUTE_ALIAS))
     except JobGuardError as exc:  # raised before the handler's own try (module loading)
         answer = {"result": "raised", "field": getattr(exc, "field", None), "error": str(exc)}
     assert answer["field"] == field, answer

@@ -10,6 +10,9 @@ import pytest
 
 from jobguard import ItemState
 from jobguard.dynamodb_items import DynamoItemStore
+from jobguard.recovery import EXECUTE_ALIAS
+
+from .conftest import LambdaContext
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "recovery"
 
@@ -34,11 +37,13 @@ def test_every_recovery_sample_is_exercised():
 
 
 def test_plan_then_execute_through_the_handler(aws, crm, recovery):
-    plan = recovery.lambda_handler(sample("dry-run.json"), None)
+    plan = recovery.lambda_handler(sample("dry-run.json"), LambdaContext())
     assert plan["result"] == "planned" and plan["plan"]["never_attempted"] == 3
     assert aws.runs("crm-sync") == []  # a plan writes nothing
 
-    done = recovery.lambda_handler(sample("execute.json"), None)
+    # an execution comes through the function's execute alias
+    done = recovery.lambda_handler(sample("execute.json"),
+                                   LambdaContext(qualifier=EXECUTE_ALIAS))
     assert done["result"] == "executed" and done["summary"]["replayed"] == 3
     (run,) = aws.runs("crm-sync")
     assert run.trigger_kind == "recovery" and run.requested_by == "alice@example.com"

@@ -37,6 +37,8 @@ from jobguard.cdk.bundle import LambdaBundle  # noqa: E402
 from jobguard.definitions import JobDefinition  # noqa: E402
 
 INVOKER = "arn:aws:iam::123456789012:role/oncall"
+PLANNER = "arn:aws:iam::123456789012:role/support"
+"""May plan recoveries, not execute them (``jobguard:recoveryPlanners``)."""
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:jobguard-alarms"
 DRILLS_ACCOUNT = "111122223333"
 """The test account a drills deployment is allowed to go to in this suite."""
@@ -95,7 +97,8 @@ class Synth:
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app = build_app({"jobguard:recoveryInvokers": INVOKER, "jobguard:alarmTopicArn": TOPIC},
+    app = build_app({"jobguard:recoveryInvokers": INVOKER,
+                     "jobguard:recoveryPlanners": PLANNER, "jobguard:alarmTopicArn": TOPIC},
                     outdir=str(outdir), jobs=(*JOBS, *EXTRA_JOBS))
     stack = next(c for c in app.node.children if isinstance(c, JobGuardStack))
     error = None

@@ -28,7 +28,7 @@ from jobguard.cdk.reconciler import reconciler_paths
 from jobguard.cdk.recovery import RECOVERY_PATHS
 from jobguard.cdk.table import leading_keys
 
-from .conftest import EXPORT, INVOKER, NIGHTLY, PRICES, Synth
+from .conftest import EXPORT, INVOKER, NIGHTLY, PLANNER, PRICES, Synth
 
 Grant = set[tuple[str, str, str]]
 """(action, resource, condition) triples, resource and condition as canonical JSON."""
@@ -253,11 +253,12 @@ def test_no_statement_anywhere_has_a_wildcard_but_the_report_prefix(synth: Synth
     assert wildcards == [synth.logical_id(report.node.find_child("DefaultPolicy"))]
 
 
-def test_only_the_named_principal_may_invoke_recovery_and_nothing_is_public(
+def test_only_the_named_principals_may_invoke_recovery_and_nothing_is_public(
         synth: Synth) -> None:
+    # the invoker on the function and on its execute alias, the planner on the function
+    # (tests/infra/test_recovery.py says which may execute)
     permissions = list(synth.of_type("AWS::Lambda::Permission").values())
-    assert [p["Properties"]["Principal"] for p in permissions] == [INVOKER]
-    [permission] = permissions
-    assert permission["Properties"]["Action"] == "lambda:InvokeFunction"
-    assert permission["Properties"]["FunctionName"] == _arn(synth, synth.stack.recovery.function)
+    assert sorted(p["Properties"]["Principal"] for p in permissions) == sorted(
+        [INVOKER, INVOKER, PLANNER])
+    assert {p["Properties"]["Action"] for p in permissions} == {"lambda:InvokeFunction"}
     assert not synth.of_type("AWS::Lambda::Url")

@@ -65,10 +65,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_the_deployed_stack_has_what_the_library_needs(demo: dict[str, Any]) -> None:
     # Read through the AWS APIs after `cdk deploy`: table + TTL + index, trigger queues
-    # with their mappings reporting partial batch failures, the recovery function.
+    # with their mappings reporting partial batch failures, the recovery function and
+    # the alias through which alone it executes.
     checks = {c["what"]: c["ok"] for c in demo["deployment"]}
     assert checks and all(checks.values()), checks
     assert any(w.startswith("TTL on ttl_epoch_s") for w in checks)
+    assert any(w.startswith("recovery alias execute -> $LATEST") for w in checks)
     assert sum("trigger queue" in w for w in checks) == 2  # crm-sync and report-export
 
 

@@ -9,16 +9,27 @@ job's ``JobDefinition.environment`` too (two jobs that set one variable differen
 refused); grant it what the jobs' code touches, as you grant each job's function
 (``notes.grant_read_write_data(recovery.function)``).
 
-No resource policy is added except for ``invokers``; a principal that would make it
-public (``*``) is refused. Account administrators can still invoke it through their own
-IAM permissions, as for any function.
+Two ways in, two permissions. Invoked as itself (``function:NAME``) it only plans; an
+execution must come through its alias ``execute`` (``function:NAME:execute``), which the
+handler checks (:mod:`jobguard.functions.recovery`). Lambda authorizes each ARN on its
+own: a grant of the function's ARN does not cover the alias. ``planners`` may invoke the
+function (plan); ``invokers`` may invoke it and its alias (plan and execute). A principal
+named by ARN or account gets a resource policy statement on each; a role of this app
+gets an identity policy naming exactly those ARNs (and ``function:NAME:$LATEST``, which
+plans too). No other statement is added, and a principal that would make it public
+(``*``) is refused. Account administrators can still invoke either through their own IAM
+permissions, as for any function: a policy granting ``lambda:InvokeFunction`` on ``*``
+or ``function:NAME*`` lets its holder execute.
 
-It adds the stack output ``RecoveryFunctionName`` (``output_name``; None for none), which
-``jobguard recover --stack STACK`` reads to find the function.
+It adds the stack outputs ``RecoveryFunctionName`` (``output_name``; None for none), which
+``jobguard recover --stack STACK`` reads to find the function, and
+``RecoveryExecuteArn`` (``execute_output_name``), the alias's ARN to name in an
+executor's IAM policy.
 
 Example:
     >>> RecoveryFunction(self, "Recovery", jobs=JOBS, table=table, bundle=bundle,
-    ...                  invokers=[iam.ArnPrincipal(oncall_role_arn)])  # doctest: +SKIP
+    ...                  invokers=[iam.ArnPrincipal(oncall_role_arn)],
+    ...                  planners=[iam.ArnPrincipal(support_role_arn)])  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -37,6 +49,7 @@ from jobguard import environment
 from jobguard.callsites import Path
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
+from jobguard.recovery import EXECUTE_ALIAS
 from jobguard.runbook import recovery_alarms
 
 from ._function import check_extra_environment, python_function
@@ -45,11 +58,14 @@ from .alarms import errors_alarm, from_text, throttles_alarm
 from .bundle import LambdaBundle
 from .table import JobTable
 
-__all__ = ["OPTIONAL_ENVIRONMENT", "OUTPUT_NAME", "RECOVERY_HANDLER", "RECOVERY_PATHS",
-           "RecoveryFunction", "jobs_environment"]
+__all__ = ["EXECUTE_ALIAS", "EXECUTE_OUTPUT_NAME", "OPTIONAL_ENVIRONMENT", "OUTPUT_NAME",
+           "RECOVERY_HANDLER", "RECOVERY_PATHS", "RecoveryFunction", "jobs_environment"]
 
 OUTPUT_NAME = "RecoveryFunctionName"
 """The stack output that names the function (what ``jobguard recover --stack`` reads)."""
+EXECUTE_OUTPUT_NAME = "RecoveryExecuteArn"
+"""The stack output with the ARN of the ``execute`` alias (the resource an executor's
+IAM policy names)."""
 
 RECOVERY_HANDLER = "jobguard.functions.recovery.lambda_handler"
 
@@ -69,12 +85,17 @@ class RecoveryFunction(Construct):
     """The bounded recovery function for ``jobs``.
 
     Args:
-        invokers: the principals allowed to invoke it (never ``*``).
+        invokers: the principals that may plan and execute: invoke the function and its
+            ``execute`` alias (never ``*``).
+        planners: the principals that may only plan: invoke the function itself, never
+            its alias (never ``*``).
         confirm_above: plans larger than this many items need the dry run's token
             (jobguard's default when not given).
         encryption_key, tracing: as for :class:`jobguard.cdk.GuardedJob`.
         output_name: the stack output naming the function (``RecoveryFunctionName``,
             which ``jobguard recover`` looks for); None adds no output.
+        execute_output_name: the stack output with the ``execute`` alias's ARN
+            (``RecoveryExecuteArn``); None adds no output.
 
     It is invoked by an operator (synchronously, for its answer), never by a schedule,
     so it has no on-failure destination: a failed recovery answers with its error.
@@ -89,6 +110,7 @@ class RecoveryFunction(Construct):
         table: JobTable,
         bundle: LambdaBundle,
         invokers: Sequence[iam.IPrincipal] = (),
+        planners: Sequence[iam.IPrincipal] = (),
         alarm_action: cloudwatch.IAlarmAction | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         handler: str = RECOVERY_HANDLER,
@@ -96,6 +118,7 @@ class RecoveryFunction(Construct):
         encryption_key: kms.IKey | None = None,
         tracing: bool = False,
         output_name: str | None = OUTPUT_NAME,
+        execute_output_name: str | None = EXECUTE_OUTPUT_NAME,
     ) -> None:
         super().__init__(scope, construct_id)
         if not jobs:
@@ -129,12 +152,29 @@ class RecoveryFunction(Construct):
         )
         self.paths = RECOVERY_PATHS
         table.grant_paths(self.function, jobs=[job.name for job in jobs], paths=self.paths)
+        # The alias runs what the function runs ($LATEST): a plan and its execution see
+        # the same code. Only an invocation through it may execute.
+        self.execute_alias = lambda_.Alias(
+            self, "Execute", alias_name=EXECUTE_ALIAS, version=self.function.latest_version,
+            description="jobguard recovery: the only way to execute a recovery (invoking "
+                        "the function itself only plans)")
+        for field_name, principals in (("invokers", invokers), ("planners", planners)):
+            for principal in principals:
+                _refuse_public(Stack.of(self), principal, field_name)
+        for principal in (*invokers, *planners):
+            # The function's own ARN (and $LATEST, which plans too), never ":*": a
+            # grant with ":*" (grant_invoke's) would cover the execute alias.
+            self.function.grant_invoke_latest_version(principal)
         for principal in invokers:
-            _refuse_public(Stack.of(self), principal)
-            self.function.grant_invoke(principal)
+            self.execute_alias.grant_invoke(principal)
         if output_name is not None:
             CfnOutput(Stack.of(self), output_name, value=self.function.function_name,
                       description="the jobguard recovery function (jobguard recover --stack)")
+        if execute_output_name is not None:
+            CfnOutput(Stack.of(self), execute_output_name,
+                      value=self.execute_alias.function_arn,
+                      description="the jobguard recovery function's execute alias: name it "
+                                  "in the IAM policy of those who may execute a recovery")
         texts = recovery_alarms()
         self.alarms = {
             "errors": errors_alarm(self, "ErrorsAlarm", self.function, action=alarm_action,
@@ -160,8 +200,8 @@ def jobs_environment(jobs: Sequence[JobDefinition]) -> dict[str, str]:
     return merged
 
 
-def _refuse_public(stack: Stack, principal: iam.IPrincipal) -> None:
+def _refuse_public(stack: Stack, principal: iam.IPrincipal, field_name: str) -> None:
     fragment = json.dumps(stack.resolve(principal.policy_fragment.principal_json))
     if isinstance(principal, iam.AnyPrincipal) or '"*"' in fragment:
-        raise ConfigError("invokers", "recovery must not be publicly invokable: name the "
+        raise ConfigError(field_name, "recovery must not be publicly invokable: name the "
                           "roles or accounts that may invoke it")

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..records import Decision, RunRecord, RunStatus
+from ..recovery import EXECUTE_ALIAS
 from ..workitems import ItemState
 from . import switches
 from .report import DrillResult, JobTally, tally
@@ -414,7 +415,8 @@ def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
 
     def execute() -> None:
         answer.update(stack.invoke(recovery_fn, {**request, "dry_run": False,
-                                                 "confirm": counts.get("token")}))
+                                                 "confirm": counts.get("token")},
+                                   qualifier=EXECUTE_ALIAS))
 
     worker = threading.Thread(target=execute)
     worker.start()
@@ -424,6 +426,14 @@ def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
     worker.join(120)
     stack.wait_settled(CRM, since)
     ctx.disarm(CRM, "crash-before-recovery")
+    # the token is no permission: sent to the function itself (what a planner may
+    # invoke), the same execution is refused; only the execute alias executes
+    planner = stack.invoke(recovery_fn, {**request, "dry_run": False,
+                                         "confirm": counts.get("token")})
+    result.check("runs", f"the execution with the plan's token, invoked as the function "
+                 f"itself: {planner.get('result')} ({planner.get('field')}); only the "
+                 f"{EXECUTE_ALIAS!r} alias executes",
+                 planner.get("result") == "refused" and planner.get("field") == "dry_run")
     summary = answer.get("summary", {})
     refusal = f" ({answer.get('field')}: {answer.get('error')})" if answer.get("error") else ""
     result.check("runs", f"recovery {answer.get('result')}{refusal}: reconciled "
@@ -479,7 +489,7 @@ def partial_failure(ctx: DrillContext, result: DrillResult) -> None:
     recovery_fn = stack.outputs["RecoveryFunctionName"]
     plan = stack.invoke(recovery_fn, request).get("plan", {})
     done = stack.invoke(recovery_fn, {**request, "dry_run": False,
-                                      "confirm": plan.get("token")})
+                                      "confirm": plan.get("token")}, qualifier=EXECUTE_ALIAS)
     again = stack.invoke(recovery_fn, request).get("plan", {})
     summary = done.get("summary", {})
     result.injected.append("recovery of the batch's range, mode failed")

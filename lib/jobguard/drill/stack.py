@@ -84,9 +84,12 @@ class DeployedStack:
                             Payload=json.dumps(payload).encode())
         return execution_id
 
-    def invoke(self, function: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """A synchronous invoke; the function's answer (or its error) as a dict."""
-        response = self.lambda_.invoke(FunctionName=function, InvocationType="RequestResponse",
+    def invoke(self, function: str, payload: dict[str, Any], *,
+               qualifier: str | None = None) -> dict[str, Any]:
+        """A synchronous invoke (of the alias or version ``qualifier`` names, if given);
+        the function's answer (or its error) as a dict."""
+        where = {"FunctionName": function} | ({"Qualifier": qualifier} if qualifier else {})
+        response = self.lambda_.invoke(**where, InvocationType="RequestResponse",
                                        Payload=json.dumps(payload).encode())
         body = response["Payload"].read()
         answer: dict[str, Any] = json.loads(body) if body else {}

@@ -99,7 +99,7 @@ def inspect_deployment(session: Any, endpoint: str | None, outputs: dict[str, st
                        ) -> list[tuple[str, bool]]:
     """What the library needs from a deployed stack, read through the AWS APIs (not the
     template): the table with its TTL and index, each trigger queue with its mapping
-    reporting partial batch failures, the recovery function."""
+    reporting partial batch failures, the recovery function and its execute alias."""
     def make(service: str) -> Any:
         return session.client(service, endpoint_url=endpoint)
 
@@ -134,4 +134,10 @@ def inspect_deployment(session: Any, endpoint: str | None, outputs: dict[str, st
     recovery = lam.get_function(FunctionName=outputs["RecoveryFunctionName"])
     found.append((f"recovery function {recovery['Configuration']['FunctionName']}",
                   recovery["Configuration"]["State"] in ("Active", "Pending")))
+    from ..recovery import EXECUTE_ALIAS
+
+    alias = lam.get_alias(FunctionName=outputs["RecoveryFunctionName"], Name=EXECUTE_ALIAS)
+    found.append((f"recovery alias {EXECUTE_ALIAS} -> {alias.get('FunctionVersion')} "
+                  "(the only way in that executes)",
+                  alias.get("FunctionVersion") == "$LATEST"))
     return found
