@@ -7,7 +7,8 @@ rule firing the same minute, and three redeliveries of one tick are all one trig
 Accepted events (``events/`` holds a sample of each):
 
 - EventBridge Scheduler input ``{"job": "crm-sync", "scheduled_at":
-  "<aws.scheduler.scheduled-time>"}`` (the stack writes this input);
+  "<aws.scheduler.scheduled-time>", "execution_id": "<aws.scheduler.execution-id>"}``
+  (the stack writes this input; the execution id is kept as the run's ``delivery_id``);
 - an EventBridge rule's ``Scheduled Event`` (``detail-type``, ``time``);
 - a manual invoke ``{"job": "crm-sync", "manual": true, "requested_by": "alice"}``,
   optionally with its own ``trigger_id`` (otherwise the Lambda request id, which
