@@ -21,7 +21,8 @@ __all__ = ["read_run_row"]
 
 _MAX_MS = (1 << 48) - 1
 """The last millisecond a run id can hold: a later "time" is no time."""
-_TEXT = ("owner", "holder_run_id", "scheduled_at", "requested_by", "error", "detail")
+_TEXT = ("owner", "holder_run_id", "scheduled_at", "requested_by", "delivery_id", "error",
+         "detail")
 _TEXT_OR_EMPTY = ("trigger_id", "trigger_kind", "policy")
 _TIMES = ("started_at_ms", "ended_at_ms")
 _NUMBERS = ("fence", "holder_fence")
@@ -116,6 +117,7 @@ def read_run_row(item: dict[str, Any]) -> RunRecord | DamagedRun:
         holder_fence=row.get("holder_fence"),
         scheduled_at=row.get("scheduled_at"),
         requested_by=row.get("requested_by"),
+        delivery_id=row.get("delivery_id"),
         error=row.get("error"),
         detail=row.get("detail"),
         extra={k: v for k, v in row.items()

@@ -84,7 +84,8 @@ def trigger_record(job: str, item: dict[str, Any] | None) -> TriggerRecord | Non
             ttl_epoch_s=int(row.get(TTL_ATTRIBUTE, 0)), gate_fence=row.get("gate_fence"),
             into=row.get("into"), ended_by=row.get("ended_by"), kind=row.get("kind"),
             origin=RunOrigin(policy=policy, requested_by=row.get("requested_by"),
-                             scheduled_at=row.get("scheduled_at"))
+                             scheduled_at=row.get("scheduled_at"),
+                             delivery_id=row.get("delivery_id"))
             if isinstance(policy, str) else None,
         )
     except (KeyError, ValueError, TypeError) as exc:
@@ -399,7 +400,8 @@ class DynamoJobStore:
             # the run's origin, exactly (nothing left from an earlier run of the trigger)
             for name, value in (("policy", origin.policy),
                                 ("requested_by", origin.requested_by),
-                                ("scheduled_at", origin.scheduled_at)):
+                                ("scheduled_at", origin.scheduled_at),
+                                ("delivery_id", origin.delivery_id)):
                 if value is None:
                     removes.append(e.n(name))
                 else:
@@ -968,6 +970,7 @@ class DynamoJobStore:
             started_at_ms=lease.acquired_at_ms or now_ms, ended_at_ms=now_ms, fence=fence,
             owner=lease.owner, scheduled_at=origin.scheduled_at if origin else None,
             requested_by=origin.requested_by if origin else None,
+            delivery_id=origin.delivery_id if origin else None,
             detail=f"lease force-released by {by}" + (f": {reason}" if reason else ""),
         )
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400

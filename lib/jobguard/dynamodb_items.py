@@ -69,6 +69,7 @@ from .schema import (
     UNRESOLVED_SK,
     item_pk,
     job_pk,
+    unresolved_pk,
 )
 from .workitems import (
     Checkpoint,
@@ -208,7 +209,7 @@ def shard_of(work_id: str) -> int:
 
 
 def _unresolved_pk(job: str, work_id: str) -> str:
-    return f"UNRESOLVED#{job}#{shard_of(work_id):02d}"
+    return unresolved_pk(job, f"{shard_of(work_id):02d}")
 
 
 def _unresolved_sk(state: ItemState, work_id: str) -> str:
@@ -311,7 +312,7 @@ class DynamoItemStore:
                 "KeyConditionExpression": "#p = :p AND begins_with(#s, :s)",
                 "ExpressionAttributeNames": {"#p": UNRESOLVED_PK, "#s": UNRESOLVED_SK},
                 "ExpressionAttributeValues": {
-                    ":p": {"S": f"UNRESOLVED#{job}#{shard:02d}"},
+                    ":p": {"S": unresolved_pk(job, f"{shard:02d}")},
                     ":s": {"S": f"{state.value}#"}},
             }
             while len(work_ids) < limit:

@@ -50,18 +50,13 @@ from .triggers import (
     parse_queue_message,
 )
 
-__all__ = ["TICK_AHEAD_LIMIT", "GuardedJob", "forget_runtimes", "guarded"]
+__all__ = ["GuardedJob", "forget_runtimes", "guarded"]
 
 LAMBDA_MAX_EVENT_AGE = timedelta(hours=6)
 """The longest Lambda keeps retrying an asynchronous invocation (its default)."""
 
 LAMBDA_MAX_RUN = timedelta(minutes=15)
 """The longest a Lambda invocation runs."""
-
-TICK_AHEAD_LIMIT = timedelta(minutes=15)
-"""A tick is delivered at or after its scheduled time; one scheduled further ahead of
-the worker's clock than this is refused (``InvalidTriggerError`` on ``scheduled_at``)
-before anything is written, so a far-future tick can never outlive its own memory."""
 
 Handler = Callable[[Any, Any], Any]
 F = TypeVar("F", bound=Handler)
@@ -228,8 +223,9 @@ class GuardedJob:
         (:meth:`jobguard.Outcome.as_dict`).
 
         Raises:
-            InvalidTriggerError: a tick scheduled further ahead than
-                :data:`TICK_AHEAD_LIMIT` (``scheduled_at``); nothing written.
+            InvalidTriggerError: a tick or rule event scheduled further ahead of this
+                worker's clock than the job's ``skew_margin`` (``scheduled_at``);
+                nothing written.
         """
         rt = self.runtime()
         config = self.config
@@ -239,14 +235,19 @@ class GuardedJob:
         run_id = new_run_id(now_ms)
         owed = False  # a late tick this job already accepted onto its queue
         if trigger.scheduled_at is not None and not trigger.is_from_queue:
-            if trigger.scheduled_at - now > TICK_AHEAD_LIMIT and not _mutants.on(
-                    "future-tick-runs"):
+            # EventBridge delivers a tick (a rule event) at or after its time; only the
+            # clocks' skew can put it ahead of this worker's. One further ahead was made
+            # by hand: taken, it would be the scheduled tick's identity, run early, and
+            # the schedule's own delivery would then be a duplicate.
+            ahead = trigger.scheduled_at - now
+            if ahead > config.skew_margin and not _mutants.on("future-tick-runs"):
                 raise InvalidTriggerError(
                     "scheduled_at",
-                    f"{format_instant(trigger.scheduled_at)} is more than "
-                    f"{human(TICK_AHEAD_LIMIT)} ahead of this worker's clock: a tick is "
-                    "delivered at or after its scheduled time, so this event was not written "
-                    "by a schedule")
+                    f"{format_instant(trigger.scheduled_at)} is {human(ahead)} ahead of this "
+                    f"worker's clock, more than the job's skew margin "
+                    f"({human(config.skew_margin)}): a tick is delivered at or after its "
+                    "scheduled time, so this event was not sent by a schedule (or this "
+                    "worker's clock is behind)")
             if now - trigger.scheduled_at > config.stale_after:
                 owed = self._owed(trigger, now_ms)
                 if not owed:
@@ -528,7 +529,8 @@ class GuardedJob:
     @staticmethod
     def _queued_message(trigger: Trigger) -> Trigger:
         return Trigger(trigger.job, trigger.trigger_id, TriggerKind.QUEUED,
-                       scheduled_at=trigger.scheduled_at, requested_by=trigger.requested_by)
+                       scheduled_at=trigger.scheduled_at, requested_by=trigger.requested_by,
+                       delivery_id=trigger.delivery_id)
 
     def _decision_record(
         self, trigger: Trigger, run_id: str, decision: Decision, state: LeaseState | None,
@@ -550,6 +552,7 @@ class GuardedJob:
             holder_fence=state.fence if state is not None and holder else None,
             scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at else None,
             requested_by=trigger.requested_by,
+            delivery_id=trigger.delivery_id,
             detail=bounded_text(detail),
         )
 
@@ -570,7 +573,7 @@ class GuardedJob:
         return RunOrigin(
             policy=self.config.policy.value, requested_by=trigger.requested_by,
             scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at
-            else None)
+            else None, delivery_id=trigger.delivery_id)
 
     def _deadline_base(self, acquired: Acquired, now_ms: int, now_mono: float) -> float:
         """The monotonic moment the run's lease counts from: when this attempt read the
@@ -669,7 +672,7 @@ class GuardedJob:
             decision=Decision.RAN, status=status, started_at_ms=now_ms,
             ended_at_ms=max(ended_ms, now_ms), fence=fence, owner=self.owner,
             scheduled_at=format_instant(trigger.scheduled_at) if trigger.scheduled_at else None,
-            requested_by=trigger.requested_by,
+            requested_by=trigger.requested_by, delivery_id=trigger.delivery_id,
             error=None if error is None else bounded_text(
                 redacted(error_text(error), config.redact)),
             detail=bounded_text(detail),

@@ -76,6 +76,8 @@ class RunOrigin:
     """Who asked for it (a manual run, a recovery)."""
     scheduled_at: str | None = None
     """A tick's scheduled time, as on the run's record."""
+    delivery_id: str | None = None
+    """The id its sender gave the delivery, as on the run's record."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +99,11 @@ class RunRecord:
     holder_fence: int | None = None
     scheduled_at: str | None = None
     requested_by: str | None = None
+    delivery_id: str | None = None
+    """The id the trigger's sender gave this delivery, as its event carried it:
+    EventBridge Scheduler's execution id for a tick, the event's ``id`` for a rule event
+    (:attr:`jobguard.triggers.Trigger.delivery_id`). A tick or rule event without one
+    was not sent by the stack's schedule or an EventBridge rule."""
     error: str | None = None
     detail: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -128,6 +135,7 @@ class RunRecord:
             "holder_fence": self.holder_fence,
             "scheduled_at": self.scheduled_at,
             "requested_by": self.requested_by,
+            "delivery_id": self.delivery_id,
             "error": self.error,
             "detail": self.detail,
         }

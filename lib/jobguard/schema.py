@@ -41,6 +41,7 @@ __all__ = [
     "UNRESOLVED_SK",
     "item_pk",
     "job_pk",
+    "unresolved_pk",
     "run_sk",
     "trigger_sk",
 ]
@@ -65,6 +66,12 @@ def job_pk(job: str) -> str:
 
 def item_pk(job: str, work_id: str) -> str:
     return f"ITEM#{job}#{work_id}"
+
+
+def unresolved_pk(job: str, shard: str) -> str:
+    """The ``unresolved`` index's partition of ``job``'s shard ``shard`` (``00``-``15``;
+    ``*`` in an IAM key pattern: every shard of the job)."""
+    return f"UNRESOLVED#{job}#{shard}"
 
 
 def run_sk(run_id: str) -> str:

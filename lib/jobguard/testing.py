@@ -157,12 +157,17 @@ class LambdaContext:
             self._real_deadline = time.monotonic() + self._real_limit_s
 
 
-def tick_event(job: str, at: datetime) -> dict[str, Any]:
+def tick_event(job: str, at: datetime, *, execution_id: str | None = None
+               ) -> dict[str, Any]:
     """The event an EventBridge Scheduler tick delivers for ``job`` scheduled at ``at``
-    (the stack's schedule input, ``<aws.scheduler.scheduled-time>`` filled in)."""
+    (the stack's schedule input, ``<aws.scheduler.scheduled-time>`` filled in), with
+    Scheduler's ``execution_id`` when one is given (the run record keeps it)."""
     if not isinstance(at, datetime) or at.utcoffset() is None:
         raise ValueError(f"a tick's time must be a datetime with a timezone, got {at!r}")
-    return {"job": job, "scheduled_at": at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    event = {"job": job, "scheduled_at": at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if execution_id is not None:
+        event["execution_id"] = execution_id
+    return event
 
 
 @dataclass
@@ -210,18 +215,38 @@ class WiredJob:
     def _clock(self) -> ManualClock:
         return self.clock if self.clock is not None else self.sandbox.clock
 
+    def _tick_at(self, at: datetime | None) -> dict[str, Any]:
+        """The tick Scheduler delivers now for ``at``: never one ahead of the job's clock
+        by more than its skew margin (the guard refuses such an event: no schedule sends
+        it)."""
+        at = at or self.minute()
+        event = tick_event(self.name, at)
+        skew = self.guarded.config.skew_margin
+        if at - self._clock().now() > skew:
+            from ._durations import human
+
+            raise ValueError(
+                f"at={event['scheduled_at']} is ahead of the job's clock "
+                f"({self._clock().now():%Y-%m-%dT%H:%M:%SZ}) by more than its skew margin "
+                f"({human(skew)}): EventBridge Scheduler never delivers a tick before its "
+                "time, and the guard refuses one that comes early. Move the clock first "
+                "(jobguard_sandbox.clock.advance(...)) and tick then; to send such an "
+                "event on purpose, call the job with tick_event(...)")
+        return event
+
     def tick(self, at: datetime | None = None, *, context: Any = None) -> Any:
         """Deliver the Scheduler tick scheduled at ``at`` (default: the clock's current
         minute). The same ``at`` again is another delivery of the same tick: a
-        duplicate."""
-        return self(tick_event(self.name, at or self.minute()), context)
+        duplicate. Scheduler delivers a tick at or after its time: ``at`` ahead of the
+        job's clock (beyond its skew margin) is a ``ValueError``; advance the clock."""
+        return self(self._tick_at(at), context)
 
     def duplicates(self, at: datetime | None = None, *, times: int = 3) -> list[Any]:
         """Deliver the tick at ``at`` ``times`` times at once (threads released together,
         as Scheduler's and Lambda's retries can arrive), and return every answer."""
         if not isinstance(times, int) or times < 2:
             raise ValueError(f"duplicates(times=...) must be an int >= 2, got {times!r}")
-        event = tick_event(self.name, at or self.minute())
+        event = self._tick_at(at)
         barrier = threading.Barrier(times)
         answers: list[Any] = [None] * times
 
@@ -251,6 +276,7 @@ class WiredJob:
         from . import hooks
 
         held = Held()
+        tick = self._tick_at(at) if event is None else None
         acquired, resume = threading.Event(), threading.Event()
         owner: list[int] = []
         context = self.context()
@@ -265,8 +291,7 @@ class WiredJob:
         def first() -> None:
             owner.append(threading.get_ident())
             try:
-                held.result = self(event if event is not None
-                                   else tick_event(self.name, at or self.minute()), context)
+                held.result = self(event if event is not None else tick, context)
             except BaseException as exc:  # noqa: BLE001 - handed back to the test
                 held.error = exc
             finally:

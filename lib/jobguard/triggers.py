@@ -7,7 +7,8 @@ rule firing the same minute, and three redeliveries of one tick are all one trig
 Accepted events (``events/`` holds a sample of each):
 
 - EventBridge Scheduler input ``{"job": "crm-sync", "scheduled_at":
-  "<aws.scheduler.scheduled-time>"}`` (the stack writes this input);
+  "<aws.scheduler.scheduled-time>", "execution_id": "<aws.scheduler.execution-id>"}``
+  (the stack writes this input; the execution id is kept as the run's ``delivery_id``);
 - an EventBridge rule's ``Scheduled Event`` (``detail-type``, ``time``);
 - a manual invoke ``{"job": "crm-sync", "manual": true, "requested_by": "alice"}``,
   optionally with its own ``trigger_id`` (otherwise the Lambda request id, which
@@ -37,6 +38,8 @@ QUEUE_MESSAGE_VERSION = 1
 _TRIGGER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/+=-]{0,127}$")
 # What follows "<job>@" in an id jobguard wrote: "manual:" or "follow-up:" + up to 128.
 _WRITTEN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/+=-]{0,159}$")
+DELIVERY_ID_CHARS = 128
+"""The longest delivery id taken (a Scheduler execution id or an event id is 16-36)."""
 
 
 class TriggerKind(StrEnum):
@@ -67,8 +70,12 @@ class Trigger:
     """The tick's scheduled time (ticks and rules; carried by queued triggers)."""
     requested_by: str | None = None
     delivery_id: str | None = None
-    """The delivery's own id (Scheduler execution id, event id, SQS message id): for
-    logs only, never part of the identity."""
+    """The id its sender gave the delivery, as the event carries it: EventBridge
+    Scheduler's execution id (a tick's ``execution_id``, the stack's schedule input
+    fills it in) or a rule event's ``id``; kept when a tick waits on the trigger queue.
+    Recorded on the run record (``delivery_id``) so an operator can tell a delivery
+    the sender made from a hand-made event (which usually carries none); never part of
+    the identity. None for manual, follow-up and recovery runs."""
 
     @property
     def is_from_queue(self) -> bool:
@@ -146,6 +153,21 @@ def _text(max_length: int, pattern: re.Pattern[str] | None = None, what: str = "
     return check
 
 
+_DELIVERY_TEXT = _text(DELIVERY_ID_CHARS)
+
+
+def _delivery_id(field: str, value: Any) -> str:
+    """A delivery id as text: 1-``DELIVERY_ID_CHARS`` printable characters (no control,
+    format or bidirectional-override character: it is shown to operators), filled in."""
+    text = str(_DELIVERY_TEXT(field, value))
+    if not text.isprintable():
+        bad = next(c for c in text if not c.isprintable())
+        raise InvalidTriggerError(
+            field, f"holds the unprintable character U+{ord(bad):04X}: a delivery id "
+            "from EventBridge is printable text")
+    return text
+
+
 def _literal(*allowed: Any) -> _Check:
     def check(field: str, value: Any) -> Any:
         if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
@@ -163,8 +185,8 @@ _JOB = _text(64, JOB_NAME_PATTERN,
              "a job name: 1-64 letters, digits, '_', '.', '-' ('#' is the key delimiter)")
 _SHAPES: dict[str, dict[str, tuple[_Check, bool]]] = {
     "tick": {"job": (_JOB, True), "scheduled_at": (_instant, True),
-             "execution_id": (_text(256), False)},
-    "rule": {"time": (_instant, True), "id": (_text(256), False), "job": (_JOB, False)},
+             "execution_id": (_delivery_id, False)},
+    "rule": {"time": (_instant, True), "id": (_delivery_id, False), "job": (_JOB, False)},
     "manual": {"job": (_JOB, True), "manual": (_literal(True), True),
                "trigger_id": (_text(128, _TRIGGER_ID_PATTERN,
                                     "a trigger id: letters, digits and _.:@/+=-"), False),
@@ -173,7 +195,7 @@ _SHAPES: dict[str, dict[str, tuple[_Check, bool]]] = {
               "trigger_id": (_text(512), True),
               "kind": (_literal("queued", "follow_up"), True),
               "scheduled_at": (_instant, False), "requested_by": (_text(256), False),
-              "event": (_anything, False)},
+              "delivery_id": (_delivery_id, False), "event": (_anything, False)},
 }
 
 
@@ -256,12 +278,12 @@ def parse_event(
         if suffix is None:
             raise InvalidTriggerError("trigger_id", "is required outside Lambda")
         return Trigger(job, f"{job}@manual:{suffix}", TriggerKind.MANUAL,
-                       requested_by=manual.get("requested_by"), delivery_id=request_id)
+                       requested_by=manual.get("requested_by"))
     tick = _validate("tick", event)
     _same_job(tick["job"], job)
     at = tick["scheduled_at"].astimezone(UTC)
     return Trigger(job, tick_trigger_id(job, at), TriggerKind.TICK, scheduled_at=at,
-                   delivery_id=tick.get("execution_id") or request_id)
+                   delivery_id=tick.get("execution_id"))
 
 
 def parse_queue_message(body: str, *, job: str) -> tuple[Trigger, object]:
@@ -298,7 +320,8 @@ def parse_queue_message(body: str, *, job: str) -> tuple[Trigger, object]:
     scheduled = message.get("scheduled_at")
     trigger = Trigger(job, message["trigger_id"], TriggerKind(message["kind"]),
                       scheduled_at=scheduled.astimezone(UTC) if scheduled else None,
-                      requested_by=message.get("requested_by"))
+                      requested_by=message.get("requested_by"),
+                      delivery_id=message.get("delivery_id"))
     return trigger, message.get("event")
 
 
@@ -338,7 +361,7 @@ def queue_message_body(trigger: Trigger, *, event: object = None) -> str:
     """
     import json
 
-    return json.dumps({
+    body: dict[str, Any] = {
         "event": event,
         "jobguard": QUEUE_MESSAGE_VERSION,
         "job": trigger.job,
@@ -346,4 +369,7 @@ def queue_message_body(trigger: Trigger, *, event: object = None) -> str:
         "kind": trigger.kind.value,
         "scheduled_at": format_instant(trigger.scheduled_at) if trigger.scheduled_at else None,
         "requested_by": trigger.requested_by,
-    }, separators=(",", ":"))
+    }
+    if trigger.delivery_id is not None:  # (a reader of version 1 without it ignores it)
+        body["delivery_id"] = trigger.delivery_id
+    return json.dumps(body, separators=(",", ":"))

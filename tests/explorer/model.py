@@ -71,6 +71,9 @@ class Delivery:
     invoked: list[str] = field(default_factory=list)
     retried: bool = False
     """Its sender delivered the same event again after it failed (Lambda's async retry)."""
+    clock_behind: bool = False
+    """Its worker's clock was behind by more than the skew margin when it was delivered:
+    a tick that is due may be ahead of that clock by more than the margin."""
 
 
 @dataclass
@@ -268,6 +271,13 @@ class Model:
         if d.outcome == "error" and d.error is not None and d.error.startswith(
                 "InvalidTriggerError: scheduled_at") and "@2062-" in d.trigger_id:
             d.outcome = "refused"  # a tick too far ahead may be refused, naming the field
+            return
+        if d.outcome == "error" and d.error is not None and d.clock_behind and \
+                d.error.startswith("InvalidTriggerError: scheduled_at") and \
+                "ahead of this worker's clock" in d.error:
+            # README ("Clocks"): a worker whose clock is behind by more than the skew
+            # margin refuses the tick that is due, naming the field; it stays an error,
+            # so its sender retries it (_retry_undecided), as Lambda does
             return
         if d.outcome == "error" and d.error is not None:
             name = d.error.split(":", 1)[0]

@@ -714,6 +714,9 @@ class Sim:
                 # README ("Clocks"): nothing is promised to a worker whose clock is off by
                 # more than the skew margin (its lease may be judged expired at once)
                 delivery.faults += 1
+            # a tick that is due may be ahead of a clock this far behind: refused, naming
+            # scheduled_at, and retried as Lambda retries it
+            delivery.clock_behind = container is not None and container.clock.offset < -SKEW
         self.actors.append(actor)
         actor.thread = threading.Thread(target=actor.main, name=actor.name, daemon=True)
         actor.thread.start()

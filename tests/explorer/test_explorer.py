@@ -193,6 +193,12 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
     "refused-by-damage-names-it": ([0] * 25 + [13, 7, 0, 0, 0, 0, 6, 3, 0, 6, 0, 19, 3],
                                    "late", "a decision the damaged row refused with a "
                                    "ValidationError retried 8 times instead of naming it"),
+    "a-worker-far-behind-refuses-the-due-tick": (
+        440165, "", "model: once a tick is taken at most the skew margin ahead of the "
+        "worker's clock (issue 34), a worker 90 s behind refused the tick that was due, "
+        "naming scheduled_at, while the lease row was damaged; the model read it as a "
+        "failure that did not name the damage. It now expects that refusal from a worker "
+        "behind by more than the margin, and the sender's retry runs the tick"),
 }
 """Library bugs the explorer found on the new protocol (issue 15), each fixed: their
 histories hold from now on."""

@@ -137,7 +137,7 @@ def test_the_same_tick_again_and_from_a_second_registration_writes_nothing(aws, 
 
 def test_a_tick_during_a_run_is_queued_and_exported_once_after_it(aws, reports):
     # GIVEN the 10:00 run held right before its destination call (a run that outlasts
-    # its interval; the clock stays put, so its lease stays live)
+    # its interval; the clock moves well inside its lease, so it stays live)
     at_destination, go_on = threading.Event(), threading.Event()
 
     def hold(**ctx: Any) -> None:
@@ -152,7 +152,8 @@ def test_a_tick_during_a_run_is_queued_and_exported_once_after_it(aws, reports):
         first.start()
         assert at_destination.wait(10)
 
-        # WHEN the 11:00 tick arrives while it runs
+        # WHEN the 11:00 tick arrives while it runs (at 11:00: still inside its lease)
+        reports.clock.advance(timedelta(seconds=30))
         queued = reports.deliver(tick("2026-11-29T11:00:00Z"))
         # THEN it is queued behind the run, not run and not written
         assert queued["decision"] == "queued"
@@ -232,7 +233,8 @@ def test_a_period_left_uncertain_is_reconciled_by_the_next_periods_run(aws, repo
     with pytest.raises(Exception, match="not every period is confirmed"):
         reports.deliver(tick("2026-11-29T10:00:00Z"))
 
-    # WHEN the 11:00 tick runs
+    # WHEN the 11:00 tick runs (at 11:00)
+    reports.clock.advance(timedelta(seconds=30))
     result = reports.deliver(tick("2026-11-29T11:00:00Z"))
 
     # THEN it found the 10:00 object (not written again) and exported 11:00 once

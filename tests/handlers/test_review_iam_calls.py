@@ -1,8 +1,10 @@
 """Review (branch `review`): the IAM a role is given is derived from *declared* call sites;
 these tests record the calls a real run *makes* (every botocore call on the jobguard
-table, in process) and check each against what the function's role is derived to get:
-the IAM action (one per action type inside a transaction) and the partition key it
-touches (``dynamodb:LeadingKeys``, ``ForAllValues:StringLike``).
+table and its ``unresolved`` index, in process) and check each against what the
+function's role is derived to get: the IAM action (one per action type inside a
+transaction) on the table or the index, and the partition key it touches
+(``dynamodb:LeadingKeys``, ``ForAllValues:StringLike``; on the index, the index's own
+partition key, which the statement also requires present).
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ from typing import Any
 import botocore.client
 import pytest
 
-from handlers.jobs import CRM_SYNC
+from handlers.jobs import CRM_SYNC, REPORT_EXPORT
 from jobguard import hooks
 from jobguard.callsites import Target, required_actions
 from jobguard.cdk.guarded_job import job_paths
-from jobguard.cdk.table import leading_keys
+from jobguard.cdk.table import index_leading_keys, leading_keys
+from jobguard.dynamodb_items import DynamoItemStore
+from jobguard.lease import Acquired
+from jobguard.schema import PARTITION_KEY, UNRESOLVED_PK
+from jobguard.triggers import Trigger, TriggerKind
+from jobguard.workitems import Commit, Fence, ItemState, Unresolved
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 _PARTS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
@@ -47,8 +54,7 @@ def _uses(operation: str, params: dict[str, Any], table: str) -> list[tuple[str,
                 out += [("dynamodb:BatchGetItem", _pk(k)) for k in request["Keys"]]
     elif params.get("TableName") == table and "IndexName" not in params:
         if operation == "Query":
-            values = params["ExpressionAttributeValues"]
-            out.append(("dynamodb:Query", str(next(iter(values.values()))["S"])))
+            out.append(("dynamodb:Query", _queried(params, PARTITION_KEY)))
         elif "Key" in params:
             out.append((f"dynamodb:{operation}", _pk(params["Key"])))
         elif "Item" in params:
@@ -58,14 +64,37 @@ def _uses(operation: str, params: dict[str, Any], table: str) -> list[tuple[str,
     return out
 
 
+def _queried(params: dict[str, Any], key: str) -> str:
+    """The partition key value a Query's key condition names for attribute ``key``."""
+    names = params.get("ExpressionAttributeNames", {})
+    for clause in params["KeyConditionExpression"].split(" AND "):
+        left, _, right = (part.strip() for part in clause.partition("="))
+        if names.get(left, left) == key:
+            return str(params["ExpressionAttributeValues"][right]["S"])
+    raise AssertionError(f"no condition on {key}: {params['KeyConditionExpression']}")
+
+
+def _index_uses(operation: str, params: dict[str, Any], table: str) -> list[tuple[str, str]]:
+    """(IAM action, index partition key) pairs of one call on ``table``'s index."""
+    if params.get("TableName") != table or "IndexName" not in params:
+        return []
+    assert operation == "Query", operation  # a Scan names no key: no role has one
+    return [("dynamodb:Query", _queried(params, UNRESOLVED_PK))]
+
+
 @contextmanager
-def recording(table: str) -> Iterator[list[tuple[str, str]]]:
+def recording(table: str, index: list[tuple[str, str]] | None = None
+              ) -> Iterator[list[tuple[str, str]]]:
+    """The table calls made inside, as (IAM action, partition key); the index's calls
+    go to ``index`` when given."""
     calls: list[tuple[str, str]] = []
     original = botocore.client.BaseClient._make_api_call
 
     def spy(self: Any, operation: str, params: dict[str, Any]) -> Any:
         if self.meta.service_model.service_name == "dynamodb":
             calls.extend(_uses(operation, params, table))
+            if index is not None:
+                index.extend(_index_uses(operation, params, table))
         return original(self, operation, params)
 
     botocore.client.BaseClient._make_api_call = spy  # type: ignore[method-assign]
@@ -80,6 +109,53 @@ def _denied(calls: list[tuple[str, str]], actions: tuple[str, ...], jobs: list[s
     patterns = leading_keys(jobs)
     return sorted({(a, k) for a, k in calls
                    if a not in actions or not any(fnmatch.fnmatchcase(k, p) for p in patterns)})
+
+
+def _index_denied(calls: list[tuple[str, str]], actions: tuple[str, ...], jobs: list[str]
+                  ) -> list[tuple[str, str]]:
+    """The index calls the role of ``jobs`` refuses: an action it lacks, or a partition
+    key that matches none of its index patterns (or no key at all: ``Null`` false)."""
+    patterns = index_leading_keys(jobs)
+    return sorted({(a, k) for a, k in calls
+                   if a not in actions or not k
+                   or not any(fnmatch.fnmatchcase(k, p) for p in patterns)})
+
+
+def test_a_jobs_index_query_of_another_jobs_partition_is_denied_its_own_allowed(aws):
+    """Who may write the table: the ``unresolved`` index names every job's failed work
+    ids, one partition per job and shard. GIVEN report-export's role (a job that takes
+    up its own earlier unfinished periods: the sweep's index query) and failed items of
+    report-export, crm-sync and report-export-eu (a name report-export is a prefix of)
+    WHEN the sweep's code lists each job's unresolved items THEN report-export's own
+    index queries are allowed and every query of another job's partitions is denied."""
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    jobs = ("report-export", "crm-sync", "report-export-eu")
+    for job in jobs:  # each job's run failed one item (written under its fence)
+        held = aws.store.take(Trigger(job, f"{job}@manual:m", TriggerKind.MANUAL),
+                              run_id=f"R-{job}", owner="w", now_ms=1_000, lease_ms=600_000)
+        assert isinstance(held, Acquired)
+        rows = (Unresolved(f"{job}-secret:export", ItemState.FAILED, error="down"),)
+        items.commit(Fence(job, f"R-{job}", held.fence),
+                     Commit(expected=items.read_row(job), rows=rows), now_ms=1_000)
+    actions = required_actions(job_paths(REPORT_EXPORT), Target.INDEX)
+    assert actions == ("dynamodb:Query",)
+    queried: dict[str, list[tuple[str, str]]] = {}
+    for job in jobs:
+        index: list[tuple[str, str]] = []
+        with recording(aws.table, index):
+            listed = items.unresolved(job, states=[ItemState.FAILED])
+        # (no emulator enforces IAM: each listing names the job's failed work id)
+        assert [r.work_id for r in listed] == [f"{job}-secret:export"]
+        queried[job] = index
+    # every shard of the job's failed items, one query each
+    assert sorted(k for _, k in queried["report-export"]) == [
+        f"UNRESOLVED#report-export#{shard:02d}" for shard in range(16)]
+    assert _index_denied(queried["report-export"], actions, ["report-export"]) == []
+    for other in ("crm-sync", "report-export-eu"):
+        denied = _index_denied(queried[other], actions, ["report-export"])
+        assert denied == sorted(set(queried[other])) and len(denied) == 16, other
+    # a job without the sweep path may query no index partition, not even its own
+    assert required_actions(job_paths(CRM_SYNC), Target.INDEX) == ()
 
 
 def test_a_crm_sync_run_makes_only_calls_its_role_allows(aws, crm_sync, monkeypatch):

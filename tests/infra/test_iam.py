@@ -26,7 +26,7 @@ from jobguard.cdk._function import LOG_ACTIONS
 from jobguard.cdk.guarded_job import FAILED_EVENT_ACTIONS, MAPPING_ACTIONS, job_paths
 from jobguard.cdk.reconciler import reconciler_paths
 from jobguard.cdk.recovery import RECOVERY_PATHS
-from jobguard.cdk.table import leading_keys
+from jobguard.cdk.table import index_leading_keys, leading_keys
 
 from .conftest import EXPORT, INVOKER, NIGHTLY, PLANNER, PRICES, Synth
 
@@ -70,12 +70,15 @@ def _arn(synth: Synth, construct: Any) -> dict[str, Any]:
 def _code_paths(synth: Synth, function: lambda_.Function, *, jobs: list[str],
                 paths: frozenset[Path], queue: Any = None) -> Grant:
     """What the call sites of ``paths`` need, on this stack's resources: the table
-    (keys scoped to ``jobs``), the ``unresolved`` index, the job's own trigger queue."""
+    (keys scoped to ``jobs``), the ``unresolved`` index (its keys scoped to ``jobs``,
+    a key required), the job's own trigger queue."""
     table = synth.stack.table.table
     index = {"Fn::Join": ["", [_arn(synth, table), "/index/unresolved"]]}
     keys = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": leading_keys(jobs)}}
+    index_keys = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": index_leading_keys(jobs)},
+                  "Null": {"dynamodb:LeadingKeys": "false"}}
     expected = (_on(required_actions(paths, Target.TABLE), _arn(synth, table), keys)
-                | _on(required_actions(paths, Target.INDEX), index))
+                | _on(required_actions(paths, Target.INDEX), index, index_keys))
     queue_actions = required_actions(paths, Target.TRIGGER_QUEUE)
     if queue is not None:
         expected |= _on(queue_actions, _arn(synth, queue))
@@ -206,6 +209,32 @@ def test_recovery_grants_exactly_a_run_and_its_plan_for_every_job(synth: Synth) 
     expected = (_code_paths(synth, function, jobs=jobs, paths=RECOVERY_PATHS)
                 | _lambda_itself(synth, function) | _crm_data(synth, runs=True))
     _compare(function, _grants(synth, function.role), expected)  # type: ignore[arg-type]
+
+
+def test_an_index_query_is_scoped_to_its_own_jobs_unresolved_keys(synth: Synth) -> None:
+    """Who may write the table: a job's role may list its own failed and uncertain work
+    ids on the ``unresolved`` index, never another job's. Every index grant in the stack
+    names exactly its jobs' ``UNRESOLVED#<job>#*`` partitions and requires the key
+    (``ForAllValues`` alone holds for a request with no key)."""
+    index = "/index/unresolved"
+    scoped: dict[str, list[str]] = {}
+    for function in synth.stack.functions:
+        for action, resource, condition in _grants(synth, function.role):  # type: ignore[arg-type]
+            if index not in resource:
+                continue
+            parsed = json.loads(condition)
+            assert parsed["Null"] == {"dynamodb:LeadingKeys": "false"}, function.node.path
+            keys = parsed["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+            assert action == "dynamodb:Query" and keys, function.node.path
+            scoped[function.node.path] = keys
+    jobs = synth.stack.jobs
+    assert scoped[jobs["report-export"].function.node.path] == [
+        "UNRESOLVED#report-export#*"]  # its own, and no other job's
+    [reconciler] = synth.stack.reconcilers
+    assert scoped[reconciler.function.node.path] == ["UNRESOLVED#crm-sync#*"]
+    assert scoped[synth.stack.recovery.function.node.path] == sorted(
+        f"UNRESOLVED#{name}#*" for name in jobs)  # recovery serves every job
+    assert jobs["crm-sync"].function.node.path not in scoped  # it reads no index
 
 
 def test_every_table_grant_is_scoped_to_its_jobs_keys(synth: Synth) -> None:

@@ -124,7 +124,7 @@ def queue_two_behind_a_held_run(aws: Any, clock: Any, job: GuardedJob, exports: 
                                 garbage: list[str]) -> tuple[list[str], list[str]]:
     """Tick 0's run holds the lease; ``garbage`` is sent to the queue, then ticks 1 and 2
     are queued behind it; tick 0's run ends. (message ids, the three tick ids)"""
-    t0 = clock.now()
+    t0 = clock.now() - timedelta(minutes=10)  # the three ticks: none ahead of the clock
     ticks = [tick(JOB, t0 + timedelta(minutes=m)) for m in range(3)]
     ids = [f"{JOB}@{t['scheduled_at']}" for t in ticks]
     gate = exports.gates[ids[0]] = Gate()

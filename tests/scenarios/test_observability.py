@@ -16,10 +16,11 @@ from ._support import Gate, Recorder, in_thread, make_job, tick
 def test_a_skip_and_a_run_emit_their_metrics_and_keyed_logs(aws, clock, capsys, log_lines):
     gate, rec = Gate(), Recorder()
     job = make_job(aws, clock, rec.handler(lambda t: gate))
-    thread, _ = in_thread(lambda: job(tick("crm-sync", clock.now()), None))
+    thread, _ = in_thread(lambda: job(tick("crm-sync", clock.now() - timedelta(seconds=10)),
+                                      None))
     assert gate.entered.wait(10)
     gate.entered.clear()
-    skipped = job(tick("crm-sync", clock.now() + timedelta(seconds=10)), None)
+    skipped = job(tick("crm-sync", clock.now()), None)
     gate.release.set()
     thread.join(120)  # a loaded 2-core machine can take seconds; the run must have ended
     assert not thread.is_alive()
@@ -60,7 +61,7 @@ def test_a_tick_that_finds_the_job_paused_is_counted_for_the_paused_alarm(aws, c
     aws.store.pause("crm-sync", reason="destination maintenance", now_ms=to_ms(clock.now()))
     # WHEN two ticks arrive THEN each is counted paused, nothing ran, nothing succeeded
     for minutes in (0, 5):
-        outcome = job(tick("crm-sync", clock.now() + timedelta(minutes=minutes)), None)
+        outcome = job(tick("crm-sync", clock.now() - timedelta(minutes=minutes)), None)
         assert outcome["decision"] == "paused"
     metrics = emf_totals(capsys.readouterr().out)
     assert metrics["TriggersPaused"] == 2

@@ -50,7 +50,7 @@ def test_skip_records_a_skipped_run_naming_the_holder(aws, clock):
 def test_queue_runs_every_trigger_once_in_order_and_enforces_its_bound(aws, clock):
     # GIVEN a QUEUE job (bound 3) whose first run is held open
     gate, rec = Gate(), Recorder()
-    t0 = clock.now()
+    t0 = clock.now() - timedelta(minutes=10)  # the ticks below: none ahead of the clock
     job = make_job(aws, clock, rec.handler(holding(gate, tick("crm-sync", t0))),
                    policy=OverlapPolicy.QUEUE, max_queued=3)
     thread, _ = in_thread(lambda: job(tick("crm-sync", t0), None))
@@ -94,7 +94,7 @@ def test_queue_runs_every_trigger_once_in_order_and_enforces_its_bound(aws, cloc
 def test_queue_new_tick_does_not_overtake_pending_triggers(aws, clock):
     # GIVEN a QUEUE job with one trigger pending after its active run ended
     gate, rec = Gate(), Recorder()
-    t0 = clock.now()
+    t0 = clock.now() - timedelta(minutes=10)  # the ticks below: none ahead of the clock
     job = make_job(aws, clock, rec.handler(holding(gate, tick("crm-sync", t0))),
                    policy=OverlapPolicy.QUEUE)
     thread, _ = in_thread(lambda: job(tick("crm-sync", t0), None))
@@ -118,7 +118,7 @@ def test_queue_new_tick_does_not_overtake_pending_triggers(aws, clock):
 def test_coalesce_ten_triggers_give_exactly_one_follow_up_after_the_run(aws, clock):
     # GIVEN a COALESCE job whose run is held open
     gate, rec = Gate(), Recorder()
-    t0 = clock.now()
+    t0 = clock.now() - timedelta(minutes=10)  # the ticks below: none ahead of the clock
     job = make_job(aws, clock, rec.handler(holding(gate, tick("crm-sync", t0))),
                    policy=OverlapPolicy.COALESCE)
     thread, _ = in_thread(lambda: job(tick("crm-sync", t0), None))
@@ -273,7 +273,7 @@ def test_replace_a_late_redelivery_of_a_displaced_trigger_is_a_duplicate(aws, cl
 def test_queue_a_queued_trigger_whose_run_failed_runs_again_on_redelivery(aws, clock):
     # GIVEN a QUEUE job with one trigger queued behind an active run
     gate, rec = Gate(), Recorder()
-    t0 = clock.now()
+    t0 = clock.now() - timedelta(minutes=10)  # the ticks below: none ahead of the clock
     queued_tick = tick("crm-sync", t0 + timedelta(minutes=1))
     failures = {"left": 1}
     inner = rec.handler(holding(gate, tick("crm-sync", t0)))

@@ -81,10 +81,10 @@ def test_concurrent_duplicates_run_once(jobguard_sandbox, notes) -> None:
 
 def test_an_overlapping_tick_meets_the_held_lease(jobguard_sandbox, notes) -> None:
     job = jobguard_sandbox.wire(_sync(OverlapPolicy.SKIP))
-    later = jobguard_sandbox.minute() + timedelta(minutes=1)
-    with job.holding() as first:
+    earlier = jobguard_sandbox.minute() - timedelta(minutes=1)
+    with job.holding(earlier) as first:  # the previous minute's run, still going
         assert job.lease().run_id == first.run_id  # the lease is held right now
-        second = job.tick(later)
+        second = job.tick()
     assert (second["decision"], second["holder_run_id"]) == ("skipped", first.run_id)
     assert first.error is None and first.result["completed"] == 3
     assert sorted(job.decisions()) == ["ran", "skipped"]
@@ -94,9 +94,9 @@ def test_an_overlapping_tick_meets_the_held_lease(jobguard_sandbox, notes) -> No
 def test_a_coalesced_tick_runs_once_from_the_queue_even_redelivered(jobguard_sandbox,
                                                                     notes) -> None:
     job = jobguard_sandbox.wire(_sync(OverlapPolicy.COALESCE))
-    later = jobguard_sandbox.minute() + timedelta(minutes=1)
-    with job.holding() as first:
-        assert job.tick(later)["decision"] == "coalesced"
+    earlier = jobguard_sandbox.minute() - timedelta(minutes=1)
+    with job.holding(earlier) as first:
+        assert job.tick()["decision"] == "coalesced"
     assert job.queued() == 1  # the follow-up, sent by the first run's release
     assert job.deliver_queued(redeliver=True) == 1
     follow_ups = [r for r in job.runs() if r.trigger_kind == "follow_up"]

@@ -292,10 +292,9 @@ def test_a_decision_log_line_names_its_own_job(jobguard_sandbox: Sandbox,
     alpha, beta = jobguard_sandbox.wire(_alpha), jobguard_sandbox.wire(_beta)
     # GIVEN alpha ran in this thread, and beta's run holds its lease
     alpha.tick()
-    with beta.holding():
+    with beta.holding(jobguard_sandbox.minute() - timedelta(minutes=5)):
         # WHEN a tick of beta arrives (skipped)
-        assert beta.tick(jobguard_sandbox.minute() + timedelta(minutes=5))[
-            "decision"] == "skipped"
+        assert beta.tick()["decision"] == "skipped"
     # THEN its log line names beta
     (line,) = _decisions(jobguard_log)
     assert line["trigger_id"].startswith("beta@")
@@ -308,10 +307,9 @@ def test_a_first_decision_in_a_fresh_container_names_its_job(
     decision without any ``job`` (a log search by job misses it)."""
     beta = jobguard_sandbox.wire(_beta)
     answers: list[Any] = []
-    with beta.holding():
+    with beta.holding(jobguard_sandbox.minute() - timedelta(minutes=5)):
         # GIVEN a new thread (a new container) whose first trigger meets the held lease
-        worker = threading.Thread(target=lambda: answers.append(
-            beta.tick(jobguard_sandbox.minute() + timedelta(minutes=5))))
+        worker = threading.Thread(target=lambda: answers.append(beta.tick()))
         worker.start()
         worker.join(60)
     assert answers and answers[0]["decision"] == "skipped"
@@ -577,9 +575,9 @@ def test_a_follow_up_deferred_behind_a_dead_holder_is_delivered_once_its_lease_e
     finds nothing visible until two real minutes have passed: the kit cannot show the
     crashed-holder case without a sleep."""
     job = jobguard_sandbox.wire(_gamma)
-    with job.holding():  # GIVEN a run that holds the lease and will never release it
-        assert job.tick(jobguard_sandbox.minute() + timedelta(minutes=1))[
-            "decision"] == "coalesced"
+    # GIVEN a run that holds the lease and will never release it
+    with job.holding(jobguard_sandbox.minute() - timedelta(minutes=1)):
+        assert job.tick()["decision"] == "coalesced"
         assert job.deliver_queued() == 1  # the follow-up meets the holder: deferred
         # WHEN the holder's lease expires (it died) and the queue is delivered again
         jobguard_sandbox.clock.advance(timedelta(minutes=3))

@@ -94,8 +94,8 @@ def test_claim_every_work_item(jobguard_sandbox: Sandbox) -> None:
     job = jobguard_sandbox.wire(snippet_ns["lambda_handler"])
     first = job.tick()
     assert (first["selected"], first["completed"], first["uncertain"]) == (4, 3, 1)
-    later = jobguard_sandbox.minute() + timedelta(minutes=5)
-    second = job.tick(later)
+    jobguard_sandbox.clock.advance(timedelta(minutes=5))  # the next tick is due
+    second = job.tick()
     # the uncertain item is reconciled (found at the destination), the rest skipped
     assert (second["reconciled"], second["already_done"]) == (1, 3), second
     assert _notes(jobguard_sandbox) == [f"contact-{i:03d}:create-note" for i in range(4)]
@@ -118,8 +118,8 @@ def test_write_the_job_as_four_functions(jobguard_sandbox: Sandbox) -> None:
     first = job.tick()
     assert (first["completed"], first["uncertain"]) == (4, 1), first
     feed.append({"id": "contact-005", "change": "new"})
-    later = jobguard_sandbox.minute() + timedelta(minutes=5)
-    second = job.tick(later)
+    jobguard_sandbox.clock.advance(timedelta(minutes=5))  # the next tick is due
+    second = job.tick()
     # the uncertain item is reconciled (the checkpoint waited for it), then the new one
     assert (second["reconciled"], second["completed"]) == (1, 1), second
     assert len(_notes(jobguard_sandbox)) == 6

@@ -40,8 +40,8 @@ def job(jobguard_sandbox, monkeypatch) -> Any:
         return run.stats
 
     wired = jobguard_sandbox.wire(handler)
-    with wired.holding():
-        wired.tick(jobguard_sandbox.minute() + timedelta(minutes=1))
+    with wired.holding(jobguard_sandbox.minute() - timedelta(minutes=1)):
+        wired.tick()  # the next minute's tick, during the run
     assert wired.deliver_queued() == 1
     return wired
 

@@ -28,11 +28,12 @@ from jobguard.schema import (
     UNRESOLVED_SK,
     item_pk,
     job_pk,
+    unresolved_pk,
 )
 
 from ._lint import acknowledge
 
-__all__ = ["JobTable", "leading_keys"]
+__all__ = ["JobTable", "index_leading_keys", "leading_keys"]
 
 
 def leading_keys(jobs: Iterable[str]) -> list[str]:
@@ -41,6 +42,21 @@ def leading_keys(jobs: Iterable[str]) -> list[str]:
     and its work items (``ITEM#<job>#*``). A job name holds no ``#``, ``*`` or ``?``,
     so one job's pattern never matches another's keys."""
     return sorted({key for job in jobs for key in (job_pk(job), item_pk(job, "*"))})
+
+
+def index_leading_keys(jobs: Iterable[str]) -> list[str]:
+    """The ``unresolved`` index partitions a function of ``jobs`` may query
+    (``dynamodb:LeadingKeys`` on the index): each job's own shards
+    (``UNRESOLVED#<job>#*``), never another job's failed work ids."""
+    return sorted({unresolved_pk(job, "*") for job in jobs})
+
+
+def _scoped(keys: list[str]) -> dict[str, dict[str, object]]:
+    """The condition that limits a grant to partition keys matching ``keys``: every key
+    the request names matches one (``ForAllValues``), and it names one (``Null``:
+    ``ForAllValues`` alone holds for a request that carries no key at all)."""
+    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": keys},
+            "Null": {"dynamodb:LeadingKeys": "false"}}
 
 
 class JobTable(Construct):
@@ -109,11 +125,16 @@ class JobTable(Construct):
         """What the code paths ``paths`` of ``jobs`` call, derived from the call sites
         (:func:`jobguard.callsites.required_actions`): the table's actions on the table,
         each key scoped to the jobs' own partitions (:func:`leading_keys`); the index's
-        on the ``unresolved`` index (and the key, if one is used).
+        on the ``unresolved`` index, scoped to the jobs' own index partitions
+        (:func:`index_leading_keys`), and the key, if one is used.
 
-        The index query is not key-scoped: the index is keys only, and what
-        ``dynamodb:LeadingKeys`` means for an index's own partition key is not
-        documented; every item it names is then read through the key-scoped table.
+        On a ``Query``, ``dynamodb:LeadingKeys`` is the partition key value of the key
+        condition: on an index, the index's own partition key (the only one the request
+        names; DynamoDB's fine-grained access control guide scopes a table and its index
+        with one ``LeadingKeys`` condition). So a job's role lists its own failed and
+        uncertain work ids, never another job's. The index statement also requires the
+        key to be present (``Null``), so that it can never hold vacuously: a query that
+        named no leading key would be refused, not let through.
         """
         wanted = frozenset(paths)
         table_actions = required_actions(wanted, Target.TABLE)
@@ -126,6 +147,7 @@ class JobTable(Construct):
         index_actions = required_actions(wanted, Target.INDEX)
         if index_actions:
             iam.Grant.add_to_principal(grantee=grantee, actions=list(index_actions),
-                                       resource_arns=[self.index_arn])
+                                       resource_arns=[self.index_arn],
+                                       conditions=_scoped(index_leading_keys(jobs)))
         if self.encryption_key is not None:
             self.encryption_key.grant_encrypt_decrypt(grantee)

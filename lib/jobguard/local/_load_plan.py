@@ -1,24 +1,25 @@
 """The fault load's plan: which job gets which event, in what order (private).
 
 Every tick is scheduled relative to the worker's clock when the plan is made, inside
-the window a guarded job accepts::
+the window a guarded job accepts (a tick is delivered at or after its time: one ahead of
+the worker's clock by more than the job's skew margin is refused)::
 
-    stale_after ago        TICKS_BEHIND ago       now      TICKS_AHEAD    TICK_AHEAD_LIMIT
-         |  late (stale)  |  on-time ticks, one second each per job  |            |  malformed
-    -----+----------------+------------------------------+--------+--------------+------------>
+    stale_after ago        TICKS_BEHIND ago                     now   MALFORMED_AHEAD
+         |  late (stale)  |  on-time ticks, one second each per job |        |  malformed
+    -----+----------------+-----------------------------------------+--------+------------>
 
 - on-time ticks: each job's ticks fall on distinct whole seconds from ``TICKS_BEHIND``
-  ago to ``TICKS_AHEAD`` ahead (a schedule compressed into the load's minutes), drawn
-  at random; no two triggers of a job share a time, so the only repeats are the
-  deliveries planned as such. They stay accepted while the load runs: none is more than
-  ``TICKS_AHEAD`` ahead (the guard refuses more than ``TICK_AHEAD_LIMIT``), and none
-  becomes stale before ``stale_after - TICKS_BEHIND`` has passed (30 minutes with the
+  ago up to the clock (a schedule compressed into the load's minutes), drawn at random;
+  no two triggers of a job share a time, so the only repeats are the deliveries planned
+  as such. They stay accepted while the load runs: none is ahead of the clock, and none
+  becomes stale before ``stale_after - TICKS_BEHIND`` has passed (20 minutes with the
   default hour).
 - late: a retry delivered after ``stale_after`` (Scheduler retries a tick for up to a
   day): the protocol records it ``stale`` and does not run it.
-- malformed: a tick scheduled further ahead than ``TICK_AHEAD_LIMIT`` (no schedule
-  writes one): refused with ``InvalidTriggerError`` before anything is written. Counted
-  on a line of their own, never as a decision.
+- malformed: a tick scheduled at least ``MALFORMED_AHEAD`` ahead of the clock, beyond
+  the load's skew margin (no schedule sends one: a hand-made early tick): refused with
+  ``InvalidTriggerError`` before anything is written. Counted on a line of their own,
+  never as a decision.
 - about one delivery in ten is delivered again at once (the same event: one trigger).
 """
 
@@ -29,14 +30,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..guard import TICK_AHEAD_LIMIT
 from ..triggers import format_instant, tick_trigger_id
 
-TICKS_BEHIND = timedelta(minutes=30)
-"""The oldest on-time tick, behind the clock when the plan is made."""
+TICKS_BEHIND = timedelta(minutes=40)
+"""The oldest on-time tick, behind the clock when the plan is made (the newest is a
+second behind it)."""
 
-TICKS_AHEAD = timedelta(minutes=10)
-"""The newest on-time tick, ahead of the clock (inside ``TICK_AHEAD_LIMIT``)."""
+MALFORMED_AHEAD = timedelta(minutes=1)
+"""The least a malformed tick is ahead of the clock: more than the load's jobs' skew
+margin (1 s), so every one is refused."""
 
 REDELIVERED = 0.1
 """Share of deliveries sent again at once (a duplicate delivery of one trigger)."""
@@ -45,7 +47,7 @@ LATE = 0.02
 """Share of triggers that are ticks delivered after ``stale_after``."""
 
 MALFORMED = 0.01
-"""Share of triggers that are ticks scheduled beyond ``TICK_AHEAD_LIMIT``."""
+"""Share of triggers that are ticks scheduled ``MALFORMED_AHEAD`` or more ahead."""
 
 TICK, LATE_TICK, MALFORMED_TICK = "tick", "late", "malformed"
 
@@ -67,7 +69,7 @@ class Planned:
 def plan_load(names: list[str], triggers: int, *, now: datetime, stale_after: timedelta,
               rng: random.Random) -> list[Planned]:
     """``triggers`` deliveries over the jobs ``names``, scheduled relative to ``now``."""
-    window_s = int((TICKS_BEHIND + TICKS_AHEAD).total_seconds())
+    window_s = int(TICKS_BEHIND.total_seconds())
     first = now.replace(microsecond=0) - TICKS_BEHIND
     seen: set[str] = set()
     plan: list[Planned] = []
@@ -80,8 +82,8 @@ def plan_load(names: list[str], triggers: int, *, now: datetime, stale_after: ti
         # one planned as such (again=True), so the counts say what was delivered twice
         for _ in range(100):
             if kind == MALFORMED_TICK:
-                at = first + TICKS_BEHIND + TICK_AHEAD_LIMIT + timedelta(
-                    seconds=rng.randrange(60, 3 * 3600))
+                at = first + TICKS_BEHIND + MALFORMED_AHEAD + timedelta(
+                    seconds=rng.randrange(0, 3 * 3600 - 60))
             elif kind == LATE_TICK:
                 at = first + TICKS_BEHIND - stale_after - timedelta(
                     seconds=rng.randrange(60, 3600))

@@ -86,8 +86,9 @@ def _play(scenario: _Scenario, aws: Any, table: str) -> dict[str, Any]:
     config = JobConfig(name=name, policy=policy, table_name=table,
                        lease=timedelta(seconds=30), heartbeat_every=timedelta(seconds=1))
     job = GuardedJob(config, lambda_handler, store=store, queue=queue)
-    start = datetime.now(UTC).replace(microsecond=0)
-    events = [{"job": name, "scheduled_at": format_instant(start + timedelta(minutes=m))}
+    # the last TICKS + 1 minutes' ticks, oldest first (a tick is never ahead of the clock)
+    now = datetime.now(UTC).replace(microsecond=0)
+    events = [{"job": name, "scheduled_at": format_instant(now - timedelta(minutes=TICKS - m))}
               for m in range(TICKS + 1)]
     threads: list[threading.Thread] = []
 
