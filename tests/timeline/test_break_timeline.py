@@ -320,3 +320,25 @@ def test_a_dense_lane_of_mostly_healthy_runs_does_not_read_as_mostly_failed():
     assert everything > 1000  # the lane is drawn across the day
     assert spans["failed"]  # the failures are there to see
     assert area["failed"] < (area["failed"] + area["succeeded"]) / 2, area
+
+
+def test_hover_text_keeps_its_lines_and_a_records_newline_never_makes_one():
+    """GIVEN a run whose trigger id, requester and error hold a newline followed by a
+    forged fact, an escape sequence and a bidi override WHEN the page is drawn THEN the
+    bar's hover text has one fact a line (the run, its times, its trigger, its facts),
+    the record's own newline and controls are shown as escapes, and no raw control or
+    bidi character is on the page."""
+    hostile = "x\nsucceeded: all fine\x1b[2J\u202e"
+    record = _ran(1, T0 + 60_000, T0 + 120_000, "failed", requested_by=hostile)
+    record = RunRecord(**{**record.__dict__, "trigger_id": f"crm-sync@{hostile}",
+                          "error": f"boom {hostile}", "requested_by": hostile})
+    page = render_page(build_timeline([("crm-sync", [record])], Window(T0, T0 + DAY),
+                                      now_ms=T0 + DAY))
+    title = page.split('data-kind="run"', 1)[1].split("<title>", 1)[1].split("</title>", 1)[0]
+    lines = title.split("\n")
+    assert lines[0].startswith(f"run {record.run_id}"), lines
+    assert lines[1].startswith("failed: "), lines
+    assert lines[2].startswith("trigger crm-sync@x\\nsucceeded: all fine\\x1b[2J\\u202e"), lines
+    assert not any(line.startswith("succeeded: all fine") for line in lines), lines
+    assert any(line.startswith("error: boom x\\nsucceeded") for line in lines), lines
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", page)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from .._safe_text import safe_lines
 from . import _format as f
 from ._layout import (
     BAR_H,
@@ -159,7 +160,18 @@ patternTransform="rotate(45)"><rect width="10" height="10" fill="#2b8fd6"/>\
 
 
 def _e(value: object, limit: int = 300) -> str:
+    """A value shown on the page: one line (:func:`jobguard.timeline._format.clean`),
+    HTML-escaped."""
     return escape(f.clean(value, limit), quote=True)
+
+
+def _lines(title: str, limit: int) -> str:
+    """Hover text composed here, one fact a line: its own line breaks kept (each record
+    value in it was made one line by ``f.clean`` as it was put in), anything else
+    escaped, cut at ``limit`` characters, HTML-escaped."""
+    if len(title) > limit:
+        title = title[: limit - 1] + "\u2026"
+    return escape(safe_lines(title), quote=True)
 
 
 class _Ids:
@@ -206,20 +218,22 @@ def _chart_summary(lane: Lane) -> str:
 
 
 def _bar_title(bar: Bar) -> str:
-    lines = [f"run {bar.run_id}" + (f" · fence {bar.fence}" if bar.fence is not None else ""),
-             f"{f.STATUS_LABEL.get(bar.status, bar.status)}: {f.iso(bar.start_ms)} → "
+    lines = [f"run {f.clean(bar.run_id, 60)}"
+             + (f" · fence {bar.fence}" if bar.fence is not None else ""),
+             f"{f.clean(f.STATUS_LABEL.get(bar.status, bar.status), 40)}: "
+             f"{f.iso(bar.start_ms)} → "
              + ("still running" if bar.status == "running" else
                 "end unknown" if bar.open_end else f"{f.iso(bar.end_ms)}")
              + f" ({f.duration(bar.duration_ms)})",
-             f"trigger {bar.trigger_id}" + (f" ({bar.trigger_kind})" if bar.trigger_kind
-                                            else "")]
+             f"trigger {f.clean(bar.trigger_id, 120)}"
+             + (f" ({f.clean(bar.trigger_kind, 40)})" if bar.trigger_kind else "")]
     return "\n".join(lines + f.run_facts(bar))
 
 
 def _mark_title(mark: Mark) -> str:
-    lines = [f"{mark.decision} at {f.iso(mark.at_ms)}: "
-             f"{f.DECISION_MEANING.get(mark.decision, mark.decision)}",
-             f"trigger {mark.trigger_id}", f"record {mark.run_id}"]
+    lines = [f"{f.clean(mark.decision, 40)} at {f.iso(mark.at_ms)}: "
+             f"{f.clean(f.DECISION_MEANING.get(mark.decision, mark.decision), 200)}",
+             f"trigger {f.clean(mark.trigger_id, 120)}", f"record {f.clean(mark.run_id, 60)}"]
     return "\n".join(lines + f.mark_facts(mark))
 
 
@@ -230,7 +244,7 @@ def _group_title(shape: Shape) -> str:
     for bar in group:
         for key, value in bar.items.items():
             items[key] = items.get(key, 0) + value
-    status = f.STATUS_LABEL.get(group[0].status, group[0].status)
+    status = f.clean(f.STATUS_LABEL.get(group[0].status, group[0].status), 40)
     return "\n".join(x for x in (
         f"{len(group)} runs {status}"
         + (f" of the {shape.share_of} runs of this pixel" if shape.share_of else "")
@@ -255,10 +269,12 @@ def _marks_title(group: Sequence[Mark]) -> str:
 
 def _marker_title(marker: Marker) -> str:
     if marker.kind == "takeover":
-        return (f"takeover at {f.iso(marker.at_ms)}: run {marker.by} took the lease of run "
-                f"{marker.run_id}" + (f" with fence {marker.fence}" if marker.fence else ""))
-    return (f"force release at {f.iso(marker.at_ms)}: run {marker.run_id}'s lease "
-            f"(fence {marker.fence}) released; {marker.by or 'by an operator'}")
+        return (f"takeover at {f.iso(marker.at_ms)}: run {f.clean(marker.by, 60)} took the "
+                f"lease of run {f.clean(marker.run_id, 60)}"
+                + (f" with fence {marker.fence}" if marker.fence else ""))
+    return (f"force release at {f.iso(marker.at_ms)}: run {f.clean(marker.run_id, 60)}'s "
+            f"lease (fence {marker.fence}) released; "
+            f"{f.clean(marker.by or 'by an operator', 160)}")
 
 
 def _axis(g: Geometry, height: int, out: list[str]) -> None:
@@ -320,7 +336,7 @@ def _shape_svg(shape: Shape, n: int, y: float, row_id: int) -> str:
                 f'width="{round(max(MERGE_PX, shape.x1 - shape.x0) + BLEED_PX, 1)}" '
                 f'height="{shape.height}" data-kind="runs" data-count="{len(shape.bars)}" '
                 f'data-status="{_e(bar.status, 40)}"><title>'
-                f"{_e(_group_title(shape), 600)}</title></rect>")
+                f"{_lines(_group_title(shape), 600)}</title></rect>")
     x0 = shape.x0
     if shape.share_of:
         width = round(max(MERGE_PX, shape.x1 - x0) + BLEED_PX, 1)
@@ -333,7 +349,7 @@ def _shape_svg(shape: Shape, n: int, y: float, row_id: int) -> str:
     out = (f'<a href="#t{row_id}"><rect id="r{n}" class="b s-{status}" x="{x0}" y="{top}" '
            f'width="{width}" height="{shape.height}"{corner} data-kind="run" '
            f'data-status="{_e(bar.status, 40)}" data-start-ms="{bar.start_ms}" '
-           f'data-end-ms="{bar.end_ms}"><title>{_e(title, 1500)}</title></rect></a>')
+           f'data-end-ms="{bar.end_ms}"><title>{_lines(title, 1500)}</title></rect></a>')
     text = "" if shape.share_of else _bar_label(bar, width)
     if text:
         dark = " dark" if bar.status == "incomplete" else ""
@@ -396,7 +412,7 @@ def _lane_svg(lane: Lane, index: int, top: int, g: Geometry, ids: _Ids,
                 out.append(f'<path class="became" d="M{x + 6} {y}L{bx} {by}"/>')
         use = (f'<use href="#m-{kind}" x="{round(x - 6, 1)}" y="{y - 6}" '
                f'data-kind="decision" data-decision="{_e(mark.decision, 40)}" '
-               f'data-at-ms="{mark.at_ms}"><title>{_e(_mark_title(mark), 1200)}</title>'
+               f'data-at-ms="{mark.at_ms}"><title>{_lines(_mark_title(mark), 1200)}</title>'
                "</use>")
         out.append(f'<a href="#r{target}">{use}</a>' if target else use)
     for bar in lane.bars:  # a lease held with no heartbeat: to its takeover, or expiry
@@ -456,7 +472,7 @@ def _marker_svg(marker: Marker, index: int, body_top: int, rows: int, g: Geometr
                f'text-anchor="{"end" if right else "start"}">▼ {word}</text>')
     target = ids.bar.get((index, marker.run_id))
     inner = (f'<g data-kind="marker" data-marker="{_e(marker.kind, 40)}" '
-             f'data-at-ms="{marker.at_ms}"><title>{_e(_marker_title(marker), 600)}</title>'
+             f'data-at-ms="{marker.at_ms}"><title>{_lines(_marker_title(marker), 600)}</title>'
              f'<line class="mk" x1="{x}" y1="{body_top - 2}" x2="{x}" y2="{bottom}" '
              f'stroke="{colour}"/>{tag}</g>')
     return f'<a href="#r{target}">{inner}</a>' if target else inner
