@@ -1176,7 +1176,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``jobguard`` command; its exit status. Everything it prints, on stdout and
     stderr, reaches the terminal through :func:`jobguard._safe_text.safe_streams`."""
     with safe_streams():
-        return _main(argv)
+        try:
+            return _main(argv)
+        except Exception as exc:  # noqa: BLE001 - a crash, said here (exit status 1)
+            _crash(exc)
+            return 1
+
+
+def _crash(exc: BaseException) -> None:
+    """A command's crash on stderr, while the stream still escapes: its traceback, each
+    exception's message one safe line (it may quote a record or a remote API's answer;
+    Python would print it after ``safe_streams`` restored the raw stream)."""
+    import traceback
+
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__
+                                        else current.__context__)
+    for one in reversed(chain):
+        said = "".join(traceback.format_exception_only(type(one), one)).rstrip("\n")
+        print("Traceback (most recent call last):\n"
+              + "".join(traceback.format_tb(one.__traceback__)) + safe_text(said),
+              file=sys.stderr)
 
 
 def _error(text: object) -> None:

@@ -358,7 +358,7 @@ def test_a_command_that_crashes_shows_its_traceback_escaped(jobguard_sandbox, ca
     """GIVEN a job whose source raises an exception quoting what a remote API answered
     (the attack) WHEN `recover --direct` plans it and the command crashes on that
     exception THEN the crash is said on stderr with every character escaped, exit 1:
-    the traceback does not wait for the stream's escaping to end (Python prints an
+    the traceback does not wait for the stream's escaping to end (Python printed an
     exception that leaves ``main`` after its ``with safe_streams()`` has restored the
     raw stream, so the attack reached the terminal as it was)."""
     module = f"hostile_feed_{tmp_path.name.replace('-', '_')}"
@@ -374,3 +374,4 @@ def test_a_command_that_crashes_shows_its_traceback_escaped(jobguard_sandbox, ca
     assert code == 1
     _safe(out, err.replace("Traceback (most recent call last)", ""))
     assert "RuntimeError: boom\\x1b[2J\\x1b]0;title\\x07\\n01M8" in err, err[-2000:]
+    assert all(s in err for s in SHOWN), err[-2000:]  # the message is one line
