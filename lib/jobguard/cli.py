@@ -259,24 +259,32 @@ def _known_job(args: argparse.Namespace, store: Any, field: str = "JOB",
                        f"{store.table_name} (known: {', '.join(known) or 'none'}){hint}")
 
 
+_LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last a date can show
+
+
 def _ms(ms: int | None) -> str | None:
     """An epoch-milliseconds time as ISO 8601 UTC with its ``Z`` (None when unset: null in
-    JSON, "-" in a table or text)."""
+    JSON, "-" in a table or text; a number no date can show, as that number)."""
     if not ms:
         return None
+    if not 0 < ms <= _LAST_MS:  # a row anyone may write: said, never a crash
+        return f"{ms} ms (not a time)"
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _with_times(row: dict[str, Any]) -> dict[str, Any]:
     """``*_at_ms`` times and the ``ttl_epoch_s`` expiry shown as ISO 8601 UTC (``*_at``,
-    ``ttl_at``); durations (``*_ms`` without ``_at``) stay numbers."""
+    ``ttl_at``); durations (``*_ms`` without ``_at``) stay numbers, and so does a time no
+    date can show (after the year 9999), under its own name."""
     out: dict[str, Any] = {}
     for key, value in row.items():
         number = isinstance(value, int) and not isinstance(value, bool)
-        if key.endswith("_at_ms") and (number or value is None):
-            out[key.removesuffix("_ms")] = _ms(value)
-        elif key == "ttl_epoch_s" and (number or value is None):
-            out["ttl_at"] = _ms(value * 1000 if value else None)
+        if (key.endswith("_at_ms") or key == "ttl_epoch_s") and (number or value is None):
+            ms = value * 1000 if key == "ttl_epoch_s" and value else value
+            if ms and not 0 < ms <= _LAST_MS:
+                out[key] = value  # a row anyone may write: shown, never a crash
+            else:
+                out["ttl_at" if key == "ttl_epoch_s" else key.removesuffix("_ms")] = _ms(ms)
         else:
             out[key] = value
     return out
