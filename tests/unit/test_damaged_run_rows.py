@@ -295,3 +295,16 @@ def test_items_names_a_damaged_item_row_and_lists_the_rest(env, capsys, attribut
     assert main(["items", JOB, "--json"]) == 0, capsys.readouterr().err[-1500:]
     rows = json.loads(capsys.readouterr().out)
     assert [r["work_id"] for r in rows] == ["good", "bad"] and "damaged" in rows[1]
+
+
+def test_runs_lists_the_run_log_when_the_lease_row_is_damaged(log, capsys):
+    """GIVEN crm-sync's run log and a lease row anyone who may write the table damaged
+    (its run_id a number) WHEN `jobguard runs` lists the log THEN exit 0 and every row
+    is listed: the lease row is not the run log (`status` names its damage)."""
+    store = log["store"]
+    store.client.put_item(TableName=store.table_name, Item={
+        "pk": {"S": job_pk(JOB)}, "sk": {"S": "LEASE"}, "fence": {"N": "3"},
+        "run_id": {"N": "5"}})
+    assert main(["runs", JOB, "--json"]) == 0, capsys.readouterr().err
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["run_id"] for r in rows} >= {r.run_id for r in log["good"]}
