@@ -1203,7 +1203,11 @@ def _crash(exc: BaseException) -> None:
         chain.append(current)
         current = current.__cause__ or (None if current.__suppress_context__
                                         else current.__context__)
-    for one in reversed(chain):
+    for index, one in enumerate(reversed(chain)):
+        if index:  # Python's own words between the exceptions of a chain
+            print("\nThe above exception was the direct cause of the following exception:\n"
+                  if one.__cause__ is not None else "\nDuring handling of the above "
+                  "exception, another exception occurred:\n", file=sys.stderr)
         said = "".join(traceback.format_exception_only(type(one), one)).rstrip("\n")
         print("Traceback (most recent call last):\n"
               + "".join(traceback.format_tb(one.__traceback__)) + safe_text(said),
