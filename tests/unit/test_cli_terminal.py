@@ -11,8 +11,8 @@ anyone who may write the table, the recovery function's answer.
 from __future__ import annotations
 
 import io
-import os
 import json
+import os
 import threading
 import zipfile
 from typing import Any
