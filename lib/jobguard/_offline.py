@@ -30,7 +30,8 @@ pytest loads the plugin:
    ``socket.socket``'s ``connect``, ``connect_ex``, ``sendto`` and ``sendmsg`` refuse a
    name before the socket looks it up (the audit event comes after the lookup).
 
-Not sealed: what ran before the seal (a plugin's import that already sent a request);
+Not sealed: what ran before the seal (a plugin's import that already sent a request, and
+a connection it left open, which a later request of the same session reuses);
 the keys of a client made before it, which still sign its requests to loopback hosts;
 other processes (they inherit the fake environment, not the refusals); networking done
 below Python's socket module (a C library's own sockets); and what a proxy listening on

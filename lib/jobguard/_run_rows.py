@@ -19,8 +19,9 @@ from .schema import PARTITION_KEY, RUN_PREFIX, SORT_KEY, TTL_ATTRIBUTE
 
 __all__ = ["read_run_row"]
 
-_MAX_MS = (1 << 48) - 1
-"""The last millisecond a run id can hold: a later "time" is no time."""
+_MAX_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z, the last millisecond a date can show (a run id holds
+later ones, up to the year 10889): a later "time" is no time."""
 _TEXT = ("owner", "holder_run_id", "scheduled_at", "requested_by", "delivery_id", "error",
          "detail")
 _TEXT_OR_EMPTY = ("trigger_id", "trigger_kind", "policy")

@@ -259,24 +259,32 @@ def _known_job(args: argparse.Namespace, store: Any, field: str = "JOB",
                        f"{store.table_name} (known: {', '.join(known) or 'none'}){hint}")
 
 
+_LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last a date can show
+
+
 def _ms(ms: int | None) -> str | None:
     """An epoch-milliseconds time as ISO 8601 UTC with its ``Z`` (None when unset: null in
-    JSON, "-" in a table or text)."""
+    JSON, "-" in a table or text; a number no date can show, as that number)."""
     if not ms:
         return None
+    if not 0 < ms <= _LAST_MS:  # a row anyone may write: said, never a crash
+        return f"{ms} ms (not a time)"
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _with_times(row: dict[str, Any]) -> dict[str, Any]:
     """``*_at_ms`` times and the ``ttl_epoch_s`` expiry shown as ISO 8601 UTC (``*_at``,
-    ``ttl_at``); durations (``*_ms`` without ``_at``) stay numbers."""
+    ``ttl_at``); durations (``*_ms`` without ``_at``) stay numbers, and so does a time no
+    date can show (after the year 9999), under its own name."""
     out: dict[str, Any] = {}
     for key, value in row.items():
         number = isinstance(value, int) and not isinstance(value, bool)
-        if key.endswith("_at_ms") and (number or value is None):
-            out[key.removesuffix("_ms")] = _ms(value)
-        elif key == "ttl_epoch_s" and (number or value is None):
-            out["ttl_at"] = _ms(value * 1000 if value else None)
+        if (key.endswith("_at_ms") or key == "ttl_epoch_s") and (number or value is None):
+            ms = value * 1000 if key == "ttl_epoch_s" and value else value
+            if ms and not 0 < ms <= _LAST_MS:
+                out[key] = value  # a row anyone may write: shown, never a crash
+            else:
+                out["ttl_at" if key == "ttl_epoch_s" else key.removesuffix("_ms")] = _ms(ms)
         else:
             out[key] = value
     return out
@@ -1176,7 +1184,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``jobguard`` command; its exit status. Everything it prints, on stdout and
     stderr, reaches the terminal through :func:`jobguard._safe_text.safe_streams`."""
     with safe_streams():
-        return _main(argv)
+        try:
+            return _main(argv)
+        except Exception as exc:  # noqa: BLE001 - a crash, said here (exit status 1)
+            _crash(exc)
+            return 1
+
+
+def _crash(exc: BaseException) -> None:
+    """A command's crash on stderr, while the stream still escapes: its traceback, each
+    exception's message one safe line (it may quote a record or a remote API's answer;
+    Python would print it after ``safe_streams`` restored the raw stream)."""
+    import traceback
+
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__
+                                        else current.__context__)
+    for index, one in enumerate(reversed(chain)):
+        if index:  # Python's own words between the exceptions of a chain
+            print("\nThe above exception was the direct cause of the following exception:\n"
+                  if one.__cause__ is not None else "\nDuring handling of the above "
+                  "exception, another exception occurred:\n", file=sys.stderr)
+        said = "".join(traceback.format_exception_only(type(one), one)).rstrip("\n")
+        print("Traceback (most recent call last):\n"
+              + "".join(traceback.format_tb(one.__traceback__)) + safe_text(said),
+              file=sys.stderr)
 
 
 def _error(text: object) -> None:

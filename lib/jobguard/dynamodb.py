@@ -1357,7 +1357,10 @@ class DynamoJobStore:
             if "LastEvaluatedKey" not in response:
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        lease = self.read_lease(job)
+        try:
+            lease = self.read_lease(job)
+        except DamagedRowError:  # named by `jobguard status`; the run log is still read
+            return rows[:limit]
         if lease.run_id and not any(r.run_id == lease.run_id for r in rows):
             active = RunRecord(
                 job=job, run_id=lease.run_id, trigger_id=lease.trigger_id or "",

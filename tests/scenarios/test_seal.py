@@ -486,3 +486,19 @@ def test_without_the_testing_extra_pytest_still_runs_sealed(tmp_path: Path) -> N
     # seal holds, and only the test asking for the sandbox fails, naming the extra
     assert "1 passed" in done.stdout and "1 error" in done.stdout, done.stdout + done.stderr
     assert "jobguard[testing]" in done.stdout or "moto" in done.stdout, done.stdout
+
+
+def test_the_testing_extra_needs_a_pytest_that_seals_at_import() -> None:
+    """The plugin seals when imported only if pytest says it is running (the
+    ``PYTEST_VERSION`` variable, pytest 8.2 and later); under an older pytest it seals
+    when the first conftest loads, after the entry-point plugins imported before it
+    made their clients. So ``jobguard[testing]`` accepts no pytest older than 8.2."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml")
+                            .read_text())["project"]
+    (pytest_req,) = [Requirement(r) for r in project["optional-dependencies"]["testing"]
+                     if Requirement(r).name == "pytest"]
+    assert not any(pytest_req.specifier.contains(v) for v in ("8.0.0", "8.1.2")), pytest_req

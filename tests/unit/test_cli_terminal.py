@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 import zipfile
 from typing import Any
@@ -326,3 +327,51 @@ def test_text_written_by_a_thread_during_a_command_is_escaped_too(capsys):
         worker.start()
         worker.join()
     assert capsys.readouterr().out == "log \\x1b[2J\\u202e\n"
+
+
+HOSTILE_FEED = '''
+from jobguard import BatchJob, JobConfig, WorkId, registry
+
+
+class Feed(BatchJob):
+    """A job whose source answers with an error body a stranger wrote."""
+
+    def select(self, cursor, limit):
+        raise RuntimeError(ATTACK)  # e.g. requests.HTTPError quoting the remote body
+
+    def work_id(self, record):
+        return WorkId(record, "note")
+
+    def process(self, record, item):
+        return "note-1"
+
+    def reconcile(self, record, item):
+        return None
+
+
+registry.register(Feed(JobConfig(name="hostile-feed")))
+'''
+
+
+def test_a_command_that_crashes_shows_its_traceback_escaped(jobguard_sandbox, capsys,
+                                                           monkeypatch, tmp_path):
+    """GIVEN a job whose source raises an exception quoting what a remote API answered
+    (the attack) WHEN `recover --direct` plans it and the command crashes on that
+    exception THEN the crash is said on stderr with every character escaped, exit 1:
+    the traceback does not wait for the stream's escaping to end (Python printed an
+    exception that leaves ``main`` after its ``with safe_streams()`` has restored the
+    raw stream, so the attack reached the terminal as it was)."""
+    module = f"hostile_feed_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(f"ATTACK = {ATTACK!r}\n{HOSTILE_FEED}")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("JOBGUARD_RECOVERY_MODULES", module)
+    monkeypatch.delenv("JOBGUARD_JOBS_MODULE", raising=False)
+    for name in ("AWS_ENDPOINT_URL", "JOBGUARD_TABLE"):  # --direct sets them: restored
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    capsys.readouterr()
+    code = main(["recover", "hostile-feed", "--from", "0", "--to", "5", "--direct"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    _safe(out, err.replace("Traceback (most recent call last)", ""))
+    assert "RuntimeError: boom\\x1b[2J\\x1b]0;title\\x07\\n01M8" in err, err[-2000:]
+    assert all(s in err for s in SHOWN), err[-2000:]  # the message is one line

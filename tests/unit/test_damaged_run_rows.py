@@ -238,3 +238,73 @@ def test_a_good_row_keeps_its_own_attributes():
         "items": {"M": {"completed": {"N": "2"}}}, "ttl_epoch_s": {"N": "9"}})
     assert isinstance(read, RunRecord) and read.status is RunStatus.INCOMPLETE
     assert read.extra == {"items": {"completed": 2}} and read.duration_ms == 5
+
+
+@pytest.mark.parametrize("output", ["table", "text", "json"])
+def test_a_time_past_the_year_9999_crashes_no_reader(env, capsys, output):
+    """GIVEN a run row whose started_at_ms is the last millisecond a run id can hold
+    (2**48 - 1: the year 10889) and a good row whose extra attribute ``taken_at_ms`` is
+    as far WHEN `runs`, `status` and `run` show them THEN no traceback: the first is
+    named damaged (no date shows it), the second is listed with that attribute kept as
+    the number it is, exit 0 (1 for `run` of the damaged one)."""
+    ddb, store = env
+    far, late = new_run_id(T0), new_run_id(T0 + 1_000)
+    for run_id, attributes in ((far, {"started_at_ms": {"N": str((1 << 48) - 1)}}),
+                               (late, {"taken_at_ms": {"N": str(10 ** 17)}})):
+        ddb.put_item(TableName=store.table_name, Item={
+            "pk": {"S": job_pk(JOB)}, "sk": {"S": run_sk(run_id)}, "job": {"S": JOB},
+            "run_id": {"S": run_id}, "status": {"S": "succeeded"}, **attributes})
+    for argv, code in ((["runs", JOB], 0), (["status", JOB], 0),
+                       (["run", far, "--job", JOB], 1), (["run", late, "--job", JOB], 0)):
+        capsys.readouterr()
+        assert main([*argv, "--output", output]) == code, argv
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err and captured.err == "", captured.err
+        assert "started_at_ms 281474976710655 is not a time in milliseconds" in \
+            captured.out or argv[1] == late, (argv, captured.out)
+    rows = json.loads(_cli_json(capsys, "runs", JOB))
+    assert {r["run_id"]: r.get("taken_at_ms") for r in rows}[late] == 10 ** 17
+
+
+def _cli_json(capsys, *argv: str) -> str:
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.xfail(strict=True, reason="item rows are read without checks "
+                   "(dynamodb_items.item_record): ItemState('bogus'), int('many') raise; "
+                   "needs a DamagedItem as DamagedRun, listed by `items`")
+@pytest.mark.parametrize("attributes", [
+    {"state": {"S": "bogus"}}, {"state": {"S": "failed"}, "attempts": {"S": "many"}},
+    {"state": {"S": "failed"}, "attempts": {"M": {}}}], ids=["state", "attempts", "map"])
+def test_items_names_a_damaged_item_row_and_lists_the_rest(env, capsys, attributes):
+    """GIVEN a failed item of crm-sync and, beside it in the unresolved index, a row that
+    is not a readable item (anyone who may write the table can leave one) WHEN `jobguard
+    items` lists them THEN exit 0, the good item listed, the damaged one named."""
+    from jobguard.schema import ITEM_SK, item_pk
+
+    ddb, store = env
+    store.pause(JOB, reason="x", now_ms=T0)  # the job is known to the table
+    for work_id, extra in (("good", {"state": {"S": "failed"}}), ("bad", attributes)):
+        ddb.put_item(TableName=store.table_name, Item={
+            "pk": {"S": item_pk(JOB, work_id)}, "sk": {"S": ITEM_SK},
+            "work_id": {"S": work_id}, "unresolved_pk": {"S": f"UNRESOLVED#{JOB}#00"},
+            "unresolved_sk": {"S": f"failed#{work_id}"}, **extra})
+    capsys.readouterr()
+    assert main(["items", JOB, "--json"]) == 0, capsys.readouterr().err[-1500:]
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["work_id"] for r in rows] == ["good", "bad"] and "damaged" in rows[1]
+
+
+def test_runs_lists_the_run_log_when_the_lease_row_is_damaged(log, capsys):
+    """GIVEN crm-sync's run log and a lease row anyone who may write the table damaged
+    (its run_id a number) WHEN `jobguard runs` lists the log THEN exit 0 and every row
+    is listed: the lease row is not the run log (`status` names its damage)."""
+    store = log["store"]
+    store.client.put_item(TableName=store.table_name, Item={
+        "pk": {"S": job_pk(JOB)}, "sk": {"S": "LEASE"}, "fence": {"N": "3"},
+        "run_id": {"N": "5"}})
+    assert main(["runs", JOB, "--json"]) == 0, capsys.readouterr().err
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["run_id"] for r in rows} >= {r.run_id for r in log["good"]}
