@@ -1246,9 +1246,8 @@ def _main(argv: Sequence[str] | None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except ModuleNotFoundError as exc:
-        # moto's server (Flask) is [local]'s alone: [testing] has the in-process emulator
-        extra = {"moto": "local", "flask": "local", "flask_cors": "local", "aws_cdk": "cdk",
-                 "constructs": "cdk", "cdk_nag": "cdk"}.get((exc.name or "").split(".")[0])
+        extra = {"moto": "local", "aws_cdk": "cdk", "constructs": "cdk",
+                 "cdk_nag": "cdk"}.get((exc.name or "").split(".")[0])
         if extra is None:
             raise
         _error(f"{args.command}: needs {exc.name}, which comes with "
