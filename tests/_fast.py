@@ -77,6 +77,7 @@ LONG_FIRST = (
     # the same for one job, kept running for the README's operator commands
     "cdk-synthesis",  # 40 s: 143 tests on three syntheses, cfn-lint and checkov
     "tests/ship/test_as_a_user.py",  # 35 s: the wheel installed in a fresh venv
+    "tests/ship/test_testing_extra.py",  # 28 s: the wheel, [testing] alone, a fresh venv
     "tests/scenarios/test_trigger_state.py::test_lease_row_stays_bounded",  # 32 s
     "tests/faults/test_load.py",  # 29 s
     "tests/scenarios/test_chaos.py",  # 26 s

@@ -96,6 +96,60 @@ def test_without_an_extra_the_error_names_the_extra_to_install():
     assert "cdk " in done.stdout and "pip install 'jobguard[cdk]'" in done.stdout
 
 
+def test_the_testing_extra_pulls_no_moto_server_and_local_does():
+    """GIVEN the extras the wheel declares
+    THEN [testing] has moto without its server (no Flask, cfn-lint, docker: minutes and
+    hundreds of MB), [local] has the server, the two pin one moto (the emulator patches
+    its internals), and dev has both (this repository's tests use the server)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml")
+                           .read_text())["project"]["optional-dependencies"]
+    testing = {r.name: r for r in map(Requirement, extras["testing"])}
+    local = {r.name: r for r in map(Requirement, extras["local"])}
+    # (moto[dynamodb] adds docker; jobguard[local] would bring the server back)
+    assert "jobguard" not in testing and "docker" not in testing
+    assert not testing["moto"].extras & {"server", "all", "dynamodb"}, testing["moto"]
+    assert "server" in local["moto"].extras
+    assert str(testing["moto"].specifier) == str(local["moto"].specifier) == "==5.2.5"
+    (dev,) = [r for r in map(Requirement, extras["dev"]) if r.name == "jobguard"]
+    assert {"testing", "local"} <= dev.extras
+
+
+@pytest.mark.process
+def test_with_the_testing_extra_alone_the_server_emulator_names_the_local_extra():
+    # GIVEN an environment with moto but not its server (the [testing] extra: no Flask)
+    code = (
+        "import sys\n"
+        "sys.modules['flask'] = None; sys.modules['flask_cors'] = None\n"
+        "from datetime import timedelta\n"
+        "from jobguard import OverlapPolicy, guarded\n"
+        "from jobguard.testing import Sandbox\n"
+        "@guarded('x', policy=OverlapPolicy.SKIP, lease=timedelta(minutes=2))\n"
+        "def handler(event, context): return {'ok': True}\n"
+        "with Sandbox.start() as sandbox: print('kit', sandbox.wire(handler).tick())\n"
+        "from jobguard.local.emulator import LocalAWS, main\n"
+        "try:\n"
+        "    LocalAWS().start()\n"
+        "except ModuleNotFoundError as exc: print('server', exc)\n"
+        "try:\n"
+        "    main([])\n"
+        "except SystemExit as exc: print('command', exc.code)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    # THEN the sandbox ticks a wired job (it needs no server)
+    assert "kit {'ok': True}" in done.stdout, done.stdout + done.stderr
+    # AND LocalAWS and `python -m jobguard.local.emulator` each say in one line which
+    # extra brings the server, without moto's warning (which names moto[server])
+    assert "server " in done.stdout and "pip install 'jobguard[local]'" in done.stdout
+    assert "command 2" in done.stdout
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("python -m jobguard.local.emulator: error: ") and (
+        "pip install 'jobguard[local]'" in line), line
+
+
 def test_the_version_is_one_number_in_both_places():
     """``jobguard --version`` falls back to ``jobguard.__version__``; the wheel carries
     pyproject's version: they must be the same number."""

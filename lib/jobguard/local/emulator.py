@@ -66,6 +66,7 @@ __all__ = [
     "ENDPOINT_LINE_PREFIX",
     "FAKE_CREDENTIAL",
     "InProcessAWS",
+    "LOCAL_EXTRA",
     "LocalAWS",
     "in_process",
     "main",
@@ -240,6 +241,28 @@ class _SerializeRequests:
         return [body]
 
 
+LOCAL_EXTRA: Final = "pip install 'jobguard[local]'"
+"""What brings moto's server (Flask and the rest): ``jobguard[testing]`` has only the
+in-process emulator (:func:`in_process`)."""
+
+
+@contextmanager
+def _moto_server() -> Iterator[None]:
+    """Around an import of moto's server: a module it lacks is named in one line that
+    says which extra brings it (instead of moto's own warning, which names moto[server])."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="When using MotoServer")
+            yield
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"the server-based emulator (LocalAWS) needs moto's server, and {exc.name} is "
+            f"not installed: {LOCAL_EXTRA} (jobguard[testing] has the in-process one only)",
+            name=exc.name) from None
+
+
 # Seconds the emulator spent handling DynamoDB requests (under the lock), process-wide:
 # lets a benchmark tell the emulator's own work from the client's.
 _SERVICE_TIME = [0.0]
@@ -248,7 +271,8 @@ _SERVICE_TIME = [0.0]
 @functools.cache
 def _quiet_request_handler() -> type[WSGIRequestHandler]:
     """moto's request handler, minus the per-request access log lines on stderr."""
-    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    with _moto_server():
+        from moto.moto_server.werkzeug_app import MotoRequestHandler
 
     class _QuietMotoRequestHandler(MotoRequestHandler):
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -332,7 +356,11 @@ class LocalAWS:
         """
         if self._server is not None:
             raise RuntimeError("LocalAWS is already started")
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        with _moto_server():
+            from moto.moto_server.werkzeug_app import (
+                DomainDispatcherApplication,
+                create_backend_app,
+            )
         from werkzeug.serving import make_server
 
         app: WSGIApplication = _SerializeRequests(
@@ -890,6 +918,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
     parser.add_argument("--region", default=DEFAULT_REGION, help="region (default: %(default)s)")
     args = parser.parse_args(argv)
+    try:
+        with _moto_server():
+            import moto.moto_server.werkzeug_app  # noqa: F401 - [testing] lacks it
+    except ModuleNotFoundError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
 
     stop_requested = threading.Event()
 

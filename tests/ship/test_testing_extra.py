@@ -1,0 +1,130 @@
+"""``pip install 'jobguard[testing]'`` alone, as a project that only tests its handlers
+installs it (issue 29, row 6): the wheel with its ``testing`` extra in a new virtual
+environment outside the repository. The sandbox, the pytest plugin and ``jobguard local``
+work there on the in-process emulator; moto's server (Flask and the parsers of every
+AWS service) is not installed, and what needs it says in one line which extra brings it.
+
+The install pins every dependency to the version this repository's environment tested,
+as in :mod:`tests.ship.test_as_a_user` (``python -m bench.testing_extra`` measures the
+same install from the package index, for its time and size)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .test_as_a_user import ROOT, _run, _user_env
+
+pytestmark = pytest.mark.timeout(600)
+
+SERVER_ONLY = ("flask", "flask_cors", "cfnlint", "docker", "sympy", "networkx",
+               "graphql", "aws_xray_sdk", "openapi_spec_validator")
+"""Top-level modules that moto[server] (and moto[dynamodb]'s docker) brought along."""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The wheel, built from the repository's files and installed with its ``testing``
+    extra only into a virtual environment outside the repository; yields its bin/."""
+    work = tmp_path_factory.mktemp("tester")
+    clone = work / "clone"
+    clone.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, clone / name)
+    shutil.copytree(ROOT / "lib", clone / "lib",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", "dist", "."], cwd=clone)
+    (wheel,) = (clone / "dist").glob("jobguard-*.whl")
+    _run([sys.executable, "-m", "venv", str(work / "venv")], cwd=work)
+    frozen = _run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"], cwd=work).stdout
+    constraints = work / "constraints.txt"
+    constraints.write_text("\n".join(
+        line for line in frozen.splitlines()
+        if not line.startswith(("jobguard", "-e")) and " @ " not in line))
+    bin_dir = work / "venv" / "bin"
+    _run([str(bin_dir / "pip"), "install", "-q", "--no-compile", "--disable-pip-version-check",
+          "--constraint", str(constraints), f"{wheel}[testing]"], cwd=work, timeout=600)
+    yield bin_dir
+
+
+def test_the_testing_extra_brings_no_server(installed: Path, tmp_path: Path) -> None:
+    # GIVEN a venv with jobguard[testing] alone
+    # WHEN its Python looks for what moto's server brought
+    done = _run([str(installed / "python"), "-c",
+                 "import importlib.util as u, jobguard.testing, moto; "
+                 f"print(' '.join(m for m in {SERVER_ONLY!r} if u.find_spec(m)))"],
+                cwd=tmp_path, env=_user_env(installed))
+    # THEN none of it is there (the kit and moto are)
+    assert done.stdout.strip() == "", done.stdout
+
+
+def test_a_users_sandbox_test_passes_with_the_testing_extra_alone(installed: Path,
+                                                                 tmp_path: Path) -> None:
+    # GIVEN a project with one job and a test that wires it into the sandbox
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_job.py").write_text(textwrap.dedent("""
+        from datetime import timedelta
+
+        import boto3
+
+        from jobguard import OverlapPolicy, guarded
+
+
+        @guarded("nightly", policy=OverlapPolicy.SKIP, lease=timedelta(minutes=2))
+        def handler(event, context):
+            boto3.client("s3").create_bucket(Bucket="nightly-out")
+            boto3.client("s3").put_object(Bucket="nightly-out", Key="done", Body=b"1")
+            return {"ok": True}
+
+
+        def test_a_tick_runs_once(jobguard_sandbox):
+            job = jobguard_sandbox.wire(handler)
+            assert job.tick() == {"ok": True}
+            assert job.tick()["decision"] == "duplicate"
+            assert sorted(job.decisions()) == ["duplicate", "ran"]
+            s3 = jobguard_sandbox.client("s3")
+            assert s3.get_object(Bucket="nightly-out", Key="done")["Body"].read() == b"1"
+    """))
+    # WHEN the user runs pytest
+    done = _run([str(installed / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                cwd=tmp_path, env=_user_env(installed))
+    # THEN the plugin's sandbox runs it, on the in-process emulator
+    assert "1 passed" in done.stdout, done.stdout
+
+
+def test_jobguard_local_runs_on_the_in_process_emulator(installed: Path,
+                                                       tmp_path: Path) -> None:
+    # WHEN the user runs `jobguard local` (load under faults, on the embedded emulator)
+    done = _run([str(installed / "jobguard"), "local", "--triggers", "5", "--jobs", "1"],
+                cwd=tmp_path, env=_user_env(installed))
+    # THEN it runs without moto's server, and its checks hold
+    assert "violations 0" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_the_server_emulator_names_the_local_extra(installed: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    # WHEN the user starts the server-based emulator, as a command and from Python
+    command = subprocess.run([str(installed / "python"), "-m", "jobguard.local.emulator"],
+                             cwd=tmp_path, env=_user_env(installed), capture_output=True,
+                             text=True, timeout=120, check=False)
+    library = subprocess.run(
+        [str(installed / "python"), "-c",
+         "from jobguard.local.emulator import LocalAWS\n"
+         "try:\n    LocalAWS().start()\nexcept ModuleNotFoundError as exc: print(exc)"],
+        cwd=tmp_path, env=_user_env(installed), capture_output=True, text=True, timeout=120,
+        check=False)
+    # THEN the command ends with one line naming the extra that brings it, no traceback
+    assert command.returncode == 2, command.stdout + command.stderr
+    assert command.stderr.count("\n") == 1, command.stderr
+    assert "pip install 'jobguard[local]'" in command.stderr
+    # AND LocalAWS raises the same line (moto's own warning, naming moto[server], is kept
+    # out of it)
+    assert library.stdout.count("\n") == 1, library.stdout
+    assert "pip install 'jobguard[local]'" in library.stdout
+    assert "Warning" not in library.stderr, library.stderr
