@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 from ._cron import longest_gap
@@ -303,7 +304,10 @@ class JobDefinition:
             "redact": self.redact,
         }
         options.update(overrides)
-        return JobConfig(**options)
+        config = JobConfig(**options)
+        # what the stack sets on the function, for the testing kit's sandbox to apply
+        object.__setattr__(config, "environment", MappingProxyType(dict(self.environment)))
+        return config
 
     def for_drills(self) -> JobDefinition:
         """The same job with its clock compressed for ``jobguard drill``.
