@@ -726,7 +726,7 @@ def _stack(args: argparse.Namespace, default: str) -> tuple[str, str]:
     return default, f"the default: no --stack or {STACK_ENV}"
 
 
-def _no_stack(stack: str, named_by: str, exc: Exception) -> str:
+def _no_stack(stack: str, named_by: str, exc: BaseException) -> str:
     """The one line for a stack that does not exist: which, named by what, how to name
     another."""
     return (f"there is no stack {stack!r} ({named_by}; CloudFormation: {exc}): name the "

@@ -204,7 +204,7 @@ class JobDefinition:
         ``"auto"`` :data:`AUTO_OVERLAP_SHARE` where a run can reach it and None (no
         overlap alarm) where it cannot."""
         share = self.overlap_alarm_share
-        if share != AUTO:
+        if share is None or isinstance(share, int | float):
             return None if share is None else float(share)  # checked when defined
         timeout = self.timeout if function_timeout is None else function_timeout
         longest = timeout - self.config().time_margin
@@ -341,7 +341,7 @@ class JobDefinition:
         environment says so (:meth:`as_deployed`).
         """
         share = self.overlap_alarm_share
-        if share is not None and share != AUTO:  # "auto" fits the drill timeout itself
+        if isinstance(share, int | float):  # "auto" fits the drill timeout itself
             longest = DRILL_TIMEOUT - self.config().time_margin
             if (self.interval or DRILL_TIMEOUT) * share >= longest:
                 share = None  # a drill run cannot last until the next tick
