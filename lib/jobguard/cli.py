@@ -709,12 +709,36 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
+STACK_ENV = "JOBGUARD_STACK"
+RECOVER_STACK = "JobGuard"
+"""``recover``'s stack when neither ``--stack`` nor ``JOBGUARD_STACK`` names one."""
+DRILL_STACK = "JobGuard-drills"
+"""``drill``'s stack when neither ``--stack`` nor ``JOBGUARD_STACK`` names one."""
+
+
+def _stack(args: argparse.Namespace, default: str) -> tuple[str, str]:
+    """The stack a command reads (``--stack``, else ``JOBGUARD_STACK``, else ``default``),
+    and what named it, for an error to say."""
+    if args.stack:
+        return args.stack, "--stack"
+    if os.environ.get(STACK_ENV):
+        return os.environ[STACK_ENV], STACK_ENV
+    return default, f"the default: no --stack or {STACK_ENV}"
+
+
+def _no_stack(stack: str, named_by: str, exc: BaseException) -> str:
+    """The one line for a stack that does not exist: which, named by what, how to name
+    another."""
+    return (f"there is no stack {stack!r} ({named_by}; CloudFormation: {exc}): name the "
+            f"deployed one with --stack STACK or {STACK_ENV}")
+
+
 def _recovery_function(args: argparse.Namespace) -> str:
     """The deployed recovery function's name, from the stack's ``RecoveryFunctionName``
     output (``--stack``, default ``JOBGUARD_STACK`` or ``JobGuard``)."""
     from botocore.exceptions import ClientError
 
-    stack = args.stack or os.environ.get("JOBGUARD_STACK") or "JobGuard"
+    stack, named_by = _stack(args, RECOVER_STACK)
     # (CloudFormation speaks XML: outside the fault matrix, whose injected answers are
     # JSON. A throttle or outage here is said plainly, exit 1, before anything is invoked.)
     try:
@@ -722,9 +746,10 @@ def _recovery_function(args: argparse.Namespace) -> str:
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ValidationError":
             raise
-        raise CommandError("--function-name", f"not given, and there is no stack {stack!r} "
-                           f"to find it in ({exc}): pass --function-name, --stack, or "
-                           "--direct to run the recovery in this process") from None
+        raise CommandError("--function-name",
+                           f"not given, and {_no_stack(stack, named_by, exc)}; or pass "
+                           "--function-name, or --direct to run the recovery in this "
+                           "process") from None
     for output in described["Stacks"][0].get("Outputs", []):
         if output.get("OutputKey") == "RecoveryFunctionName":
             return str(output["OutputValue"])
@@ -1092,7 +1117,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the deployed recovery function (default: the stack's "
                               "RecoveryFunctionName output)")
     recover.add_argument("--stack", help="the stack to find the recovery function in "
-                         "(default: JOBGUARD_STACK, else JobGuard)")
+                         f"(default: {STACK_ENV}, else {RECOVER_STACK})")
     recover.add_argument("--direct", action="store_true",
                          help="run the recovery in this process instead of the Lambda, "
                               "with your own credentials on the table and the job's data "
@@ -1153,9 +1178,10 @@ def build_parser() -> argparse.ArgumentParser:
         "drill", "run the failure drills against a stack deployed with "
         "-c jobguard:drills=true (locally: --endpoint-url; in AWS: --profile/--region)",
         job=False)
-    drill.add_argument("--stack", default="JobGuard-drills",
-                       help="the drills deployment's CloudFormation stack (JobGuard-drills; "
-                            "locally JobGuard-local)")
+    drill.add_argument("--stack",
+                       help=f"the drills deployment's CloudFormation stack (default: "
+                            f"{STACK_ENV}, else {DRILL_STACK}; `make demo` deploys "
+                            "JobGuard-local)")
     drill.add_argument("--only", action="append", metavar="NAME",
                        help="run only this drill (repeatable)")
     drill.add_argument("--job", help="drill this job (any deployed guarded job: the "
@@ -1168,13 +1194,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
-    from .drill.runner import main_drill
+    from .drill.runner import NoSuchStack, main_drill
 
     # the deployment's jobs and their policies come from its definitions, named
     jobs = [(job.name, job.policy.value)
             for job in _definitions(args, needed_by="drill").values()]
+    args.stack, named_by = _stack(args, DRILL_STACK)
     try:
         return main_drill(args, jobs=jobs)
+    except NoSuchStack as exc:
+        raise CommandError("--stack", _no_stack(args.stack, named_by, exc.__cause__ or exc)
+                           ) from None
     except ValueError as exc:
         field, _, message = str(exc).partition(": ")
         raise CommandError(field, message or field) from None

@@ -6,10 +6,11 @@ import time of the handler module), not at 3 a.m. when two runs meet.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
+from types import MappingProxyType
 
 from ._bounds import batch_size_problem
 from ._durations import human
@@ -149,6 +150,13 @@ class JobConfig:
     If it raises (or returns no string), ``<redaction failed: ExceptionType>`` is
     written instead of the text. The exception the handler raised is not touched: it
     is raised again, to Lambda (see :mod:`jobguard._redact`)."""
+
+    environment: Mapping[str, str] = field(
+        init=False, repr=False, compare=False, default_factory=lambda: MappingProxyType({}))
+    """The job function's own environment variables: its
+    :attr:`jobguard.definitions.JobDefinition.environment`, which the stack sets on the
+    function (empty for a config not made by :meth:`JobDefinition.config`). Read only:
+    the testing kit's sandbox applies them to a wired job, as the Lambda has them."""
 
     _heartbeat: timedelta = field(init=False, repr=False, compare=False)
 

@@ -24,15 +24,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal
 
 from ._cron import longest_gap
 from ._durations import human
 from .config import JobConfig, OverlapPolicy, validate_job_name
 from .errors import ConfigError
 
-__all__ = ["DRILL_HEARTBEAT", "DRILL_LEASE", "DRILL_TIMEOUT", "AlarmWindow", "JobDefinition",
-           "MAX_LAMBDA_TIMEOUT"]
+__all__ = ["AUTO_OVERLAP_SHARE", "DRILL_HEARTBEAT", "DRILL_LEASE", "DRILL_TIMEOUT",
+           "AlarmWindow", "JobDefinition", "MAX_LAMBDA_TIMEOUT"]
 
 MAX_LAMBDA_TIMEOUT = timedelta(minutes=15)
 VISIBILITY_FACTOR = 6
@@ -50,6 +51,9 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ALARM_RANGE = timedelta(days=7)
 _SHORT_PERIOD_RANGE = timedelta(days=1)
 _HOUR = timedelta(hours=1)
+AUTO = "auto"
+AUTO_OVERLAP_SHARE = 0.8
+"""The overlap alarm's share where ``overlap_alarm_share="auto"`` lets a run reach it."""
 
 
 @dataclass(frozen=True)
@@ -93,12 +97,15 @@ class JobDefinition:
     memory_mb: int = 256
     max_queued: int = 10
     stale_after: timedelta = timedelta(hours=1)
-    overlap_alarm_share: float | None = 0.8
+    overlap_alarm_share: float | Literal["auto"] | None = "auto"
     """Alarm when a run's duration exceeds this share of the schedule interval (of the
     timeout, for a cron schedule). It must be reachable: a run still going at the
     timeout is killed before it reports its duration, and a batch stops taking items
-    ``time_margin`` before, so share x interval must be below timeout - time_margin.
-    None: no overlap alarm, for a job whose runs cannot last until its next tick."""
+    ``time_margin`` before, so share x interval must be below timeout - time_margin; a
+    share given that is not is refused. None: no overlap alarm, for a job whose runs
+    cannot last until its next tick. ``"auto"`` (the default): 0.8 where a run can reach
+    it, else no overlap alarm (a ``rate()`` job whose timeout is shorter than its interval
+    cannot meet its next tick); see :meth:`overlap_share`."""
     skipped_alarm_count: int = 3
     """Alarm after this many skipped triggers in a row (evaluation periods)."""
     cron_interval: timedelta | None = None
@@ -146,10 +153,11 @@ class JobDefinition:
                 or not 128 <= self.memory_mb <= 10240:
             raise ConfigError("memory_mb", f"must be 128-10240, got {self.memory_mb!r}")
         share = self.overlap_alarm_share
-        if share is not None and (isinstance(share, bool) or not isinstance(share, int | float)
-                                  or not 0 < share <= 1):
+        if share is not None and share != AUTO and (
+                isinstance(share, bool) or not isinstance(share, int | float)
+                or not 0 < share <= 1):
             raise ConfigError("overlap_alarm_share",
-                              f"must be a number in (0, 1] or None, got {share!r}")
+                              f"must be a number in (0, 1], 'auto' or None, got {share!r}")
         if (isinstance(self.skipped_alarm_count, bool)
                 or not isinstance(self.skipped_alarm_count, int) or self.skipped_alarm_count < 1):
             raise ConfigError("skipped_alarm_count",
@@ -190,6 +198,19 @@ class JobDefinition:
             raise ConfigError("cron_interval", f"required for {self.schedule!r}")
         return derived
 
+    def overlap_share(self, function_timeout: timedelta | None = None) -> float | None:
+        """The overlap alarm's share (see :attr:`overlap_alarm_share`) with a function
+        of ``function_timeout`` (default: :attr:`timeout`): the share given, or for
+        ``"auto"`` :data:`AUTO_OVERLAP_SHARE` where a run can reach it and None (no
+        overlap alarm) where it cannot."""
+        share = self.overlap_alarm_share
+        if share is None or isinstance(share, int | float):
+            return None if share is None else float(share)  # checked when defined
+        timeout = self.timeout if function_timeout is None else function_timeout
+        longest = timeout - self.config().time_margin
+        fits = (self.interval or self.timeout) * AUTO_OVERLAP_SHARE < longest
+        return AUTO_OVERLAP_SHARE if fits else None
+
     def overlap_threshold(self, function_timeout: timedelta) -> timedelta | None:
         """The run duration the overlap alarm fires above, or None (no overlap alarm).
 
@@ -197,17 +218,18 @@ class JobDefinition:
             ConfigError: naming ``overlap_alarm_share`` when no run can last that long
                 (``function_timeout`` minus the job's time margin).
         """
-        if self.overlap_alarm_share is None:
+        share = self.overlap_share(function_timeout)
+        if share is None:
             return None
         yardstick = self.interval or self.timeout
-        threshold = yardstick * self.overlap_alarm_share
+        threshold = yardstick * share
         longest = function_timeout - self.config().time_margin
         if threshold >= longest:
             pace = "interval" if self.interval else "timeout"
             raise ConfigError(
                 "overlap_alarm_share",
-                f"({self.overlap_alarm_share}) puts the overlap alarm at a run of {threshold} "
-                f"({self.overlap_alarm_share:.0%} of the {yardstick} {pace}), but no run reports "
+                f"({share}) puts the overlap alarm at a run of {threshold} "
+                f"({share:.0%} of the {yardstick} {pace}), but no run reports "
                 f"a duration past {longest} (the {function_timeout} timeout kills it first; "
                 f"a batch stops taking items {self.config().time_margin} before): the alarm "
                 f"could never fire. Use a share below {longest / yardstick:.2f}, or None if a "
@@ -303,7 +325,10 @@ class JobDefinition:
             "redact": self.redact,
         }
         options.update(overrides)
-        return JobConfig(**options)
+        config = JobConfig(**options)
+        # what the stack sets on the function, for the testing kit's sandbox to apply
+        object.__setattr__(config, "environment", MappingProxyType(dict(self.environment)))
+        return config
 
     def for_drills(self) -> JobDefinition:
         """The same job with its clock compressed for ``jobguard drill``.
@@ -316,7 +341,7 @@ class JobDefinition:
         environment says so (:meth:`as_deployed`).
         """
         share = self.overlap_alarm_share
-        if share is not None:
+        if isinstance(share, int | float):  # "auto" fits the drill timeout itself
             longest = DRILL_TIMEOUT - self.config().time_margin
             if (self.interval or DRILL_TIMEOUT) * share >= longest:
                 share = None  # a drill run cannot last until the next tick

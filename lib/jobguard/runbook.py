@@ -58,10 +58,11 @@ def job_alarms(job: JobDefinition) -> dict[str, AlarmText]:
     name, interval = job.name, job.interval
     pace = f"its {_human(interval)} interval" if interval else f"its {_human(job.timeout)} timeout"
     texts: list[AlarmText] = []
-    if job.overlap_alarm_share is not None:
+    share = job.overlap_share()
+    if share is not None:
         texts.append(AlarmText(
             "overlap", "overlap ahead",
-            f"Overlap ahead: a run of {name} took more than {job.overlap_alarm_share:.0%} of "
+            f"Overlap ahead: a run of {name} took more than {share:.0%} of "
             f"{pace}; the next tick will meet a running run (policy {job.policy.value}).",
             f"shorten the batch (batch_size {job.batch_size}), lengthen the interval, or find "
             "the slow destination, before runs stop fitting."))

@@ -31,11 +31,13 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .dynamodb import DynamoJobStore
@@ -403,6 +405,8 @@ class Sandbox:
         self.store: DynamoJobStore = DynamoJobStore(table, client=self.client("dynamodb"))
         self._queues: dict[str, str] = {}
         self._deferred: dict[str, list[tuple[datetime, str]]] = {}
+        self._applied: dict[str, tuple[str, str, str | None]] = {}
+        """Each variable a wired job's definition set: (job, value, value before)."""
 
     @classmethod
     @contextmanager
@@ -414,7 +418,8 @@ class Sandbox:
         guarded job's store built anew at its next call
         (:func:`jobguard.guard.forget_runtimes`), so a module's handler may also be
         called directly with :func:`tick_event`. The environment is restored on
-        leaving. One sandbox at a time: the emulator's state is the process's."""
+        leaving (with every variable a wired job's definition set). One sandbox at a time:
+        the emulator's state is the process's."""
         import importlib.util
 
         if importlib.util.find_spec("moto") is None:
@@ -435,7 +440,9 @@ class Sandbox:
             if set_table_env:
                 stack.callback(_restore, _TABLE_ENV, os.environ.get(_TABLE_ENV))
                 os.environ[_TABLE_ENV] = name
-            yield cls(emulator, name, clock or ManualClock())
+            sandbox = cls(emulator, name, clock or ManualClock())
+            stack.callback(sandbox._restore_environment)
+            yield sandbox
 
     def client(self, service: str) -> Any:
         """A client of the emulator (``dynamodb``, ``sqs``, ``s3``, ...)."""
@@ -471,7 +478,14 @@ class Sandbox:
         module's own object is left as it is. A ``@guarded`` handler under other
         decorators (Powertools' ``@logger.inject_lambda_context`` above it) is found
         through their ``__wrapped__``; the wired job calls the guarded handler itself,
-        without the decorators above it."""
+        without the decorators above it.
+
+        The job's own environment (``JobDefinition.environment``, which the stack sets on
+        its function: a config made by ``JobDefinition.config()`` carries it) is set in
+        ``os.environ`` from here until the sandbox closes, as the Lambda has it from its
+        start. A variable already set to another value (by the test, the shell or another
+        wired job's definition) is refused naming it: set a test's own value after
+        ``wire()``."""
         from .batch import BatchJob
         from .guard import GuardedJob
 
@@ -485,6 +499,7 @@ class Sandbox:
             raise TypeError(f"wire() takes a @guarded handler, a GuardedJob or a BatchJob, "
                             f"got {type(handler).__name__}")
         config = handler.config
+        self._apply_environment(config.name, getattr(config, "environment", {}))
         url = self.trigger_queue(config.name) if config.needs_queue else None
         queue = (_KitQueue(url, client=self.client("sqs"), clock=clock or self.clock,
                            deferred=self._deferred.setdefault(url, []))
@@ -492,6 +507,30 @@ class Sandbox:
         wired = GuardedJob(config, handler.handler, store=self.store, queue=queue,
                            clock=clock or self.clock, serves_triggers=handler.serves_triggers)
         return WiredJob(self, wired, url, clock=clock)
+
+    def _apply_environment(self, job: str, variables: Mapping[str, str]) -> None:
+        """Set ``job``'s definition environment, refusing a variable set otherwise."""
+        for key, value in variables.items():
+            current = os.environ.get(key)
+            if current is not None and current != value:
+                by_job = self._applied.get(key)
+                setter = (f"the definition of {by_job[0]!r}"
+                          if by_job is not None and by_job[1] == current
+                          else "this process (the test or the shell)")
+                raise ConfigError(
+                    "environment",
+                    f"{key} is {current!r}, set by {setter}, but {job!r}'s definition sets "
+                    f"{value!r}, which its Lambda sees: unset it, or set the test's own "
+                    "value after wire()")
+        for key, value in variables.items():
+            if key not in self._applied:
+                self._applied[key] = (job, value, os.environ.get(key))
+            os.environ[key] = value
+
+    def _restore_environment(self) -> None:
+        for key, (_job, _value, before) in self._applied.items():
+            _restore(key, before)
+        self._applied.clear()
 
 
 class _KitQueue:

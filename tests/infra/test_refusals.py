@@ -13,11 +13,14 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Template
 
 from handlers.jobs import CRM_SYNC
 from infra.settings import StackSettings
 from infra.stack import HANDLER_PACKAGES, JobGuardStack
+from jobguard import OverlapPolicy
 from jobguard.cdk import GuardedJob, JobTable, LambdaBundle, Reconciler, RecoveryFunction
+from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 
 from .conftest import NIGHTLY
@@ -163,3 +166,23 @@ def test_an_overlap_alarm_no_run_can_reach_is_refused(parts: Parts) -> None:
 def test_a_trigger_mapping_concurrency_lambda_does_not_take_is_refused(parts: Parts) -> None:
     with _refused("trigger_max_concurrency"):
         parts.job(trigger_max_concurrency=1)
+
+
+def test_the_default_overlap_alarm_fits_a_schedule_longer_than_the_timeout(parts: Parts) -> None:
+    # GIVEN a first definition: every 10 minutes, 5-minute timeout, no share given
+    slow_tick = JobDefinition(name="first-job", handler=CRM_SYNC.handler,
+                              schedule="rate(10 minutes)", policy=OverlapPolicy.SKIP,
+                              timeout=timedelta(minutes=5), lease=timedelta(minutes=2))
+    # WHEN its stack is built THEN it is, with no overlap alarm: no run reaches the next tick
+    job = parts.job(job=slow_tick)
+    assert "overlap" not in job.alarms and "no_success" in job.alarms
+    # AND a job whose runs can reach the next tick gets the overlap alarm at 80% of it
+    tight = parts.job(job=dataclasses.replace(slow_tick, name="tight-job",
+                                              schedule="rate(5 minutes)"))
+    template = Template.from_stack(parts.stack).to_json()["Resources"]
+    overlap = parts.stack.resolve(parts.stack.get_logical_id(
+        tight.alarms["overlap"].node.default_child))  # type: ignore[arg-type]
+    assert template[overlap]["Properties"]["Threshold"] == 0.8 * 5 * 60 * 1000
+    # AND the same share given explicitly where no run can reach it is refused, naming it
+    with _refused("overlap_alarm_share"):
+        dataclasses.replace(slow_tick, overlap_alarm_share=0.8)

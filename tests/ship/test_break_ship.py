@@ -168,11 +168,12 @@ def test_jobguard_run_as_printed_works_in_the_readmes_own_project(tmp_path: Path
         from jobguard.testing import Sandbox
 
         from myjobs import invoice_mailer
+        from myjobs.jobs import INVOICE_MAILER
 
         with Sandbox.start() as sandbox:
-            os.environ["SENT_TABLE"] = "sent-invoices"
-            DynamoDBDestination.create_table(sandbox.client("dynamodb"), "sent-invoices")
-            job = sandbox.wire(invoice_mailer.lambda_handler)
+            DynamoDBDestination.create_table(sandbox.client("dynamodb"),
+                                             INVOICE_MAILER.environment["SENT_TABLE"])
+            job = sandbox.wire(invoice_mailer.lambda_handler)  # sets SENT_TABLE
             job.tick()
             (run,) = job.runs()
             assert main(["status", "invoice-mailer"]) == 0  # found in the table
@@ -401,8 +402,8 @@ def test_the_runbooks_recover_step_works_for_the_readmes_own_job(
 
         with Sandbox.start() as sandbox:
             # GIVEN the README's job whose destination refused both invoices
-            os.environ["SENT_TABLE"] = "no-such-table"
             job = sandbox.wire(invoice_mailer.lambda_handler)
+            os.environ["SENT_TABLE"] = "no-such-table"  # the test's own, after wire()
             assert job.tick()["failed"] == 2
             # its runbook says what to do about failed items
             assert "jobguard recover invoice-mailer" in render(INVOICE_MAILER)

@@ -16,7 +16,7 @@ import pytest
 
 from jobguard import ConfigError, OverlapPolicy, guarded
 from jobguard.cli import main
-from jobguard.definitions import JobDefinition
+from jobguard.definitions import DRILL_TIMEOUT, JobDefinition
 from jobguard.dynamodb import create_table
 from jobguard.local.emulator import in_process
 
@@ -250,3 +250,23 @@ def test_a_drill_deployment_drops_an_overlap_alarm_its_short_runs_cannot_reach()
     assert job.overlap_threshold(job.timeout) == 225 * S
     drill = job.for_drills()  # 60 s runs against a 5-minute interval
     assert drill.overlap_alarm_share is None and drill.overlap_threshold(drill.timeout) is None
+
+
+def test_the_default_overlap_share_fits_any_schedule_longer_than_the_timeout():
+    from jobguard.runbook import job_alarms
+
+    # GIVEN a first definition, rate(10 minutes) with a 5-minute timeout, no share given
+    first = {**GOOD, "schedule": "rate(10 minutes)", "timeout": 300 * S}
+    first.pop("overlap_alarm_share")
+    # WHEN it is defined THEN it is, with no overlap alarm (no run meets its next tick)
+    job = JobDefinition(**first)
+    assert job.overlap_share() is None and job.overlap_threshold(job.timeout) is None
+    assert "overlap" not in job_alarms(job)
+    # AND where a run can reach its next tick, the default alarms at 80% of the interval
+    tight = JobDefinition(**{**first, "schedule": "rate(5 minutes)"})
+    assert tight.overlap_threshold(tight.timeout) == 240 * S
+    assert "took more than 80%" in job_alarms(tight)["overlap"].means
+    assert tight.for_drills().overlap_threshold(DRILL_TIMEOUT) is None  # 60 s drill runs
+    # AND the same 0.8 given explicitly is refused, naming the field and what would fit
+    with pytest.raises(ConfigError, match=r"^overlap_alarm_share: \(0\.8\).*below 0\.48"):
+        JobDefinition(**first, overlap_alarm_share=0.8)

@@ -222,3 +222,48 @@ def test_a_refusal_from_the_recovery_function_names_the_options_once(env, capsys
     error = capsys.readouterr().err.strip()
     assert error == ("error: --from-time: job 'crm-sync' does not map times to cursors "
                      "(implement cursor_at); recover by --from/--to"), error
+
+
+def test_drill_reads_its_stack_from_jobguard_stack_and_names_a_missing_one(
+        env, capsys, monkeypatch):
+    """Issue 29 row 3: `make demo DEMO_ARGS=--keep` exports JOBGUARD_STACK, then prints
+    `jobguard drill`, which looked for JobGuard-drills instead."""
+    emu, ddb, table = env
+    # GIVEN JOBGUARD_STACK names a stack that does not exist
+    monkeypatch.setenv("JOBGUARD_STACK", "Mine-local")
+    # WHEN `jobguard drill` runs THEN one line names that stack, where its name came
+    # from, and both ways to name another
+    assert main(["drill"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: --stack: there is no stack 'Mine-local' (JOBGUARD_STACK;")
+    assert "--stack STACK or JOBGUARD_STACK" in line
+    # AND --stack wins over the variable, and says so
+    assert main(["drill", "--stack", "Other"]) == 2
+    assert "there is no stack 'Other' (--stack;" in capsys.readouterr().err
+    # AND with neither, the documented default is the one tried
+    monkeypatch.delenv("JOBGUARD_STACK")
+    assert main(["drill"]) == 2
+    assert "there is no stack 'JobGuard-drills' (the default: no --stack or JOBGUARD_STACK;" \
+        in capsys.readouterr().err
+    # GIVEN the stack JOBGUARD_STACK names exists (without the example jobs' functions)
+    emu.client("cloudformation").create_stack(StackName="Mine-local", TemplateBody=json.dumps(
+        {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+         "Outputs": {"TableName": {"Value": table}}}))
+    monkeypatch.setenv("JOBGUARD_STACK", "Mine-local")
+    # WHEN `jobguard drill` runs THEN it read that stack: its functions are what is missing
+    assert main(["drill"]) == 2
+    assert capsys.readouterr().err.startswith("error: --stack: no ['crm-sync', 'report-export']"
+                                              " function")
+    assert _count(ddb, table) == 0
+
+
+def test_recover_reads_its_stack_from_jobguard_stack_and_names_a_missing_one(
+        env, capsys, monkeypatch):
+    _, ddb, table = env
+    monkeypatch.setenv("JOBGUARD_STACK", "Mine-local")
+    assert main(["recover", "crm-sync", "--from", "0", "--to", "5"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: --function-name: not given, and there is no stack "
+                           "'Mine-local' (JOBGUARD_STACK;")
+    assert "--stack STACK or JOBGUARD_STACK" in line and "--direct" in line
+    assert _count(ddb, table) == 0

@@ -249,9 +249,9 @@ def test_every_command_is_safe_with_hostile_data(hostile, jobguard_sandbox, caps
         "resolve": [(["resolve", "crm-sync", work_id, "--not-found", "--reason", ATTACK,
                       "--requested-by", ATTACK, "--wait", "0"], 0)],
         # `local` runs its own generated load (no record text of anyone's); `drill`
-        # needs a deployed stack: here its error, quoting the stack name
+        # needs a deployed stack: here its one-line refusal, quoting the stack name
         "local": [],
-        "drill": [(["drill", "--stack", "JobGuard-drills", "--jobs-module", "handlers.jobs"], 1)],
+        "drill": [(["drill", "--stack", "JobGuard-drills", "--jobs-module", "handlers.jobs"], 2)],
     }
     assert set(commands) == set(_commands()), "every command is walked here"
     for output in FORMATS:

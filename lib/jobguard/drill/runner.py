@@ -20,8 +20,12 @@ from .drills import CRM, DRILLS, REPORT, DrillContext, job_drills
 from .report import DrillResult, render_table
 from .stack import DeployedStack
 
-__all__ = ["connect", "drills_page", "main_drill", "report_drills", "run_drills",
+__all__ = ["NoSuchStack", "connect", "drills_page", "main_drill", "report_drills", "run_drills",
            "write_drills_page"]
+
+
+class NoSuchStack(LookupError):
+    """CloudFormation has no stack of that name (its ``ValidationError``, the cause)."""
 
 
 def connect(*, stack: str, jobs: Sequence[tuple[str, str]], endpoint: str | None = None,
@@ -29,6 +33,7 @@ def connect(*, stack: str, jobs: Sequence[tuple[str, str]], endpoint: str | None
     """The deployed stack, its outputs read through CloudFormation; ``jobs`` are the
     deployment's ``(name, policy)`` pairs, from its job definitions."""
     import boto3
+    from botocore.exceptions import ClientError
 
     from ..local.deploy import stack_outputs
 
@@ -39,7 +44,12 @@ def connect(*, stack: str, jobs: Sequence[tuple[str, str]], endpoint: str | None
                                         aws_access_key_id="test", aws_secret_access_key="test")
     else:
         session = boto3.session.Session(profile_name=profile, region_name=region)
-    outputs = stack_outputs(session.client("cloudformation", endpoint_url=endpoint), stack)
+    try:
+        outputs = stack_outputs(session.client("cloudformation", endpoint_url=endpoint), stack)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ValidationError":
+            raise
+        raise NoSuchStack(stack) from exc
     return DeployedStack(session, outputs, endpoint=endpoint, jobs=jobs)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .ministack import ROOT, VERSION, LocalStack
 
-__all__ = ["main"]
+__all__ = ["kept_lines", "main"]
 
 
 class _Progress:
@@ -167,16 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli = _cli_path()
         if args.keep:
             pid = aws.process.pid if aws.process else "?"
-            print(f"local AWS left running at {aws.endpoint} (pid {pid}). Point jobguard at "
-                  f"it, in this shell:\n"
-                  f"  export AWS_ENDPOINT_URL={aws.endpoint} AWS_DEFAULT_REGION=us-east-1 "
-                  f"AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
-                  f"JOBGUARD_TABLE={outputs['TableName']} JOBGUARD_STACK={DEFAULT_STACK} "
-                  f"JOBGUARD_JOBS_MODULE=handlers.jobs\n"
-                  f"  {cli} status crm-sync; {cli} runs crm-sync; "
-                  f"{cli} drill --stack {DEFAULT_STACK}\n"
-                  f"  {cli} timeline crm-sync report-export --since 1h [--html timeline.html]\n"
-                  f"When done: kill {pid}; rm -rf {aws.workdir}")
+            print(kept_lines(endpoint=aws.endpoint, table=outputs["TableName"],
+                             stack=DEFAULT_STACK, pid=pid, workdir=aws.workdir, cli=cli))
             aws.process = None  # not stopped below
             aws.workdir = None  # its workers still use it
         else:
@@ -189,6 +181,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         progress.close()
         aws.stop()
+
+
+def kept_lines(*, endpoint: str, table: str, stack: str, pid: object, workdir: object,
+               cli: str) -> str:
+    """What ``--keep`` prints: the exports that point ``jobguard`` at the kept local AWS
+    (its endpoint, fake credentials, the table, the stack, the example jobs), then commands
+    that work as printed after them (``drill`` finds the stack in ``JOBGUARD_STACK``)."""
+    return (f"local AWS left running at {endpoint} (pid {pid}). Point jobguard at "
+            f"it, in this shell:\n"
+            f"  export AWS_ENDPOINT_URL={endpoint} AWS_DEFAULT_REGION=us-east-1 "
+            f"AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
+            f"JOBGUARD_TABLE={table} JOBGUARD_STACK={stack} "
+            f"JOBGUARD_JOBS_MODULE=handlers.jobs\n"
+            f"  {cli} status crm-sync; {cli} runs crm-sync; {cli} drill\n"
+            f"  {cli} timeline crm-sync report-export --since 1h [--html timeline.html]\n"
+            f"When done: kill {pid}; rm -rf {workdir}")
 
 
 def _cli_path() -> str:
