@@ -43,10 +43,12 @@ __all__ = ["main"]
 
 
 class CommandError(Exception):
-    """A refused command: printed as ``error: <field>: <message>``, exit status 2."""
+    """A refused command: printed as ``error: <field>: <message>``, exit status 2 (1: the
+    command was understood, and the table's state refuses it; nothing written)."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, *, code: int = 2) -> None:
         self.field = field
+        self.code = code
         super().__init__(f"{field}: {message}")
 
 
@@ -491,6 +493,9 @@ def cmd_items(args: argparse.Namespace) -> int:
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
+    """Pause a job. A job already paused keeps its pause: the same reason again is a
+    no-op (exit 0); another is refused (exit 1) unless ``--replace``, as ``kubectl
+    annotate`` keeps a value unless ``--overwrite``."""
     _job_name(args)
     if not args.reason or not args.reason.strip():
         raise CommandError("--reason", "say why (it is shown on every paused trigger)")
@@ -499,18 +504,56 @@ def cmd_pause(args: argparse.Namespace) -> int:
     from ._bounds import MAX_TEXT_BYTES, bounded_text
 
     reason = bounded_text(args.reason.strip()) or ""
-    store.pause(job, reason=reason, now_ms=int(time.time() * 1000))
+    who = _login()
     cut = (f" (the reason was cut to {MAX_TEXT_BYTES:,} bytes)"
            if reason != args.reason.strip() else "")
-    _out(args, {"job": job, "paused": reason}, f"job {job} paused: {safe_text(reason)}{cut}")
-    return 0
+    for _ in range(3):  # again only if another operator paused or resumed meanwhile
+        row = store.read_lease_raw(job) or {}  # read as written: a damaged row too
+        paused_at = row.get("paused_at_ms")
+        was = row.get("paused_reason") if paused_at is not None else None
+        if paused_at is None:
+            if store.pause(job, reason=reason, now_ms=int(time.time() * 1000), by=who):
+                _out(args, {"job": job, "paused": reason, "changed": True, "was": None},
+                     f"job {job} paused: {safe_text(reason)}{cut}")
+                return 0
+            continue
+        since = _since(row)
+        if was == reason:
+            _out(args, {"job": job, "paused": reason, "changed": False, "was": was},
+                 f"job {job} is already paused ({since}) for this reason; nothing changed")
+            return 0
+        if not args.replace:
+            raise CommandError("JOB", f"job {job} is already paused ({since}): "
+                               f"{safe_text(was)!r}; nothing written: pass --replace to "
+                               "replace the reason, or resume it first", code=1)
+        if store.pause(job, reason=reason, now_ms=int(time.time() * 1000), by=who,
+                       replace=True):
+            _out(args, {"job": job, "paused": reason, "changed": True, "was": was},
+                 f"job {job} paused: {safe_text(reason)}{cut} (reason replaced; was: "
+                 f"{safe_text(was)}, paused {since})")
+            return 0
+    raise CommandError("JOB", "the pause changed meanwhile; look again (jobguard status)",
+                       code=1)
+
+
+def _since(row: dict[str, Any]) -> str:
+    """``since <time> by <who>`` of a lease row's pause, each value one safe line."""
+    at, by = row.get("paused_at_ms"), row.get("paused_by")
+    when = (_ms(at) if isinstance(at, int) and not isinstance(at, bool) else None) or at
+    return f"since {safe_text(when)}" + (f" by {safe_text(by)}" if by else "")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     store, _ = _stores(args)
     job = _known_job(args, store)
-    store.resume(job)
-    _out(args, {"job": job, "paused": None}, f"job {job} resumed")
+    row = store.read_lease_raw(job) or {}  # read as written: a damaged row too
+    if row.get("paused_at_ms") is None or not store.resume(job):
+        _out(args, {"job": job, "paused": None, "changed": False, "was": None},
+             f"job {job} is not paused; nothing to resume")
+        return 0
+    was = row.get("paused_reason")
+    _out(args, {"job": job, "paused": None, "changed": True, "was": was},
+         f"job {job} resumed (it was paused {_since(row)}: {safe_text(was)})")
     return 0
 
 
@@ -529,10 +572,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(f"job {job}: the lease row is damaged ({safe_text(damage.attribute)}); "
               "rewriting it", file=sys.stderr)
         if not args.yes:
-            answer = _ask("repair it (holder cleared, fence moved past every fence issued)? "
-                           "[y/N] ") if sys.stdin.isatty() else ""
-            if answer.strip().lower() not in ("y", "yes"):
-                raise CommandError("--yes", "not confirmed (answer y, or pass --yes)") from None
+            _confirm("repair it (holder cleared, fence moved past every fence issued)? "
+                     "[y/N] ")
         fence = store.repair(job, now_ms=int(time.time() * 1000), by=who)
         _out(args, {"job": job, "repaired": True, "fence": fence},
              f"repaired; fence is now {fence}")
@@ -544,10 +585,7 @@ def cmd_release(args: argparse.Namespace) -> int:
           f"{safe_text(lease.owner)}), last heartbeat {_ms(lease.heartbeat_at_ms) or '-'}",
           file=sys.stderr)
     if not args.yes:
-        answer = _ask("release it and bump the fence so that run can write nothing more? "
-                       "[y/N] ") if sys.stdin.isatty() else ""
-        if answer.strip().lower() not in ("y", "yes"):
-            raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
+        _confirm("release it and bump the fence so that run can write nothing more? [y/N] ")
     released = store.force_release(job, holder_run_id=lease.run_id, fence=lease.fence,
                                    now_ms=int(time.time() * 1000), by=who,
                                    reason=args.reason)
@@ -561,15 +599,43 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
+    """Rewrite a damaged lease row, or one whose queued count its trigger items do not
+    bear out. A row that is readable and whose count is right is left as it is (said,
+    exit 0) unless ``--force``."""
+    from .errors import DamagedRowError
+
     store, _ = _stores(args)
     job = _known_job(args, store)
+    now_ms = int(time.time() * 1000)
+    if store.read_lease_raw(job) is None:
+        _out(args, {"job": job, "repaired": False, "reason": "no lease row"},
+             f"job {job} has no lease row (it never ran here): nothing to repair")
+        return 0
+    why = ""
+    try:
+        lease = store.read_lease(job)
+    except DamagedRowError as damage:
+        why = f"its {safe_text(damage.attribute)} is damaged ({safe_text(damage)})"
+    else:
+        queued = store.count_queued(job, now_ms)
+        if queued != lease.queued_n:
+            why = (f"its queued count is {lease.queued_n}, its trigger items say {queued}")
+        elif not args.force:
+            held = (f"; it is held by run {safe_text(lease.run_id)}: to free it, "
+                    f"jobguard release {job} --force" if lease.run_id else "")
+            _out(args, {"job": job, "repaired": False, "reason": "healthy",
+                        "fence": lease.fence, "queued": queued},
+                 f"job {job}: the lease row is healthy (fence {lease.fence}, {queued} "
+                 f"queued, as its trigger items say){held}; nothing to repair, nothing "
+                 "written (--force rewrites it anyway)")
+            return 0
+        else:
+            why = "--force"
+    if why:
+        print(f"job {job}: {why}", file=sys.stderr)
     if not args.yes:
-        answer = _ask(f"rewrite the lease row of {job} (a live holder loses its lease)? "
-                       "[y/N] ") if sys.stdin.isatty() else ""
-        if answer.strip().lower() not in ("y", "yes"):
-            raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
-    fence = store.repair(job, now_ms=int(time.time() * 1000),
-                         by=_login() or "operator")
+        _confirm(f"rewrite the lease row of {job} (a live holder loses its lease)? [y/N] ")
+    fence = store.repair(job, now_ms=now_ms, by=_login() or "operator")
     lease = store.read_lease(job)
     _out(args, {"job": job, "repaired": True, "fence": fence, "queued": lease.queued_n},
          f"repaired; fence is now {fence}, {lease.queued_n} queued")
@@ -593,11 +659,36 @@ def cmd_runbook(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ask(question: str) -> str:
+def _ask(question: str) -> str | None:
     """A yes/no question on stderr (stdout is the command's answer: ``--output json``
-    stays parseable), the reply from stdin."""
+    stays parseable), the reply from stdin: a terminal's, or a pipe's first line (``echo
+    y | jobguard release JOB --force``, as ``rm -i`` reads it). None when stdin has no
+    line to give (closed, at its end, or not readable)."""
     print(question, end="", file=sys.stderr, flush=True)
-    return sys.stdin.readline().strip()
+    stdin = sys.stdin
+    try:
+        line = stdin.readline() if stdin is not None else ""
+    except (OSError, ValueError):  # closed, or not readable (a test's stand-in)
+        line = ""
+    try:
+        terminal = stdin is not None and stdin.isatty()
+    except (OSError, ValueError):
+        terminal = False
+    if not terminal:
+        print(file=sys.stderr)  # the answer came from a pipe: end the question's line
+    return line.strip() if line else None
+
+
+def _confirm(question: str) -> None:
+    """Go on only if the operator answers y (or yes); else refused naming ``--yes``."""
+    answer = _ask(question)
+    if answer is None:
+        raise CommandError("--yes", "not confirmed: stdin gave no answer, nothing written "
+                           "(pipe y into the command, or pass --yes)")
+    if answer.lower() not in ("y", "yes"):
+        said = f"the answer was {answer!r}, not y" if answer else "an empty answer"
+        raise CommandError("--yes", f"not confirmed: {said}, nothing written (answer y, "
+                           "or pass --yes)")
 
 
 def _login() -> str | None:
@@ -1047,11 +1138,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only items in this state (rejected: records no work id "
                             "could be made for, listed only when asked)")
     items.set_defaults(run=cmd_items)
-    pause = command("pause", "record every trigger as paused")
+    pause = command("pause", "record every trigger as paused. A job already paused "
+                    "keeps its pause: the same reason again changes nothing (exit 0), "
+                    "another is refused (exit 1) unless --replace")
     pause.add_argument("--reason", required=True,
                        help="why (shown on every paused trigger's record)")
+    pause.add_argument("--replace", action="store_true",
+                       help="a job already paused: replace its reason (its pause time is "
+                            "kept)")
     pause.set_defaults(run=cmd_pause)
-    command("resume", "undo pause").set_defaults(run=cmd_resume)
+    command("resume", "undo pause (a job not paused: said, nothing written, exit 0)"
+            ).set_defaults(run=cmd_resume)
     release = command("release", "free a stuck lease and bump the fence")
     release.add_argument("--force", action="store_true",
                          help="required: the holder can write nothing more afterwards")
@@ -1062,6 +1159,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "fence issued, queued count recounted (a damaged row, or a count "
                      "left by a dead-lettered trigger)")
     repair.add_argument("--yes", action="store_true", help="do not ask")
+    repair.add_argument("--force", action="store_true",
+                        help="rewrite a healthy row too (without it, a readable row whose "
+                             "queued count is right is left as it is: said, exit 0)")
     repair.set_defaults(run=cmd_repair)
     command("runbook", "the job's runbook, from its definition").set_defaults(
         run=cmd_runbook)
@@ -1233,7 +1333,7 @@ def _main(argv: Sequence[str] | None) -> int:
         sys.stdout.flush()
     except CommandError as exc:
         _error(exc)
-        return 2
+        return exc.code
     except BrokenPipeError:
         # the reader stopped early (`| head`): not an error; keep Python's exit quiet
         import contextlib

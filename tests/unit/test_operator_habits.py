@@ -1,0 +1,212 @@
+"""Issue 29, row 11: the operator's habits, as the AWS CLI and kubectl taught them. Each
+test types the command the issue quotes, through ``jobguard.cli.main`` against the
+sandbox's table (stdin replaced where the command reads it): a piped answer confirms, a
+no-op says so and writes nothing, a second pause keeps the first, a healthy row is not
+rewritten.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from jobguard.cli import main
+from jobguard.triggers import Trigger, TriggerKind
+
+JOB = "nightly-export"
+
+
+@pytest.fixture
+def sandbox(jobguard_sandbox, monkeypatch):
+    """GIVEN a job of the operator's own project that has run in the sandbox's table (no
+    jobs module named: the table knows it)."""
+    monkeypatch.delenv("JOBGUARD_JOBS_MODULE", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.setenv("LOGNAME", "alice")
+    jobguard_sandbox.store.pause(JOB, reason="first", now_ms=1_800_000_000_000)
+    jobguard_sandbox.store.resume(JOB)  # a row the table knows, neither held nor paused
+    return jobguard_sandbox
+
+
+def _rows(sandbox: Any) -> list[dict[str, Any]]:
+    """Every row of the table, as stored (what "nothing written" compares)."""
+    ddb = sandbox.client("dynamodb")
+    items = ddb.scan(TableName=sandbox.table, ConsistentRead=True)["Items"]
+    return sorted(items, key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+
+
+def _hold(sandbox: Any, run_id: str = "01M8K455D5SMBCC61XNCBKW1C4") -> None:
+    acquired = sandbox.store.take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL),
+                                  run_id=run_id, owner="w", now_ms=1_800_000_000_000,
+                                  lease_ms=3_600_000)
+    assert acquired.__class__.__name__ == "Acquired"
+
+
+def _stdin(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """stdin a pipe holding ``text`` (``echo y | jobguard ...``): not a terminal."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> tuple[str, str]:
+    capsys.readouterr()
+    got = main(list(argv))
+    out, err = capsys.readouterr()
+    assert got == code, (got, out, err)
+    return out, err
+
+
+# -- 1. a piped answer confirms ----------------------------------------------------------
+
+
+def test_echo_y_into_release_force_confirms_it(sandbox, capsys, monkeypatch):
+    """GIVEN a job held by a run WHEN `echo y | jobguard release JOB --force` (stdin a
+    pipe, not a terminal) THEN the piped y confirms it, as `rm -i` reads one: released,
+    the fence moved on."""
+    _hold(sandbox)
+    _stdin(monkeypatch, "y\n")
+    out, err = _run(capsys, "release", JOB, "--force")
+    assert "released; fence is now 2" in out, (out, err)
+    assert sandbox.store.read_lease(JOB).run_id is None
+
+
+@pytest.mark.parametrize("piped", ["", "\n", "n\n"], ids=["eof", "empty-line", "no"])
+def test_release_without_a_yes_on_stdin_is_refused_naming_yes(sandbox, capsys, monkeypatch,
+                                                               piped):
+    """GIVEN a held job WHEN `jobguard release JOB --force` reads nothing, an empty line
+    or n from its stdin THEN it is refused naming --yes (exit 2), the lease still held."""
+    _hold(sandbox)
+    before = _rows(sandbox)
+    _stdin(monkeypatch, piped)
+    _, err = _run(capsys, "release", JOB, "--force", code=2)
+    assert err.splitlines()[-1].startswith("error: --yes: not confirmed"), err
+    if not piped.strip():
+        assert "pass --yes" in err
+    assert _rows(sandbox) == before
+
+
+def test_echo_y_into_repair_confirms_it(sandbox, capsys, monkeypatch):
+    """GIVEN a lease row whose queued count a dead-lettered trigger left at 2 WHEN `echo y
+    | jobguard repair JOB` THEN the piped y confirms it: the count is recounted (0)."""
+    _count_left_at(sandbox, 2)
+    _stdin(monkeypatch, "y\n")
+    out, err = _run(capsys, "repair", JOB)
+    assert "its queued count is 2, its trigger items say 0" in err
+    assert out.strip().endswith("0 queued"), out
+    assert sandbox.store.read_lease(JOB).queued_n == 0
+
+
+def test_repair_with_nothing_on_stdin_is_refused(sandbox, capsys, monkeypatch):
+    _count_left_at(sandbox, 2)
+    before = _rows(sandbox)
+    _stdin(monkeypatch, "")
+    _, err = _run(capsys, "repair", JOB, code=2)
+    assert "error: --yes: not confirmed: stdin gave no answer" in err
+    assert _rows(sandbox) == before
+
+
+# -- 2. resume of a job not paused ---------------------------------------------------------
+
+
+def test_resume_of_a_job_not_paused_says_so_and_writes_nothing(sandbox, capsys):
+    """GIVEN a job that is not paused WHEN `jobguard resume JOB` THEN it says the job is
+    not paused (exit 0) and writes nothing; JSON says changed false."""
+    before = _rows(sandbox)
+    out, _ = _run(capsys, "resume", JOB)
+    assert out.strip() == f"job {JOB} is not paused; nothing to resume"
+    out, _ = _run(capsys, "resume", JOB, "--output", "json")
+    assert json.loads(out) == {"job": JOB, "paused": None, "changed": False, "was": None}
+    assert _rows(sandbox) == before
+
+
+def test_resume_of_a_defined_job_that_never_ran_makes_no_row(sandbox, capsys, monkeypatch):
+    """GIVEN a job defined in the named jobs module that never ran here WHEN it is
+    resumed THEN no lease row is made for it (the old resume wrote one)."""
+    monkeypatch.setenv("JOBGUARD_JOBS_MODULE", "handlers.jobs")
+    before = _rows(sandbox)
+    out, _ = _run(capsys, "resume", "crm-sync")
+    assert "is not paused" in out
+    assert _rows(sandbox) == before
+
+
+def test_resume_of_a_paused_job_says_what_it_undid(sandbox, capsys):
+    _run(capsys, "pause", JOB, "--reason", "vendor outage")
+    out, _ = _run(capsys, "resume", JOB)
+    assert out.startswith(f"job {JOB} resumed (it was paused since ") and \
+        out.rstrip().endswith("by alice: vendor outage)"), out
+    assert sandbox.store.read_lease(JOB).paused_at_ms is None
+
+
+# -- 3. a second pause ---------------------------------------------------------------------
+
+
+def test_a_second_pause_keeps_the_first_and_names_it(sandbox, capsys):
+    """GIVEN a job paused for "vendor outage" WHEN `jobguard pause JOB --reason
+    "upgrade"` THEN it is refused (exit 1) naming the pause (since when, by whom, its
+    reason) and --replace; the first reason is kept, nothing written."""
+    _run(capsys, "pause", JOB, "--reason", "vendor outage")
+    before = _rows(sandbox)
+    _, err = _run(capsys, "pause", JOB, "--reason", "upgrade", code=1)
+    (line,) = err.splitlines()
+    assert line.startswith(f"error: JOB: job {JOB} is already paused (since "), line
+    assert "by alice): 'vendor outage'" in line and "--replace" in line
+    assert "resume it first" in line
+    assert _rows(sandbox) == before
+    assert sandbox.store.read_lease(JOB).paused_reason == "vendor outage"
+
+
+def test_the_same_pause_again_changes_nothing(sandbox, capsys):
+    """GIVEN a paused job WHEN the same pause is typed again (a script that retries)
+    THEN exit 0, it says already paused, nothing written."""
+    _run(capsys, "pause", JOB, "--reason", "vendor outage")
+    before = _rows(sandbox)
+    out, _ = _run(capsys, "pause", JOB, "--reason", "vendor outage")
+    assert "is already paused (since " in out and "nothing changed" in out
+    assert _rows(sandbox) == before
+
+
+def test_pause_replace_replaces_the_reason_and_says_the_old_one(sandbox, capsys):
+    """GIVEN a paused job WHEN `pause JOB --reason upgrade --replace` THEN the reason is
+    replaced, the old one said; the pause keeps its time."""
+    _run(capsys, "pause", JOB, "--reason", "vendor outage")
+    since = sandbox.store.read_lease(JOB).paused_at_ms
+    out, _ = _run(capsys, "pause", JOB, "--reason", "upgrade", "--replace")
+    assert "reason replaced; was: vendor outage" in out, out
+    lease = sandbox.store.read_lease(JOB)
+    assert (lease.paused_reason, lease.paused_at_ms, lease.paused_by) == (
+        "upgrade", since, "alice")
+
+
+# -- 4. repair of a healthy row ------------------------------------------------------------
+
+
+def _count_left_at(sandbox: Any, n: int) -> None:
+    """The lease row's queued count left at ``n`` with no queued trigger behind it (a
+    queued trigger dead-lettered: its decrement never came)."""
+    sandbox.client("dynamodb").update_item(
+        TableName=sandbox.table, Key={"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "LEASE"}},
+        UpdateExpression="SET queued_n = :n", ExpressionAttributeValues={":n": {"N": str(n)}})
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["free", "held"])
+def test_repair_of_a_healthy_row_says_so_and_asks_nothing(sandbox, capsys, monkeypatch,
+                                                          held):
+    """GIVEN a readable lease row whose queued count its trigger items bear out WHEN
+    `jobguard repair JOB` (stdin empty: a question would be refused) THEN it says the row
+    is healthy, exit 0, nothing written; a held one names `release --force`."""
+    if held:
+        _hold(sandbox)
+    before = _rows(sandbox)
+    _stdin(monkeypatch, "")
+    out, err = _run(capsys, "repair", JOB)
+    assert "the lease row is healthy" in out and "nothing written" in out, (out, err)
+    assert (f"jobguard release {JOB} --force" in out) == held
+    assert _rows(sandbox) == before
+
+
+def test_repair_force_rewrites_a_healthy_row(sandbox, capsys):
+    fence = sandbox.store.read_lease(JOB).fence
+    out, _ = _run(capsys, "repair", JOB, "--force", "--yes")
+    assert out.startswith(f"repaired; fence is now {fence + 1}")
