@@ -32,7 +32,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -507,15 +508,20 @@ def cmd_pause(args: argparse.Namespace) -> int:
     who = _login()
     cut = (f" (the reason was cut to {MAX_TEXT_BYTES:,} bytes)"
            if reason != args.reason.strip() else "")
+    tried = False
     for _ in range(3):  # again only if another operator paused or resumed meanwhile
         row = store.read_lease_raw(job) or {}  # read as written: a damaged row too
         paused_at = row.get("paused_at_ms")
         was = row.get("paused_reason") if paused_at is not None else None
-        if paused_at is None:
-            if store.pause(job, reason=reason, now_ms=int(time.time() * 1000), by=who):
+        # a pause of ours whose answer was lost (resent, then refused by its own write)
+        ours = tried and was == reason and row.get("paused_by") == who
+        if paused_at is None or ours:
+            if ours or store.pause(job, reason=reason, now_ms=int(time.time() * 1000),
+                                   by=who):
                 _out(args, {"job": job, "paused": reason, "changed": True, "was": None},
                      f"job {job} paused: {safe_text(reason)}{cut}")
                 return 0
+            tried = True
             continue
         since = _since(row)
         if was == reason:
@@ -547,10 +553,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
     store, _ = _stores(args)
     job = _known_job(args, store)
     row = store.read_lease_raw(job) or {}  # read as written: a damaged row too
-    if row.get("paused_at_ms") is None or not store.resume(job):
+    if row.get("paused_at_ms") is None:
         _out(args, {"job": job, "paused": None, "changed": False, "was": None},
              f"job {job} is not paused; nothing to resume")
         return 0
+    # False: resumed meanwhile (by another operator, or this call's own write whose
+    # answer was lost and resent): not paused now either way, as asked
+    store.resume(job)
     was = row.get("paused_reason")
     _out(args, {"job": job, "paused": None, "changed": True, "was": was},
          f"job {job} resumed (it was paused {_since(row)}: {safe_text(was)})")
@@ -761,17 +770,34 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         raise CommandError("--reason", "say why (it is written on the run record)")
     if args.wait < 0:
         raise CommandError("--wait", f"must be 0 or more seconds, got {args.wait}")
-    store, _ = _stores(args)
+    from .workitems import check_key
+
+    for text in args.work_ids:
+        try:
+            check_key(text)
+        except ValueError as exc:
+            raise CommandError("WORK_ID", f"{text!r}: {str(exc).split(': ', 1)[-1]}") from None
+    store, items = _stores(args)
     job = _known_job(args, store)
+    # Each item in the ledger before the lease is taken: a typo writes nothing (no run,
+    # no run record), as `kubectl get` of a name that is not there.
+    held = items.get_many(job, args.work_ids, now_ms=int(time.time() * 1000))
+    missing = [w for w in dict.fromkeys(args.work_ids) if w not in held]
+    if missing:
+        raise CommandError("WORK_ID", f"no work item {', '.join(map(repr, missing))} in "
+                           f"job {job}'s ledger; nothing written (`jobguard items {job}` "
+                           "lists the unresolved ones)", code=1)
     # the job's own lease settings when its definitions are named; else the defaults
     definitions = _defined_jobs(args)
     config = definitions[job].config() if job in definitions else JobConfig(name=job)
     fields = {"work_id": "WORK_ID", "found": "--found", "reason": "--reason",
               "requested_by": "--requested-by"}
     try:
-        answer = resolve(config, list(args.work_ids), found=args.found, reason=args.reason,
-                         requested_by=args.requested_by or _login() or "",
-                         guard_options={"store": store}, wait=timedelta(seconds=args.wait))
+        with _library_logs_quiet():
+            answer = resolve(config, list(args.work_ids), found=args.found, reason=args.reason,
+                             requested_by=args.requested_by or _login() or "",
+                             guard_options={"store": store},
+                             wait=timedelta(seconds=args.wait))
     except InvalidRequestError as exc:
         raise CommandError(fields.get(exc.field, exc.field),
                            str(exc).split(": ", 1)[1]) from None
@@ -798,6 +824,32 @@ def cmd_resolve(args: argparse.Namespace) -> int:
             lines.append(f"{said}: {', '.join(shown[key])}")
     _out(args, answer, "\n".join(lines))
     return 0
+
+
+@contextmanager
+def _library_logs_quiet() -> Iterator[None]:
+    """While a command runs the guard in this process (``resolve``): jobguard's own
+    Powertools log lines, written for CloudWatch, reach the operator only from warning
+    up, and on stderr; its EMF metrics too (stdout is the command's answer)."""
+    import contextlib
+    import logging
+
+    from .observability import _logger
+
+    _logger()  # Powertools' logger "jobguard", made now: its handler is known
+    logger = logging.getLogger("jobguard")
+    level = logger.level
+    streams = [(h, h.stream) for h in logger.handlers if isinstance(h, logging.StreamHandler)]
+    logger.setLevel(logging.WARNING)
+    for handler, _ in streams:
+        handler.setStream(sys.stderr)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        logger.setLevel(level)
+        for handler, stream in streams:
+            handler.setStream(stream)
 
 
 def _recovery_function(args: argparse.Namespace) -> str:

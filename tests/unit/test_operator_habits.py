@@ -210,3 +210,65 @@ def test_repair_force_rewrites_a_healthy_row(sandbox, capsys):
     fence = sandbox.store.read_lease(JOB).fence
     out, _ = _run(capsys, "repair", JOB, "--force", "--yes")
     assert out.startswith(f"repaired; fence is now {fence + 1}")
+
+
+# -- 5. resolve of an item that does not exist ---------------------------------------------
+
+
+@pytest.fixture
+def failed_item(sandbox, monkeypatch) -> str:
+    """GIVEN a run of the job that claimed one item and failed on it (a failed item in
+    the ledger)."""
+    from jobguard import OverlapPolicy, WorkId, current_run, guarded
+
+    @guarded(JOB, policy=OverlapPolicy.SKIP)
+    def handler(event: Any, context: Any) -> Any:
+        for item in current_run().claim(["r-1"], work_id=lambda r: WorkId(r, "copy")):
+            with item:
+                raise RuntimeError("the destination said 500")
+
+    job = sandbox.wire(handler)
+    job({"job": JOB, "manual": True, "requested_by": "alice"})  # the run: incomplete
+    return str(WorkId("r-1", "copy"))
+
+
+def _powertools_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.lstrip().startswith("{")
+            and '"level"' in line]
+
+
+def test_resolve_of_an_item_not_in_the_ledger_writes_nothing(sandbox, failed_item, capsys):
+    """GIVEN a job with one failed item WHEN `jobguard resolve JOB r-9:copy --not-found
+    --reason typo` names an item the ledger does not hold THEN exit 1 naming it, no
+    lease taken, no run record, nothing written, no log line."""
+    before = _rows(sandbox)
+    runs = len(sandbox.store.list_runs(JOB, limit=50))
+    out, err = _run(capsys, "resolve", JOB, "r-9:copy", failed_item, "--not-found",
+                    "--reason", "typo", code=1)
+    (line,) = err.splitlines()
+    assert line.startswith("error: WORK_ID: no work item 'r-9:copy' in job "), line
+    assert failed_item not in line and f"jobguard items {JOB}" in line
+    assert out == ""
+    assert _rows(sandbox) == before
+    assert len(sandbox.store.list_runs(JOB, limit=50)) == runs
+
+
+def test_resolve_prints_its_answer_and_no_library_log_line(sandbox, failed_item, capsys,
+                                                            monkeypatch):
+    """GIVEN a failed item WHEN `jobguard resolve JOB ITEM --not-found --reason ...` THEN
+    stdout is the answer alone, and no Powertools JSON log line reaches the terminal
+    (stdout or stderr)."""
+    import logging
+    import sys
+
+    # as in a fresh `jobguard` process: Powertools' handler writes to this stdout
+    for handler in logging.getLogger("jobguard").handlers:
+        monkeypatch.setattr(handler, "stream", sys.stdout)
+    out, err = _run(capsys, "resolve", JOB, failed_item, "--not-found", "--reason",
+                    "not in the bucket", "--wait", "0")
+    assert out.startswith("resolved in run "), out
+    assert not _powertools_lines(out) and not _powertools_lines(err), (out, err)
+    assert err == "", err
+    out, _ = _run(capsys, "--json", "resolve", JOB, failed_item, "--not-found", "--reason",
+                  "again", "--wait", "0")
+    assert json.loads(out)["result"] == "resolved"
