@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from ._safe_text import safe_streams, safe_text
 from .callsites import RETRY, SURFACE, Path, call_site
@@ -73,6 +73,7 @@ KNOWN_JOBS_SCAN = call_site(
 )
 
 
+_MAX_LAST = 10_000  # runs --last: the most runs a listing reads (pages of the run log)
 _LAMBDA_MAX_S = 900  # the longest a Lambda function runs
 _REGION = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")  # botocore's own rule
 _RUN_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")  # jobguard.ids: 26 Crockford base32
@@ -84,7 +85,9 @@ def _session(args: argparse.Namespace) -> Any:
 
     if args.region is not None and not _REGION.fullmatch(args.region):
         raise CommandError("--region", f"{args.region!r} is not a region name (e.g. eu-west-1)")
-    region = args.region
+    # AWS_REGION first, as the AWS CLI v2 reads it (botocore reads only
+    # AWS_DEFAULT_REGION, then the profile's)
+    region = args.region or os.environ.get("AWS_REGION") or None
     if region is None and args.endpoint_url and not (
             os.environ.get("AWS_DEFAULT_REGION")):
         region = "us-east-1"  # a local endpoint (make demo's local AWS) needs no choice
@@ -428,8 +431,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .records import DamagedRun, RunStatus
 
     job = _job_name(args)
-    if args.last <= 0:
-        raise CommandError("--last", "must be at least 1")
+    if not 1 <= args.last <= _MAX_LAST:
+        raise CommandError("--last", f"give 1 to {_MAX_LAST:,} runs, got {args.last}")
     statuses = [s.value for s in RunStatus]
     if args.status is not None and args.status not in statuses:
         raise CommandError("--status", f"{args.status!r} is not a run status; one of "
@@ -1150,7 +1153,8 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument("--profile", default=default(None),
                        help="AWS profile, as the AWS CLI takes it")
     group.add_argument("--region", default=default(None),
-                       help="AWS region (default: the profile's, or AWS_DEFAULT_REGION)")
+                       help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, then "
+                            "the profile's, as the AWS CLI v2 takes them)")
     group.add_argument("--table", default=default(None),
                        help="the jobguard table (default: JOBGUARD_TABLE)")
     group.add_argument("--jobs-module", default=default(None),
@@ -1160,8 +1164,56 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
                             "drill need it; the other commands read the table")
 
 
+def _nearest(word: str, choices: Sequence[str]) -> str:
+    """``; did you mean 'x'?`` for the choice nearest ``word``, or nothing."""
+    import difflib
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {found[0]!r}?" if found else ""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, as the AWS CLI and kubectl refuse: one line naming what was wrong and
+    the nearest command or option (Python 3.11's argparse suggests nothing), then where
+    the help is; exit status 2. No usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        choice = re.match(r"argument (\S+): invalid choice: '(.*?)' \(choose from (.*)\)$",
+                          message, re.S)
+        if choice:
+            name, word, listed = choice.groups()
+            choices = re.findall(r"'([^']*)'", listed)
+            what = "command" if name == "COMMAND" else f"{name} value"
+            message = (f"unknown {what} {word!r}{_nearest(word, choices)} (one of "
+                       f"{', '.join(choices)})")
+        self._refuse(message)
+
+    def _refuse(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {safe_text(message)} (see `{self.prog} "
+                     "--help`)\n")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            parser = self._commands.get(command, self) if command else self
+            options = [o for a in parser._actions for o in a.option_strings]
+            flag = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+            hint = _nearest(flag, options) if flag else ""
+            parser._refuse(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed
+
+    @property
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jobguard", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="jobguard", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"jobguard {_version()}",
                         help="print the version and exit")
     _global_options(parser, top=True)
@@ -1177,7 +1229,8 @@ def build_parser() -> argparse.ArgumentParser:
     command("status", "lease holder, pending triggers, last runs").set_defaults(
         run=cmd_status)
     runs = command("runs", "the run log, newest first")
-    runs.add_argument("--last", type=int, default=20, help="how many runs (default 20)")
+    runs.add_argument("--last", type=int, default=20, help=f"how many runs, 1 to {_MAX_LAST:,} "
+                      "(default 20)")
     runs.add_argument("--status", help="only runs with this status (e.g. failed)")
     runs.set_defaults(run=cmd_runs)
     one = command("run", "one run with its counts and range", job=False)
@@ -1406,7 +1459,13 @@ def _main(argv: Sequence[str] | None) -> int:
                f"pip install 'jobguard[{extra}]'")
         return 2
     except Exception as exc:  # noqa: BLE001 - a command's failure, said plainly
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            NoCredentialsError,
+            NoRegionError,
+            PartialCredentialsError,
+        )
 
         from .errors import JobGuardError
 
@@ -1419,6 +1478,17 @@ def _main(argv: Sequence[str] | None) -> int:
                    f"is the table {table!r} deployed in this account and region"
                    + (f" at {where}" if where else "") + "?")
             return 1
+        if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+            _error(f"--profile: {args.command}: no AWS credentials found ({exc}): pass "
+                   "--profile (or set AWS_PROFILE), or set AWS_ACCESS_KEY_ID and "
+                   "AWS_SECRET_ACCESS_KEY; for the local AWS, pass --endpoint-url (or set "
+                   "AWS_ENDPOINT_URL)")
+            return 2
+        if isinstance(exc, NoRegionError):
+            _error(f"--region: {args.command}: no AWS region: pass --region (or set "
+                   "AWS_REGION), or give the profile one; for the local AWS, pass "
+                   "--endpoint-url (or set AWS_ENDPOINT_URL)")
+            return 2
         if isinstance(exc, ClientError | BotoCoreError):
             # AWS failed (throttled, 5xx, unreachable): say which call, change nothing.
             _error(f"{args.command}: AWS call failed: {exc}")

@@ -272,3 +272,85 @@ def test_resolve_prints_its_answer_and_no_library_log_line(sandbox, failed_item,
     out, _ = _run(capsys, "--json", "resolve", JOB, failed_item, "--not-found", "--reason",
                   "again", "--wait", "0")
     assert json.loads(out)["result"] == "resolved"
+
+
+# -- 6. unknown commands and options -------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["stauts", JOB], "jobguard: error: unknown command 'stauts'; did you mean 'status'?"),
+    (["runs", JOB, "--lsat", "5"],
+     "jobguard runs: error: unrecognized arguments: --lsat 5; did you mean '--last'?"),
+    (["items", JOB, "--status", "uncertian"],
+     "jobguard items: error: unknown --status value 'uncertian'; did you mean 'uncertain'?"),
+    (["status", JOB, "--ouptut", "json"], "did you mean '--output'?"),
+])
+def test_a_mistyped_command_or_option_is_one_line_with_the_nearest(sandbox, capsys, argv,
+                                                                    said):
+    """WHEN a command or an option is mistyped THEN one line names it and the nearest
+    (argparse in Python 3.11 suggests nothing), then where the help is; exit 2, no usage
+    dump, nothing written."""
+    before = _rows(sandbox)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert said in line and line.endswith("--help`)"), line
+    assert _rows(sandbox) == before
+
+
+# -- 7. no credentials, no region ----------------------------------------------------------
+
+
+@pytest.fixture
+def no_aws_config(monkeypatch, tmp_path):
+    """A shell with no AWS credentials and no region anywhere (no profile files, no
+    instance metadata)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                 "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def test_no_region_names_what_to_set(sandbox, no_aws_config, capsys):
+    """GIVEN no region anywhere WHEN `jobguard status JOB` THEN one line naming --region,
+    AWS_REGION and --endpoint-url (botocore's "You must specify a region" names none),
+    exit 2."""
+    _, err = _run(capsys, "status", JOB, code=2)
+    (line,) = err.splitlines()
+    assert line.startswith("error: --region: status: no AWS region: pass --region (or set "
+                           "AWS_REGION)"), line
+    assert "--endpoint-url" in line
+
+
+def test_aws_region_is_read_as_the_aws_cli_reads_it(sandbox, no_aws_config, capsys,
+                                                    monkeypatch):
+    """GIVEN AWS_REGION alone (the AWS CLI v2's and Lambda's variable; botocore reads
+    only AWS_DEFAULT_REGION) WHEN a command runs THEN it has its region: what is missing
+    now is the credentials, and the line names --profile, AWS_PROFILE, AWS_ACCESS_KEY_ID
+    and --endpoint-url (botocore's "Unable to locate credentials" names none)."""
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    _, err = _run(capsys, "status", JOB, code=2)
+    (line,) = err.splitlines()
+    assert line.startswith("error: --profile: status: no AWS credentials found"), line
+    for named in ("--profile", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "--endpoint-url"):
+        assert named in line, (named, line)
+
+
+# -- 8. runs --last out of bounds ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("last", ["99999999999999999999", "10001", "0", "-3"])
+def test_runs_last_out_of_bounds_is_refused_naming_last(sandbox, capsys, last):
+    """WHEN `jobguard runs JOB --last 99999999999999999999` (or 0) THEN exit 2 with one
+    line naming --last and its bounds; 10000 is still taken."""
+    _, err = _run(capsys, "runs", JOB, "--last", last, code=2)
+    (line,) = err.splitlines()
+    assert line.startswith("error: --last: give 1 to 10,000 runs, got "), line
+    _run(capsys, "runs", JOB, "--last", "10000")
