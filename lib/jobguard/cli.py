@@ -355,22 +355,45 @@ def _out(args: argparse.Namespace, data: Any, human: str) -> None:
         print(human)
 
 
+RUN_KEYS = ("job", "run_id", "trigger_id", "trigger_kind", "policy", "decision", "status",
+            "started_at", "ended_at", "duration_ms", "fence", "owner", "holder_run_id",
+            "holder_fence", "scheduled_at", "requested_by", "delivery_id", "error", "detail",
+            "extra", "damaged")
+"""The keys of every entry of ``runs --output json`` (and ``status``'s ``last_runs``), in
+this order, whatever the run's kind and status: null where a run has none. ``extra``
+holds what the run recorded beside them (its item counts and cursor range, a recovery's
+figures, a rejected message's sender; ``{}`` when nothing), ``damaged`` is null for a
+readable record, and for a damaged row ``{"sk", "problem"}`` (its other keys null)."""
+
+
+def _run_entry(row: Any) -> dict[str, Any]:
+    """A run-log row as one entry of :data:`RUN_KEYS`."""
+    from .records import DamagedRun
+
+    if isinstance(row, DamagedRun):
+        return {**dict.fromkeys(RUN_KEYS), **row.as_dict()}
+    own = _with_times(row.as_dict())
+    base = {k: own.get(k) for k in RUN_KEYS}
+    base["extra"] = _with_times(dict(row.extra))
+    return base
+
+
 def _run_log(rows: Sequence[Any], columns: Sequence[str]) -> tuple[list[dict[str, Any]], str]:
     """Run-log rows (run records and :class:`~jobguard.records.DamagedRun` rows) as data
-    for JSON and text, and as a table: a damaged row is listed in its place with status
-    ``DAMAGED``, then named under the table with what is wrong."""
+    for JSON and text, each entry with the same keys (:data:`RUN_KEYS`), and as a table:
+    a damaged row is listed in its place with status ``DAMAGED``, then named under the
+    table with what is wrong."""
     from .records import DamagedRun
 
     data: list[dict[str, Any]] = []
     table: list[dict[str, Any]] = []
     notes: list[str] = []
     for row in rows:
+        data.append(_run_entry(row))
         if isinstance(row, DamagedRun):
-            data.append(row.as_dict())
             table.append({"run_id": row.run_id, "status": "DAMAGED"})
             notes.append(f"damaged row {safe_text(row.sk)}: {safe_text(row.problem)}")
         else:
-            data.append(_with_times(row.as_dict()))
             table.append(data[-1])
     return data, "\n".join([_table_text(table, columns), *notes])
 
@@ -1229,6 +1252,11 @@ def build_parser() -> argparse.ArgumentParser:
     command("status", "lease holder, pending triggers, last runs").set_defaults(
         run=cmd_status)
     runs = command("runs", "the run log, newest first")
+    runs.epilog = ("--output json: a list whose every entry has the same keys, in this "
+                   f"order, null where a run has none: {', '.join(RUN_KEYS)}. extra: what "
+                   "the run recorded beside them (item counts, cursor range, a recovery's "
+                   "figures; {} when nothing); damaged: null, or {sk, problem} for a row "
+                   "that is not a readable run record (its other keys null).")
     runs.add_argument("--last", type=int, default=20, help=f"how many runs, 1 to {_MAX_LAST:,} "
                       "(default 20)")
     runs.add_argument("--status", help="only runs with this status (e.g. failed)")

@@ -354,3 +354,44 @@ def test_runs_last_out_of_bounds_is_refused_naming_last(sandbox, capsys, last):
     (line,) = err.splitlines()
     assert line.startswith("error: --last: give 1 to 10,000 runs, got "), line
     _run(capsys, "runs", JOB, "--last", "10000")
+
+
+# -- 9. one schema for every run-log entry -------------------------------------------------
+
+
+def test_runs_json_entries_have_the_same_keys_whatever_the_run(sandbox, failed_item, capsys):
+    """GIVEN a run log holding very different entries: a run that ran (incomplete, with
+    item counts), a skipped decision (a trigger while the lease is held), an operator's
+    resolution (a recovery run with its own figures) and a damaged row WHEN `jobguard
+    runs JOB --output json` THEN every entry has exactly the documented keys
+    (jobguard.cli.RUN_KEYS), null where absent; what a run recorded beside them is under
+    `extra`."""
+    _run(capsys, "resolve", JOB, failed_item, "--not-found", "--reason", "checked",
+         "--wait", "0")
+    _hold(sandbox, "01M8K455D5SMBCC61XNCBKW1C9")
+    sandbox.client("dynamodb").put_item(TableName=sandbox.table, Item={
+        "pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "RUN#01M8K455D5SMBCC61XNCBKW1C5"},
+        "job": {"S": JOB}, "run_id": {"S": "01M8K455D5SMBCC61XNCBKW1C5"},
+        "status": {"S": "bogus"}})
+
+    from jobguard import OverlapPolicy, guarded
+
+    @guarded(JOB, policy=OverlapPolicy.SKIP)
+    def handler(event: Any, context: Any) -> Any:
+        return None
+
+    sandbox.wire(handler).tick()  # the lease is held: skipped
+    out, _ = _run(capsys, "runs", JOB, "--output", "json")
+    entries = json.loads(out)
+    kinds = {(e["trigger_kind"], e["decision"], e["status"], bool(e["damaged"]))
+             for e in entries}
+    assert {("manual", "ran", "incomplete", False), ("recovery", "ran", "succeeded", False),
+            (None, None, None, True)} <= kinds, kinds
+    assert any(e["decision"] == "skipped" for e in entries), kinds
+    assert len({frozenset(e) for e in entries}) == 1, [sorted(e) for e in entries]
+    from jobguard.cli import RUN_KEYS
+
+    for entry in entries:
+        assert tuple(entry) == RUN_KEYS, entry
+    recovery = next(e for e in entries if e["trigger_kind"] == "recovery")
+    assert recovery["extra"]["resolve_reason"] == "checked"
