@@ -1195,6 +1195,11 @@ def _nearest(word: str, choices: Sequence[str]) -> str:
     return f"; did you mean {found[0]!r}?" if found else ""
 
 
+def _refuse(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    parser.exit(2, f"{parser.prog}: error: {safe_text(message)} (see `{parser.prog} "
+                   "--help`)\n")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, as the AWS CLI and kubectl refuse: one line naming what was wrong and
     the nearest command or option (Python 3.11's argparse suggests nothing), then where
@@ -1209,11 +1214,7 @@ class _Parser(argparse.ArgumentParser):
             what = "command" if name == "COMMAND" else f"{name} value"
             message = (f"unknown {what} {word!r}{_nearest(word, choices)} (one of "
                        f"{', '.join(choices)})")
-        self._refuse(message)
-
-    def _refuse(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {safe_text(message)} (see `{self.prog} "
-                     "--help`)\n")
+        _refuse(self, message)
 
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
@@ -1224,7 +1225,7 @@ class _Parser(argparse.ArgumentParser):
             options = [o for a in parser._actions for o in a.option_strings]
             flag = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
             hint = _nearest(flag, options) if flag else ""
-            parser._refuse(f"unrecognized arguments: {' '.join(extras)}{hint}")
+            _refuse(parser, f"unrecognized arguments: {' '.join(extras)}{hint}")
         return parsed
 
     @property

@@ -175,8 +175,8 @@ def test_runs_with_a_status_filter_still_lists_the_damaged_rows(log, capsys):
     failed run rather than hide it."""
     assert main(["runs", JOB, "--status", "failed", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert ["damaged" if r["damaged"] else r["status"] for r in rows] == ["damaged", "failed", "damaged",
-                                                          "damaged"]
+    assert ["damaged" if r["damaged"] else r["status"] for r in rows] == [
+        "damaged", "failed", "damaged", "damaged"]
 
 
 def test_the_readers_go_on_past_a_damaged_row(log, monkeypatch):

@@ -64,7 +64,7 @@ def test_demo_stop_never_signals_a_pid_that_is_no_longer_the_kept_one(repo, caps
     try:
         assert demo.main(["--stop"]) == 0
         assert process.poll() is None
-        assert "(pid %d) was no longer running" % process.pid in capsys.readouterr().out
+        assert f"(pid {process.pid}) was no longer running" in capsys.readouterr().out
         assert not note.exists() and workdir.exists()
     finally:
         process.kill()
