@@ -798,6 +798,9 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         raise CommandError("--wait", f"must be 0 or more seconds, got {args.wait}")
     from .workitems import check_key
 
+    if args.found is not None and len(set(args.work_ids)) != 1:
+        raise CommandError("--found", "a destination id proves one work item: name exactly "
+                           "one (not found: several at once is fine)")
     for text in args.work_ids:
         try:
             check_key(text)
@@ -867,15 +870,16 @@ def _library_logs_quiet() -> Iterator[None]:
     level = logger.level
     streams = [(h, h.stream) for h in logger.handlers if isinstance(h, logging.StreamHandler)]
     logger.setLevel(logging.WARNING)
+    # (assigned, not setStream: that flushes the stream it replaces, which may be closed)
     for handler, _ in streams:
-        handler.setStream(sys.stderr)
+        handler.stream = sys.stderr
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
         logger.setLevel(level)
         for handler, stream in streams:
-            handler.setStream(stream)
+            handler.stream = stream
 
 
 def _recovery_function(args: argparse.Namespace) -> str:

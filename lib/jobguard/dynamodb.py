@@ -926,7 +926,16 @@ class DynamoJobStore:
                                              else "")
         condition = (f"attribute_exists({e.n('paused_at_ms')})" if replace
                      else f"attribute_not_exists({e.n('paused_at_ms')})")
-        return self._conditional_update(job, update, condition, e)
+        try:
+            self._client.update_item(
+                TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
+                ConditionExpression=condition, **e.params(update, condition),
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def resume(self, job: str) -> bool:
         """Undo :meth:`pause`: True when the job was paused; False, nothing written (no
@@ -934,9 +943,6 @@ class DynamoJobStore:
         e = _Expr()
         update = f"REMOVE {e.n('paused_at_ms')}, {e.n('paused_reason')}, {e.n('paused_by')}"
         condition = f"attribute_exists({e.n('paused_at_ms')})"
-        return self._conditional_update(job, update, condition, e)
-
-    def _conditional_update(self, job: str, update: str, condition: str, e: _Expr) -> bool:
         try:
             self._client.update_item(
                 TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
