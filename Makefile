@@ -12,7 +12,7 @@ MS_STAMP := $(MS_VENV)/.installed
 # jobguard.local.ministack.VERSION (a test checks).
 MINISTACK_VERSION := 1.5.33
 
-.PHONY: demo demo-embedded test lint lock typecheck unit bench synth soak mutate mutate-clean explore clean \
+.PHONY: demo demo-stop demo-embedded test lint lock typecheck unit bench synth soak mutate mutate-clean explore clean \
 	screenshot
 
 # CDK (jsii runs the construct library on Node): keep its package cache between runs,
@@ -61,6 +61,10 @@ lock: $(STAMP)
 ## drill against it (DEMO_ARGS="--only lease-expiry --keep" for one drill, kept running)
 demo: $(STAMP) $(MS_STAMP) $(CDK)
 	$(PY) -m jobguard.local.demo $(DEMO_ARGS)
+
+## demo-stop: stop the local AWS a `make demo DEMO_ARGS=--keep` left running; says what it removed
+demo-stop: $(STAMP)
+	$(PY) -m jobguard.local.demo --stop
 
 ## screenshot: docs/drills.png, the first screen of the drills page `make demo` wrote
 ## (.local/drills.html), and docs/drills-lease-expiry.png (its lease-expiry drill), taken

@@ -32,9 +32,10 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from ._safe_text import safe_streams, safe_text
 from .callsites import RETRY, SURFACE, Path, call_site
@@ -43,10 +44,12 @@ __all__ = ["main"]
 
 
 class CommandError(Exception):
-    """A refused command: printed as ``error: <field>: <message>``, exit status 2."""
+    """A refused command: printed as ``error: <field>: <message>``, exit status 2 (1: the
+    command was understood, and the table's state refuses it; nothing written)."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, *, code: int = 2) -> None:
         self.field = field
+        self.code = code
         super().__init__(f"{field}: {message}")
 
 
@@ -70,6 +73,7 @@ KNOWN_JOBS_SCAN = call_site(
 )
 
 
+_MAX_LAST = 10_000  # runs --last: the most runs a listing reads (pages of the run log)
 _LAMBDA_MAX_S = 900  # the longest a Lambda function runs
 _REGION = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")  # botocore's own rule
 _RUN_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")  # jobguard.ids: 26 Crockford base32
@@ -81,7 +85,9 @@ def _session(args: argparse.Namespace) -> Any:
 
     if args.region is not None and not _REGION.fullmatch(args.region):
         raise CommandError("--region", f"{args.region!r} is not a region name (e.g. eu-west-1)")
-    region = args.region
+    # AWS_REGION first, as the AWS CLI v2 reads it (botocore reads only
+    # AWS_DEFAULT_REGION, then the profile's)
+    region = args.region or os.environ.get("AWS_REGION") or None
     if region is None and args.endpoint_url and not (
             os.environ.get("AWS_DEFAULT_REGION")):
         region = "us-east-1"  # a local endpoint (make demo's local AWS) needs no choice
@@ -349,22 +355,45 @@ def _out(args: argparse.Namespace, data: Any, human: str) -> None:
         print(human)
 
 
+RUN_KEYS = ("job", "run_id", "trigger_id", "trigger_kind", "policy", "decision", "status",
+            "started_at", "ended_at", "duration_ms", "fence", "owner", "holder_run_id",
+            "holder_fence", "scheduled_at", "requested_by", "delivery_id", "error", "detail",
+            "extra", "damaged")
+"""The keys of every entry of ``runs --output json`` (and ``status``'s ``last_runs``), in
+this order, whatever the run's kind and status: null where a run has none. ``extra``
+holds what the run recorded beside them (its item counts and cursor range, a recovery's
+figures, a rejected message's sender; ``{}`` when nothing), ``damaged`` is null for a
+readable record, and for a damaged row ``{"sk", "problem"}`` (its other keys null)."""
+
+
+def _run_entry(row: Any) -> dict[str, Any]:
+    """A run-log row as one entry of :data:`RUN_KEYS`."""
+    from .records import DamagedRun
+
+    if isinstance(row, DamagedRun):
+        return {**dict.fromkeys(RUN_KEYS), **row.as_dict()}
+    own = _with_times(row.as_dict())
+    base = {k: own.get(k) for k in RUN_KEYS}
+    base["extra"] = _with_times(dict(row.extra))
+    return base
+
+
 def _run_log(rows: Sequence[Any], columns: Sequence[str]) -> tuple[list[dict[str, Any]], str]:
     """Run-log rows (run records and :class:`~jobguard.records.DamagedRun` rows) as data
-    for JSON and text, and as a table: a damaged row is listed in its place with status
-    ``DAMAGED``, then named under the table with what is wrong."""
+    for JSON and text, each entry with the same keys (:data:`RUN_KEYS`), and as a table:
+    a damaged row is listed in its place with status ``DAMAGED``, then named under the
+    table with what is wrong."""
     from .records import DamagedRun
 
     data: list[dict[str, Any]] = []
     table: list[dict[str, Any]] = []
     notes: list[str] = []
     for row in rows:
+        data.append(_run_entry(row))
         if isinstance(row, DamagedRun):
-            data.append(row.as_dict())
             table.append({"run_id": row.run_id, "status": "DAMAGED"})
             notes.append(f"damaged row {safe_text(row.sk)}: {safe_text(row.problem)}")
         else:
-            data.append(_with_times(row.as_dict()))
             table.append(data[-1])
     return data, "\n".join([_table_text(table, columns), *notes])
 
@@ -425,8 +454,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .records import DamagedRun, RunStatus
 
     job = _job_name(args)
-    if args.last <= 0:
-        raise CommandError("--last", "must be at least 1")
+    if not 1 <= args.last <= _MAX_LAST:
+        raise CommandError("--last", f"give 1 to {_MAX_LAST:,} runs, got {args.last}")
     statuses = [s.value for s in RunStatus]
     if args.status is not None and args.status not in statuses:
         raise CommandError("--status", f"{args.status!r} is not a run status; one of "
@@ -491,6 +520,9 @@ def cmd_items(args: argparse.Namespace) -> int:
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
+    """Pause a job. A job already paused keeps its pause: the same reason again is a
+    no-op (exit 0); another is refused (exit 1) unless ``--replace``, as ``kubectl
+    annotate`` keeps a value unless ``--overwrite``."""
     _job_name(args)
     if not args.reason or not args.reason.strip():
         raise CommandError("--reason", "say why (it is shown on every paused trigger)")
@@ -499,18 +531,64 @@ def cmd_pause(args: argparse.Namespace) -> int:
     from ._bounds import MAX_TEXT_BYTES, bounded_text
 
     reason = bounded_text(args.reason.strip()) or ""
-    store.pause(job, reason=reason, now_ms=int(time.time() * 1000))
+    who = _login()
     cut = (f" (the reason was cut to {MAX_TEXT_BYTES:,} bytes)"
            if reason != args.reason.strip() else "")
-    _out(args, {"job": job, "paused": reason}, f"job {job} paused: {safe_text(reason)}{cut}")
-    return 0
+    tried = False
+    for _ in range(3):  # again only if another operator paused or resumed meanwhile
+        row = store.read_lease_raw(job) or {}  # read as written: a damaged row too
+        paused_at = row.get("paused_at_ms")
+        was = row.get("paused_reason") if paused_at is not None else None
+        # a pause of ours whose answer was lost (resent, then refused by its own write)
+        ours = tried and was == reason and row.get("paused_by") == who
+        if paused_at is None or ours:
+            if ours or store.pause(job, reason=reason, now_ms=int(time.time() * 1000),
+                                   by=who):
+                _out(args, {"job": job, "paused": reason, "changed": True, "was": None},
+                     f"job {job} paused: {safe_text(reason)}{cut}")
+                return 0
+            tried = True
+            continue
+        since = _since(row)
+        if was == reason:
+            _out(args, {"job": job, "paused": reason, "changed": False, "was": was},
+                 f"job {job} is already paused ({since}) for this reason; nothing changed")
+            return 0
+        if not args.replace:
+            raise CommandError("JOB", f"job {job} is already paused ({since}): "
+                               f"{safe_text(was)!r}; nothing written: pass --replace to "
+                               "replace the reason, or resume it first", code=1)
+        if store.pause(job, reason=reason, now_ms=int(time.time() * 1000), by=who,
+                       replace=True):
+            _out(args, {"job": job, "paused": reason, "changed": True, "was": was},
+                 f"job {job} paused: {safe_text(reason)}{cut} (reason replaced; was: "
+                 f"{safe_text(was)}, paused {since})")
+            return 0
+    raise CommandError("JOB", "the pause changed meanwhile; look again (jobguard status)",
+                       code=1)
+
+
+def _since(row: dict[str, Any]) -> str:
+    """``since <time> by <who>`` of a lease row's pause, each value one safe line."""
+    at, by = row.get("paused_at_ms"), row.get("paused_by")
+    when = (_ms(at) if isinstance(at, int) and not isinstance(at, bool) else None) or at
+    return f"since {safe_text(when)}" + (f" by {safe_text(by)}" if by else "")
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     store, _ = _stores(args)
     job = _known_job(args, store)
+    row = store.read_lease_raw(job) or {}  # read as written: a damaged row too
+    if row.get("paused_at_ms") is None:
+        _out(args, {"job": job, "paused": None, "changed": False, "was": None},
+             f"job {job} is not paused; nothing to resume")
+        return 0
+    # False: resumed meanwhile (by another operator, or this call's own write whose
+    # answer was lost and resent): not paused now either way, as asked
     store.resume(job)
-    _out(args, {"job": job, "paused": None}, f"job {job} resumed")
+    was = row.get("paused_reason")
+    _out(args, {"job": job, "paused": None, "changed": True, "was": was},
+         f"job {job} resumed (it was paused {_since(row)}: {safe_text(was)})")
     return 0
 
 
@@ -529,10 +607,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(f"job {job}: the lease row is damaged ({safe_text(damage.attribute)}); "
               "rewriting it", file=sys.stderr)
         if not args.yes:
-            answer = _ask("repair it (holder cleared, fence moved past every fence issued)? "
-                           "[y/N] ") if sys.stdin.isatty() else ""
-            if answer.strip().lower() not in ("y", "yes"):
-                raise CommandError("--yes", "not confirmed (answer y, or pass --yes)") from None
+            _confirm("repair it (holder cleared, fence moved past every fence issued)? "
+                     "[y/N] ")
         fence = store.repair(job, now_ms=int(time.time() * 1000), by=who)
         _out(args, {"job": job, "repaired": True, "fence": fence},
              f"repaired; fence is now {fence}")
@@ -544,10 +620,7 @@ def cmd_release(args: argparse.Namespace) -> int:
           f"{safe_text(lease.owner)}), last heartbeat {_ms(lease.heartbeat_at_ms) or '-'}",
           file=sys.stderr)
     if not args.yes:
-        answer = _ask("release it and bump the fence so that run can write nothing more? "
-                       "[y/N] ") if sys.stdin.isatty() else ""
-        if answer.strip().lower() not in ("y", "yes"):
-            raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
+        _confirm("release it and bump the fence so that run can write nothing more? [y/N] ")
     released = store.force_release(job, holder_run_id=lease.run_id, fence=lease.fence,
                                    now_ms=int(time.time() * 1000), by=who,
                                    reason=args.reason)
@@ -561,15 +634,43 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
+    """Rewrite a damaged lease row, or one whose queued count its trigger items do not
+    bear out. A row that is readable and whose count is right is left as it is (said,
+    exit 0) unless ``--force``."""
+    from .errors import DamagedRowError
+
     store, _ = _stores(args)
     job = _known_job(args, store)
+    now_ms = int(time.time() * 1000)
+    if store.read_lease_raw(job) is None:
+        _out(args, {"job": job, "repaired": False, "reason": "no lease row"},
+             f"job {job} has no lease row (it never ran here): nothing to repair")
+        return 0
+    why = ""
+    try:
+        lease = store.read_lease(job)
+    except DamagedRowError as damage:
+        why = f"its {safe_text(damage.attribute)} is damaged ({safe_text(damage)})"
+    else:
+        queued = store.count_queued(job, now_ms)
+        if queued != lease.queued_n:
+            why = (f"its queued count is {lease.queued_n}, its trigger items say {queued}")
+        elif not args.force:
+            held = (f"; it is held by run {safe_text(lease.run_id)}: to free it, "
+                    f"jobguard release {job} --force" if lease.run_id else "")
+            _out(args, {"job": job, "repaired": False, "reason": "healthy",
+                        "fence": lease.fence, "queued": queued},
+                 f"job {job}: the lease row is healthy (fence {lease.fence}, {queued} "
+                 f"queued, as its trigger items say){held}; nothing to repair, nothing "
+                 "written (--force rewrites it anyway)")
+            return 0
+        else:
+            why = "--force"
+    if why:
+        print(f"job {job}: {why}", file=sys.stderr)
     if not args.yes:
-        answer = _ask(f"rewrite the lease row of {job} (a live holder loses its lease)? "
-                       "[y/N] ") if sys.stdin.isatty() else ""
-        if answer.strip().lower() not in ("y", "yes"):
-            raise CommandError("--yes", "not confirmed (answer y, or pass --yes)")
-    fence = store.repair(job, now_ms=int(time.time() * 1000),
-                         by=_login() or "operator")
+        _confirm(f"rewrite the lease row of {job} (a live holder loses its lease)? [y/N] ")
+    fence = store.repair(job, now_ms=now_ms, by=_login() or "operator")
     lease = store.read_lease(job)
     _out(args, {"job": job, "repaired": True, "fence": fence, "queued": lease.queued_n},
          f"repaired; fence is now {fence}, {lease.queued_n} queued")
@@ -593,11 +694,36 @@ def cmd_runbook(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ask(question: str) -> str:
+def _ask(question: str) -> str | None:
     """A yes/no question on stderr (stdout is the command's answer: ``--output json``
-    stays parseable), the reply from stdin."""
+    stays parseable), the reply from stdin: a terminal's, or a pipe's first line (``echo
+    y | jobguard release JOB --force``, as ``rm -i`` reads it). None when stdin has no
+    line to give (closed, at its end, or not readable)."""
     print(question, end="", file=sys.stderr, flush=True)
-    return sys.stdin.readline().strip()
+    stdin = sys.stdin
+    try:
+        line = stdin.readline() if stdin is not None else ""
+    except (OSError, ValueError):  # closed, or not readable (a test's stand-in)
+        line = ""
+    try:
+        terminal = stdin is not None and stdin.isatty()
+    except (OSError, ValueError):
+        terminal = False
+    if not terminal:
+        print(file=sys.stderr)  # the answer came from a pipe: end the question's line
+    return line.strip() if line else None
+
+
+def _confirm(question: str) -> None:
+    """Go on only if the operator answers y (or yes); else refused naming ``--yes``."""
+    answer = _ask(question)
+    if answer is None:
+        raise CommandError("--yes", "not confirmed: stdin gave no answer, nothing written "
+                           "(pipe y into the command, or pass --yes)")
+    if answer.lower() not in ("y", "yes"):
+        said = f"the answer was {answer!r}, not y" if answer else "an empty answer"
+        raise CommandError("--yes", f"not confirmed: {said}, nothing written (answer y, "
+                           "or pass --yes)")
 
 
 def _login() -> str | None:
@@ -670,17 +796,37 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         raise CommandError("--reason", "say why (it is written on the run record)")
     if args.wait < 0:
         raise CommandError("--wait", f"must be 0 or more seconds, got {args.wait}")
-    store, _ = _stores(args)
+    from .workitems import check_key
+
+    if args.found is not None and len(set(args.work_ids)) != 1:
+        raise CommandError("--found", "a destination id proves one work item: name exactly "
+                           "one (not found: several at once is fine)")
+    for text in args.work_ids:
+        try:
+            check_key(text)
+        except ValueError as exc:
+            raise CommandError("WORK_ID", f"{text!r}: {str(exc).split(': ', 1)[-1]}") from None
+    store, items = _stores(args)
     job = _known_job(args, store)
+    # Each item in the ledger before the lease is taken: a typo writes nothing (no run,
+    # no run record), as `kubectl get` of a name that is not there.
+    held = items.get_many(job, args.work_ids, now_ms=int(time.time() * 1000))
+    missing = [w for w in dict.fromkeys(args.work_ids) if w not in held]
+    if missing:
+        raise CommandError("WORK_ID", f"no work item {', '.join(map(repr, missing))} in "
+                           f"job {job}'s ledger; nothing written (`jobguard items {job}` "
+                           "lists the unresolved ones)", code=1)
     # the job's own lease settings when its definitions are named; else the defaults
     definitions = _defined_jobs(args)
     config = definitions[job].config() if job in definitions else JobConfig(name=job)
     fields = {"work_id": "WORK_ID", "found": "--found", "reason": "--reason",
               "requested_by": "--requested-by"}
     try:
-        answer = resolve(config, list(args.work_ids), found=args.found, reason=args.reason,
-                         requested_by=args.requested_by or _login() or "",
-                         guard_options={"store": store}, wait=timedelta(seconds=args.wait))
+        with _library_logs_quiet():
+            answer = resolve(config, list(args.work_ids), found=args.found, reason=args.reason,
+                             requested_by=args.requested_by or _login() or "",
+                             guard_options={"store": store},
+                             wait=timedelta(seconds=args.wait))
     except InvalidRequestError as exc:
         raise CommandError(fields.get(exc.field, exc.field),
                            str(exc).split(": ", 1)[1]) from None
@@ -731,6 +877,33 @@ def _no_stack(stack: str, named_by: str, exc: BaseException) -> str:
     another."""
     return (f"there is no stack {stack!r} ({named_by}; CloudFormation: {exc}): name the "
             f"deployed one with --stack STACK or {STACK_ENV}")
+
+
+@contextmanager
+def _library_logs_quiet() -> Iterator[None]:
+    """While a command runs the guard in this process (``resolve``): jobguard's own
+    Powertools log lines, written for CloudWatch, reach the operator only from warning
+    up, and on stderr; its EMF metrics too (stdout is the command's answer)."""
+    import contextlib
+    import logging
+
+    from .observability import _logger
+
+    _logger()  # Powertools' logger "jobguard", made now: its handler is known
+    logger = logging.getLogger("jobguard")
+    level = logger.level
+    streams = [(h, h.stream) for h in logger.handlers if isinstance(h, logging.StreamHandler)]
+    logger.setLevel(logging.WARNING)
+    # (assigned, not setStream: that flushes the stream it replaces, which may be closed)
+    for handler, _ in streams:
+        handler.stream = sys.stderr
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        logger.setLevel(level)
+        for handler, stream in streams:
+            handler.stream = stream
 
 
 def _recovery_function(args: argparse.Namespace) -> str:
@@ -1032,7 +1205,8 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument("--profile", default=default(None),
                        help="AWS profile, as the AWS CLI takes it")
     group.add_argument("--region", default=default(None),
-                       help="AWS region (default: the profile's, or AWS_DEFAULT_REGION)")
+                       help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, then "
+                            "the profile's, as the AWS CLI v2 takes them)")
     group.add_argument("--table", default=default(None),
                        help="the jobguard table (default: JOBGUARD_TABLE)")
     group.add_argument("--jobs-module", default=default(None),
@@ -1042,8 +1216,57 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
                             "drill need it; the other commands read the table")
 
 
+def _nearest(word: str, choices: Sequence[str]) -> str:
+    """``; did you mean 'x'?`` for the choice nearest ``word``, or nothing."""
+    import difflib
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {found[0]!r}?" if found else ""
+
+
+def _refuse(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    parser.exit(2, f"{parser.prog}: error: {safe_text(message)} (see `{parser.prog} "
+                   "--help`)\n")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, as the AWS CLI and kubectl refuse: one line naming what was wrong and
+    the nearest command or option (Python 3.11's argparse suggests nothing), then where
+    the help is; exit status 2. No usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        choice = re.match(r"argument (\S+): invalid choice: '(.*?)' \(choose from (.*)\)$",
+                          message, re.S)
+        if choice:
+            name, word, listed = choice.groups()
+            choices = re.findall(r"'([^']*)'", listed)
+            what = "command" if name == "COMMAND" else f"{name} value"
+            message = (f"unknown {what} {word!r}{_nearest(word, choices)} (one of "
+                       f"{', '.join(choices)})")
+        _refuse(self, message)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            parser = self._commands.get(command, self) if command else self
+            options = [o for a in parser._actions for o in a.option_strings]
+            flag = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+            hint = _nearest(flag, options) if flag else ""
+            _refuse(parser, f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed
+
+    @property
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jobguard", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="jobguard", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"jobguard {_version()}",
                         help="print the version and exit")
     _global_options(parser, top=True)
@@ -1059,7 +1282,13 @@ def build_parser() -> argparse.ArgumentParser:
     command("status", "lease holder, pending triggers, last runs").set_defaults(
         run=cmd_status)
     runs = command("runs", "the run log, newest first")
-    runs.add_argument("--last", type=int, default=20, help="how many runs (default 20)")
+    runs.epilog = ("--output json: a list whose every entry has the same keys, in this "
+                   f"order, null where a run has none: {', '.join(RUN_KEYS)}. extra: what "
+                   "the run recorded beside them (item counts, cursor range, a recovery's "
+                   "figures; {} when nothing); damaged: null, or {sk, problem} for a row "
+                   "that is not a readable run record (its other keys null).")
+    runs.add_argument("--last", type=int, default=20, help=f"how many runs, 1 to {_MAX_LAST:,} "
+                      "(default 20)")
     runs.add_argument("--status", help="only runs with this status (e.g. failed)")
     runs.set_defaults(run=cmd_runs)
     one = command("run", "one run with its counts and range", job=False)
@@ -1072,11 +1301,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only items in this state (rejected: records no work id "
                             "could be made for, listed only when asked)")
     items.set_defaults(run=cmd_items)
-    pause = command("pause", "record every trigger as paused")
+    pause = command("pause", "record every trigger as paused. A job already paused "
+                    "keeps its pause: the same reason again changes nothing (exit 0), "
+                    "another is refused (exit 1) unless --replace")
     pause.add_argument("--reason", required=True,
                        help="why (shown on every paused trigger's record)")
+    pause.add_argument("--replace", action="store_true",
+                       help="a job already paused: replace its reason (its pause time is "
+                            "kept)")
     pause.set_defaults(run=cmd_pause)
-    command("resume", "undo pause").set_defaults(run=cmd_resume)
+    command("resume", "undo pause (a job not paused: said, nothing written, exit 0)"
+            ).set_defaults(run=cmd_resume)
     release = command("release", "free a stuck lease and bump the fence")
     release.add_argument("--force", action="store_true",
                          help="required: the holder can write nothing more afterwards")
@@ -1087,6 +1322,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "fence issued, queued count recounted (a damaged row, or a count "
                      "left by a dead-lettered trigger)")
     repair.add_argument("--yes", action="store_true", help="do not ask")
+    repair.add_argument("--force", action="store_true",
+                        help="rewrite a healthy row too (without it, a readable row whose "
+                             "queued count is right is left as it is: said, exit 0)")
     repair.set_defaults(run=cmd_repair)
     command("runbook", "the job's runbook, from its definition").set_defaults(
         run=cmd_runbook)
@@ -1263,7 +1501,7 @@ def _main(argv: Sequence[str] | None) -> int:
         sys.stdout.flush()
     except CommandError as exc:
         _error(exc)
-        return 2
+        return exc.code
     except BrokenPipeError:
         # the reader stopped early (`| head`): not an error; keep Python's exit quiet
         import contextlib
@@ -1284,7 +1522,13 @@ def _main(argv: Sequence[str] | None) -> int:
                f"pip install 'jobguard[{extra}]'")
         return 2
     except Exception as exc:  # noqa: BLE001 - a command's failure, said plainly
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            NoCredentialsError,
+            NoRegionError,
+            PartialCredentialsError,
+        )
 
         from .errors import JobGuardError
 
@@ -1297,6 +1541,17 @@ def _main(argv: Sequence[str] | None) -> int:
                    f"is the table {table!r} deployed in this account and region"
                    + (f" at {where}" if where else "") + "?")
             return 1
+        if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+            _error(f"--profile: {args.command}: no AWS credentials found ({exc}): pass "
+                   "--profile (or set AWS_PROFILE), or set AWS_ACCESS_KEY_ID and "
+                   "AWS_SECRET_ACCESS_KEY; for the local AWS, pass --endpoint-url (or set "
+                   "AWS_ENDPOINT_URL)")
+            return 2
+        if isinstance(exc, NoRegionError):
+            _error(f"--region: {args.command}: no AWS region: pass --region (or set "
+                   "AWS_REGION), or give the profile one; for the local AWS, pass "
+                   "--endpoint-url (or set AWS_ENDPOINT_URL)")
+            return 2
         if isinstance(exc, ClientError | BotoCoreError):
             # AWS failed (throttled, 5xx, unreachable): say which call, change nothing.
             _error(f"{args.command}: AWS call failed: {exc}")

@@ -902,27 +902,62 @@ class DynamoJobStore:
 
     # -- operator commands -----------------------------------------------------------
 
-    def pause(self, job: str, *, reason: str, now_ms: int) -> None:
+    def pause(self, job: str, *, reason: str, now_ms: int, by: str | None = None,
+              replace: bool = False) -> bool:
         """Pause a job: triggers are recorded as ``paused`` until :meth:`resume`. The
         reason is cut at 1,000 UTF-8 bytes, as every text jobguard writes: the lease row
-        is read and rewritten by every decision of the job."""
+        is read and rewritten by every decision of the job.
+
+        Only a job not paused is paused (False, nothing written, when it already is: its
+        pause, reason and time are kept). With ``replace``, only a paused job's reason
+        (and who) is replaced, its time kept (False when it is not paused)."""
         from ._bounds import bounded_text
 
         e = _Expr()
-        update = (f"SET {e.n('paused_at_ms')} = {e.v(now_ms)}, "
-                  f"{e.n('paused_reason')} = {e.v(bounded_text(reason))}")
-        self._client.update_item(
-            TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
-            **e.params(update),
-        )
+        sets = [f"{e.n('paused_reason')} = {e.v(bounded_text(reason))}"]
+        if not replace:
+            sets.append(f"{e.n('paused_at_ms')} = {e.v(now_ms)}")
+        removes = []
+        if by:
+            sets.append(f"{e.n('paused_by')} = {e.v(bounded_text(by))}")
+        else:
+            removes.append(e.n("paused_by"))
+        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes
+                                             else "")
+        condition = (f"attribute_exists({e.n('paused_at_ms')})" if replace
+                     else f"attribute_not_exists({e.n('paused_at_ms')})")
+        try:
+            self._client.update_item(
+                TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
+                ConditionExpression=condition, **e.params(update, condition),
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
-    def resume(self, job: str) -> None:
+    def resume(self, job: str) -> bool:
+        """Undo :meth:`pause`: True when the job was paused; False, nothing written (no
+        row made for a job that never ran), when it was not."""
         e = _Expr()
-        update = f"REMOVE {e.n('paused_at_ms')}, {e.n('paused_reason')}"
-        self._client.update_item(
-            TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
-            **e.params(update),
-        )
+        update = f"REMOVE {e.n('paused_at_ms')}, {e.n('paused_reason')}, {e.n('paused_by')}"
+        condition = f"attribute_exists({e.n('paused_at_ms')})"
+        try:
+            self._client.update_item(
+                TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
+                ConditionExpression=condition, **e.params(update, condition),
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def count_queued(self, job: str, now_ms: int) -> int:
+        """The job's queued triggers, counted from their items (what :meth:`repair`
+        writes as the lease row's ``queued_n``)."""
+        return self._count_queued(job, now_ms)
 
     def force_release(self, job: str, *, holder_run_id: str, fence: int, now_ms: int,
                       by: str = "operator", reason: str | None = None,
@@ -1082,8 +1117,10 @@ class DynamoJobStore:
                       f" AND attribute_not_exists({e.n('paused_at_ms')})")
         if isinstance(paused_at, int) and not isinstance(paused_at, bool):
             sets.append(f"{e.n('paused_reason')} = {e.v(str(paused_reason or 'paused'))}")
+            if not isinstance(raw.get("paused_by"), str):
+                removes.append("paused_by")
         else:
-            removes += ["paused_at_ms", "paused_reason"]
+            removes += ["paused_at_ms", "paused_reason", "paused_by"]
         if isinstance(run, str):
             sets.append(f"{e.n('last_run_id')} = {e.v(run)}")
         else:

@@ -45,6 +45,8 @@ class LeaseState:
     """``run`` (its own release) or ``operator:<who>`` (``jobguard release --force``)."""
     paused_at_ms: int | None = None
     paused_reason: str | None = None
+    paused_by: str | None = None
+    """Who paused the job (``jobguard pause`` writes the operator's login name)."""
     queued_n: int = 0
     follow_up: str | None = None
     wake_receipt: str | None = None
@@ -71,7 +73,7 @@ class LeaseState:
 _INT = ("acquired_at_ms", "expires_at_ms", "heartbeat_at_ms", "released_at_ms",
         "paused_at_ms", "served_fence")
 _STR = ("run_id", "holder_owner", "trigger_id", "last_run_id", "released_by",
-        "paused_reason", "follow_up", "wake_receipt", "prev_run_id")
+        "paused_reason", "paused_by", "follow_up", "wake_receipt", "prev_run_id")
 _HELD_NEEDS = ("expires_at_ms", "holder_owner", "trigger_id", "acquired_at_ms")
 
 
@@ -130,6 +132,7 @@ def parse_lease(job: str, row: dict[str, Any] | None) -> LeaseState:
         released_by=row.get("released_by"),
         paused_at_ms=row.get("paused_at_ms"),
         paused_reason=row.get("paused_reason"),
+        paused_by=row.get("paused_by"),
         queued_n=max(0, queued),
         follow_up=row.get("follow_up"),
         wake_receipt=row.get("wake_receipt"),

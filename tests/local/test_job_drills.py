@@ -15,6 +15,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,14 +31,20 @@ pytestmark = [pytest.mark.local_aws, pytest.mark.timeout(900)]
 def job_drills(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     summary = run_demo(tmp_path_factory.mktemp("job") / "summary.json",
                        "--job", "report-export", "--keep")
-    stop = re.search(r"^When done: kill (\d+); rm -rf (\S+)$", summary["stdout"], re.M)
+    stop = re.search(r"^When done: make demo-stop \(stops pid (\d+), removes (\S+)\)$",
+                     summary["stdout"], re.M)
     try:
         yield summary
     finally:
-        if stop:  # as the demo said: stop the local AWS, remove its folder
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(stop.group(1)), signal.SIGTERM)
-            shutil.rmtree(stop.group(2), ignore_errors=True)
+        if stop:  # as the demo said: make demo-stop (then, if another note replaced
+            # this one, the pid it named: the local AWS is stopped either way)
+            said = subprocess.run([sys.executable, "-m", "jobguard.local.demo", "--stop"],
+                                  cwd=ROOT, check=False, timeout=60, capture_output=True,
+                                  text=True).stdout
+            if f"(pid {stop.group(1)} and its workers)" not in said:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(stop.group(1)), signal.SIGTERM)
+                shutil.rmtree(stop.group(2), ignore_errors=True)
     assert stop, summary["stdout"][-2000:]
 
 

@@ -191,7 +191,7 @@ def test_garbage_ahead_of_two_queued_triggers_is_rejected_and_they_run_at_once(
     # what the alarm's runbook tells the operator to run names each one
     code, out, err = cli(aws, "runs", JOB, "--status", "rejected", "--json")
     assert code == 0, err
-    listed = {r["message_id"]: r for r in json.loads(out)}
+    listed = {r["extra"]["message_id"]: r["extra"] for r in json.loads(out)}
     assert sorted(listed) == sorted(message_ids)
     assert [listed[m]["field"] for m in message_ids] == [f for _, f, _ in GARBAGE.values()]
 

@@ -187,17 +187,24 @@ def test_resolving_an_item_of_a_vanished_runs_claim_keeps_the_others_findable(aw
 
 
 def test_completed_and_unknown_items_are_left_as_they_are(aws, clock):
+    """An item the ledger does not hold is refused before the lease is taken (exit 1,
+    named, nothing written: issue 29 row 11); a completed one is left as it is."""
     mailbox = Mailbox()
     mailer(aws, clock, mailbox, ["mail-1"])(manual("first"), None)
     before = ledger(aws, ["mail-1:mail"])
+    table = aws.ddb.scan(TableName=aws.table, ConsistentRead=True)["Items"]
     code, out, err = cli(aws, "--json", "resolve", JOB, "mail-1:mail", "never-claimed:mail",
+                         "--not-found", "--reason", "tidying up", "--requested-by", "dan")
+    assert code == 1 and "no work item 'never-claimed:mail'" in err, err
+    assert aws.ddb.scan(TableName=aws.table, ConsistentRead=True)["Items"] == table
+    code, out, err = cli(aws, "--json", "resolve", JOB, "mail-1:mail",
                          "--not-found", "--reason", "tidying up", "--requested-by", "dan")
     assert code == 0, err
     import json
 
     answer = json.loads(out)
     assert answer["already_completed"] == ["mail-1:mail"]
-    assert answer["unknown"] == ["never-claimed:mail"]
+    assert answer["unknown"] == []
     assert answer["not_found"] == [] and answer["found"] == []
     assert ledger(aws, ["mail-1:mail", "never-claimed:mail"]) == before
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from jobguard._run_rows import read_run_row
-from jobguard.cli import main
+from jobguard.cli import RUN_KEYS, main
 from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.ids import new_run_id
 from jobguard.local.emulator import in_process
@@ -90,14 +90,15 @@ PROBLEMS = {
 
 
 def _damaged(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {r["damaged"]["sk"]: r for r in rows if "damaged" in r}
+    return {r["damaged"]["sk"]: r for r in rows if r["damaged"]}
 
 
 @pytest.mark.parametrize("output", ["table", "text", "json"])
 def test_runs_lists_every_good_run_and_names_each_damaged_row(log, capsys, output):
     """WHEN `jobguard runs` lists the log in each format THEN exit 0, the three good runs
     are there, and each damaged row is in its place, named by its key, with what is
-    wrong with it (JSON: ``{"job", "run_id", "damaged": {"sk", "problem"}}``)."""
+    wrong with it (JSON: the keys of every entry, ``job``, ``run_id`` and ``damaged``:
+    ``{"sk", "problem"}`` set, the others null)."""
     assert main(["runs", JOB, "--output", output]) == 0
     captured = capsys.readouterr()
     out = captured.out
@@ -110,7 +111,7 @@ def test_runs_lists_every_good_run_and_names_each_damaged_row(log, capsys, outpu
             log["bare"], log["good"][2].run_id]
         damaged = _damaged(rows)
         assert damaged[run_sk(log["bare"])] == {
-            "job": JOB, "run_id": log["bare"],
+            **dict.fromkeys(RUN_KEYS), "job": JOB, "run_id": log["bare"],
             "damaged": {"sk": run_sk(log["bare"]), "problem": PROBLEMS["bare"]}}
         assert damaged[run_sk(log["typed"])]["damaged"]["problem"] == PROBLEMS["typed"]
         problem = damaged["RUN#not-a-run-id"]["damaged"]["problem"]
@@ -174,8 +175,8 @@ def test_runs_with_a_status_filter_still_lists_the_damaged_rows(log, capsys):
     failed run rather than hide it."""
     assert main(["runs", JOB, "--status", "failed", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r.get("status", "damaged") for r in rows] == ["damaged", "failed", "damaged",
-                                                          "damaged"]
+    assert ["damaged" if r["damaged"] else r["status"] for r in rows] == [
+        "damaged", "failed", "damaged", "damaged"]
 
 
 def test_the_readers_go_on_past_a_damaged_row(log, monkeypatch):
@@ -263,7 +264,7 @@ def test_a_time_past_the_year_9999_crashes_no_reader(env, capsys, output):
         assert "started_at_ms 281474976710655 is not a time in milliseconds" in \
             captured.out or argv[1] == late, (argv, captured.out)
     rows = json.loads(_cli_json(capsys, "runs", JOB))
-    assert {r["run_id"]: r.get("taken_at_ms") for r in rows}[late] == 10 ** 17
+    assert {r["run_id"]: (r["extra"] or {}).get("taken_at_ms") for r in rows}[late] == 10 ** 17
 
 
 def _cli_json(capsys, *argv: str) -> str:

@@ -11,7 +11,8 @@ It ends by writing ``.local/drills.html`` (every drill's checks and timeline, on
 self-contained page) and printing its path. ``--json FILE`` also writes the drills'
 summary; ``--only NAME`` runs one drill;
 ``--keep`` leaves the local AWS running (its endpoint is printed) for ``jobguard``
-commands.
+commands, and notes it in ``.local/kept.json``; ``--stop`` (``make demo-stop``) stops
+the kept one and says what it removed.
 """
 
 from __future__ import annotations
@@ -95,7 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="NAME")
     parser.add_argument("--job", help="drill this job instead of the examples")
     parser.add_argument("--keep", action="store_true", help="leave the local AWS running")
+    parser.add_argument("--stop", action="store_true",
+                        help="stop the local AWS a --keep left running, and remove its files")
     args = parser.parse_args(argv)
+    if args.stop:
+        print(stop_kept(ROOT / ".local"))
+        return 0
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))  # handlers.jobs: the deployment's job definitions
     _check_selection(args.only or (), args.job)
@@ -169,6 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             pid = aws.process.pid if aws.process else "?"
             print(kept_lines(endpoint=aws.endpoint, table=outputs["TableName"],
                              stack=DEFAULT_STACK, pid=pid, workdir=aws.workdir, cli=cli))
+            if aws.process is not None:
+                _note_kept(local, pid=aws.process.pid, endpoint=aws.endpoint,
+                           workdir=aws.workdir)
             aws.process = None  # not stopped below
             aws.workdir = None  # its workers still use it
         else:
@@ -196,7 +205,90 @@ def kept_lines(*, endpoint: str, table: str, stack: str, pid: object, workdir: o
             f"JOBGUARD_JOBS_MODULE=handlers.jobs\n"
             f"  {cli} status crm-sync; {cli} runs crm-sync; {cli} drill\n"
             f"  {cli} timeline crm-sync report-export --since 1h [--html timeline.html]\n"
-            f"When done: kill {pid}; rm -rf {workdir}")
+            f"When done: make demo-stop (stops pid {pid}, removes {workdir})")
+
+
+KEPT = "kept.json"
+"""The note ``--keep`` leaves in ``.local``: the kept local AWS's pid, endpoint, folder."""
+
+
+def _note_kept(local: Path, *, pid: int, endpoint: str, workdir: Path | None) -> None:
+    (local / KEPT).write_text(json.dumps({"pid": pid, "endpoint": endpoint,
+                                          "workdir": str(workdir) if workdir else None}))
+
+
+def stop_kept(local: Path, *, wait_s: float = 10.0) -> str:
+    """Stop the local AWS a ``--keep`` left running (its process group: MiniStack and its
+    function workers), remove its temporary folder and the note; what was done, in one
+    line. Nothing noted: said, nothing done. A pid that is no longer MiniStack's (it
+    ended, and the number was reused) is never signalled."""
+    import os
+    import shutil
+    import signal
+
+    note = local / KEPT
+    try:
+        kept = json.loads(note.read_text())
+        pid, endpoint, workdir = int(kept["pid"]), str(kept["endpoint"]), kept.get("workdir")
+    except FileNotFoundError:
+        return f"no local AWS kept ({note} does not exist): nothing to stop"
+    except (ValueError, KeyError, TypeError) as exc:
+        note.unlink()
+        return f"{note} was not a kept local AWS's note ({exc}): removed it, stopped nothing"
+    if _is_ours(pid, workdir):
+        os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + wait_s
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+        said = f"stopped the local AWS at {endpoint} (pid {pid} and its workers)"
+    else:
+        said = f"the local AWS at {endpoint} (pid {pid}) was no longer running"
+    removed = [str(note)]
+    if workdir and Path(workdir).is_dir():
+        shutil.rmtree(workdir, ignore_errors=True)
+        removed.insert(0, workdir)
+    note.unlink()
+    return f"{said}; removed {', '.join(removed)}"
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie awaiting its parent."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        import os
+
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def _is_ours(pid: int, workdir: str | None) -> bool:
+    """``pid`` is still the kept MiniStack: alive, leading its own process group, and
+    started with the environment the demo gave it (its TMPDIR the noted folder)."""
+    import os
+
+    if not _alive(pid):
+        return False
+    try:
+        if os.getpgid(pid) != pid:
+            return False
+    except ProcessLookupError:
+        return False
+    if workdir is None:
+        return True
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as env:
+            return f"TMPDIR={workdir}".encode() in env.read().split(b"\0")
+    except OSError:  # no /proc (macOS): the group leader's id is the check
+        return True
 
 
 def _cli_path() -> str:
