@@ -55,4 +55,4 @@ def test_the_kept_demos_printed_commands_work_with_the_exports_it_prints(monkeyp
         args = cli.build_parser().parse_args(command[1:])
         if command[1] == "drill":
             assert cli._stack(args, cli.DRILL_STACK) == ("JobGuard-local", "JOBGUARD_STACK")
-    assert "kill 4242" in printed
+    assert "When done: make demo-stop (stops pid 4242, " in printed
