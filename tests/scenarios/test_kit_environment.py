@@ -100,3 +100,32 @@ def test_two_wired_jobs_that_set_one_variable_differently_are_refused(jobguard_s
     with pytest.raises(ConfigError, match="the definition of 'kit-env-a'"):
         jobguard_sandbox.wire(_reads_env(_definition("kit-env-c",
                                                      KIT_CRM_URL="https://c.example")))
+
+
+@pytest.mark.parametrize("name", ["AWS_ENDPOINT_URL", "AWS_PROFILE", "JOBGUARD_TABLE"])
+def test_a_definition_may_not_set_what_steers_the_sandbox_or_what_the_stack_sets(
+        name: str) -> None:
+    # GIVEN a definition whose environment names a variable Lambda or the stack sets, or
+    # one that steers boto3 off the emulator (the stack refuses it at synth: too late, a
+    # wired job would already have set it in the sealed test session)
+    # WHEN it is defined THEN it is refused, naming the field and the variable
+    with pytest.raises(ConfigError) as refused:
+        _definition("kit-env-reserved", **{name: "http://127.0.0.1:9"})
+    assert refused.value.field == "environment" and name in str(refused.value)
+
+
+def test_a_tests_own_value_set_after_wire_does_not_outlive_the_test() -> None:
+    # GIVEN a test that sets its own value after wire(), as wire() tells it, with a
+    # monkeypatch pytest set up before the sandbox (`def test(monkeypatch, jobguard_sandbox)`:
+    # torn down after it)
+    patch = pytest.MonkeyPatch()
+    crm_sync = _definition("kit-env-after", KIT_CRM_URL="https://crm.example")
+    try:
+        with Sandbox.start() as sandbox:
+            sandbox.wire(_reads_env(crm_sync))
+            patch.setenv("KIT_CRM_URL", "http://localhost:9")
+    finally:
+        # WHEN the sandbox closed, then the monkeypatch undid its change
+        patch.undo()
+    # THEN the definition's value is not left behind for the next test
+    assert "KIT_CRM_URL" not in os.environ
