@@ -14,6 +14,8 @@ from jobguard import ConfigError, OverlapPolicy, guarded
 from jobguard.definitions import JobDefinition
 from jobguard.testing import Sandbox
 
+pytest_plugins = ["pytester"]
+
 
 def _definition(name: str, **environment: str) -> JobDefinition:
     return JobDefinition(name=name, handler="kit.env.lambda_handler",
@@ -114,18 +116,41 @@ def test_a_definition_may_not_set_what_steers_the_sandbox_or_what_the_stack_sets
     assert refused.value.field == "environment" and name in str(refused.value)
 
 
-def test_a_tests_own_value_set_after_wire_does_not_outlive_the_test() -> None:
-    # GIVEN a test that sets its own value after wire(), as wire() tells it, with a
-    # monkeypatch pytest set up before the sandbox (`def test(monkeypatch, jobguard_sandbox)`:
-    # torn down after it)
-    patch = pytest.MonkeyPatch()
-    crm_sync = _definition("kit-env-after", KIT_CRM_URL="https://crm.example")
-    try:
-        with Sandbox.start() as sandbox:
-            sandbox.wire(_reads_env(crm_sync))
-            patch.setenv("KIT_CRM_URL", "http://localhost:9")
-    finally:
-        # WHEN the sandbox closed, then the monkeypatch undid its change
-        patch.undo()
-    # THEN the definition's value is not left behind for the next test
+_AFTER_WIRE = """
+import os
+from datetime import timedelta
+
+from jobguard import OverlapPolicy, guarded
+from jobguard.definitions import JobDefinition
+
+CRM_SYNC = JobDefinition(name="kit-env-after", handler="kit.env.lambda_handler",
+                         schedule="rate(5 minutes)", policy=OverlapPolicy.SKIP,
+                         timeout=timedelta(minutes=5), lease=timedelta(minutes=2),
+                         environment={"KIT_CRM_URL": "https://crm.example"})
+
+
+@guarded(CRM_SYNC.config())
+def lambda_handler(event, context):
+    return os.environ["KIT_CRM_URL"]
+
+
+def test_own_value(monkeypatch, jobguard_sandbox):
+    job = jobguard_sandbox.wire(lambda_handler)
+    monkeypatch.setenv("KIT_CRM_URL", "http://localhost:9")
+    assert job.tick() == "http://localhost:9"
+
+
+def test_next():
     assert "KIT_CRM_URL" not in os.environ
+"""
+
+
+def test_a_tests_own_value_set_after_wire_does_not_outlive_the_test(
+        pytester: pytest.Pytester) -> None:
+    # GIVEN a user's test that sets its own value after wire(), as wire() tells it, with
+    # pytest's monkeypatch requested before the sandbox (so torn down after it)
+    pytester.makepyfile(test_user=_AFTER_WIRE)
+    # WHEN it runs, then the next test
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-n", "0", "-rf")
+    # THEN the next test does not see the definition's value left behind
+    result.assert_outcomes(passed=2)
