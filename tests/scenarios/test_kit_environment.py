@@ -154,3 +154,15 @@ def test_a_tests_own_value_set_after_wire_does_not_outlive_the_test(
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-n", "0", "-rf")
     # THEN the next test does not see the definition's value left behind
     result.assert_outcomes(passed=2)
+
+
+def test_a_definitions_environment_changed_after_it_was_defined_is_checked_again() -> None:
+    # GIVEN a definition whose (mutable) environment dict is changed after it was defined,
+    # before its handler's config is made
+    crm_sync = _definition("kit-env-changed", KIT_CRM_URL="https://crm.example")
+    crm_sync.environment["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
+    # WHEN the handler's config is made THEN it is refused, naming the field, so no
+    # sandbox ever sets it
+    with pytest.raises(ConfigError) as refused:
+        crm_sync.config()
+    assert refused.value.field == "environment" and "AWS_ENDPOINT_URL" in str(refused.value)
