@@ -172,15 +172,6 @@ class JobDefinition:
                               f"must be True or False, got {self.sweeps_unresolved!r}")
         if not isinstance(self.description, str):
             raise ConfigError("description", f"must be a string, got {self.description!r}")
-        if not isinstance(self.environment, dict) or not all(
-                isinstance(k, str) and _ENV_NAME.fullmatch(k) and isinstance(v, str)
-                for k, v in self.environment.items()):
-            raise ConfigError("environment", "must map variable names (letters, digits, '_') "
-                              f"to strings, got {self.environment!r}")
-        for key in self.environment:
-            if key.startswith(RESERVED_ENV_PREFIXES) or key in RESERVED_ENV_NAMES:
-                raise ConfigError("environment", f"job {self.name!r} may not set {key!r}: "
-                                  "the stack and Lambda set it")
         self.config()  # every JobConfig rule applies here too, naming the field
         self.overlap_threshold(self.timeout)  # an overlap alarm that can fire
         self._check_alarm_settings()
@@ -334,10 +325,22 @@ class JobDefinition:
             "redact": self.redact,
         }
         options.update(overrides)
+        self._check_environment()  # here too: the dict may have changed since defined
         config = JobConfig(**options)
         # what the stack sets on the function, for the testing kit's sandbox to apply
         object.__setattr__(config, "environment", MappingProxyType(dict(self.environment)))
         return config
+
+    def _check_environment(self) -> None:
+        if not isinstance(self.environment, dict) or not all(
+                isinstance(k, str) and _ENV_NAME.fullmatch(k) and isinstance(v, str)
+                for k, v in self.environment.items()):
+            raise ConfigError("environment", "must map variable names (letters, digits, '_') "
+                              f"to strings, got {self.environment!r}")
+        for key in self.environment:
+            if key.startswith(RESERVED_ENV_PREFIXES) or key in RESERVED_ENV_NAMES:
+                raise ConfigError("environment", f"job {self.name!r} may not set {key!r}: "
+                                  "the stack and Lambda set it")
 
     def for_drills(self) -> JobDefinition:
         """The same job with its clock compressed for ``jobguard drill``.
