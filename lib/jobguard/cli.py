@@ -856,6 +856,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 STACK_ENV = "JOBGUARD_STACK"
+_STACK_NAME = re.compile(r"[A-Za-z][-A-Za-z0-9]{0,127}|arn:[!-~]+")
 RECOVER_STACK = "JobGuard"
 """``recover``'s stack when neither ``--stack`` nor ``JOBGUARD_STACK`` names one."""
 DRILL_STACK = "JobGuard-drills"
@@ -865,11 +866,18 @@ DRILL_STACK = "JobGuard-drills"
 def _stack(args: argparse.Namespace, default: str) -> tuple[str, str]:
     """The stack a command reads (``--stack``, else ``JOBGUARD_STACK``, else ``default``),
     and what named it, for an error to say."""
-    if args.stack:
-        return args.stack, "--stack"
-    if os.environ.get(STACK_ENV):
-        return os.environ[STACK_ENV], STACK_ENV
-    return default, f"the default: no --stack or {STACK_ENV}"
+    if args.stack is not None:
+        stack, named_by = args.stack, "--stack"
+    elif os.environ.get(STACK_ENV):  # set but empty: unset, as the shell's ${VAR:-}
+        stack, named_by = os.environ[STACK_ENV], STACK_ENV
+    else:
+        return default, f"the default: no --stack or {STACK_ENV}"
+    if not _STACK_NAME.fullmatch(stack):
+        raise CommandError("--stack", f"{stack!r} ({named_by}) is not a CloudFormation stack "
+                           "name (a letter, then letters, digits and '-', at most 128) or "
+                           "stack ARN: name the deployed one with --stack STACK or "
+                           f"{STACK_ENV}")
+    return stack, named_by
 
 
 def _no_stack(stack: str, named_by: str, exc: BaseException) -> str:

@@ -46,6 +46,11 @@ _CRON = re.compile(r"^cron\(\S+ \S+ \S+ \S+ \S+ \S+\)$")
 _HANDLER = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$")
 _UNITS = {"minute": 60, "hour": 3600, "day": 86400}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED_ENV_PREFIXES = ("AWS_", "JOBGUARD_", "_")
+RESERVED_ENV_NAMES = ("LAMBDA_TASK_ROOT", "LAMBDA_RUNTIME_DIR")
+"""Variables a job's ``environment`` may not set: Lambda's own, the ones the stack sets
+from the definition, and those that steer boto3 (``AWS_ENDPOINT_URL``, ``AWS_PROFILE``):
+the testing kit's ``wire()`` applies the environment inside the sealed test session."""
 # CloudWatch evaluates an alarm over at most 7 days, and at most 1 day when its period is
 # shorter than an hour (PutMetricAlarm: Period x EvaluationPeriods).
 _ALARM_RANGE = timedelta(days=7)
@@ -167,11 +172,6 @@ class JobDefinition:
                               f"must be True or False, got {self.sweeps_unresolved!r}")
         if not isinstance(self.description, str):
             raise ConfigError("description", f"must be a string, got {self.description!r}")
-        if not isinstance(self.environment, dict) or not all(
-                isinstance(k, str) and _ENV_NAME.fullmatch(k) and isinstance(v, str)
-                for k, v in self.environment.items()):
-            raise ConfigError("environment", "must map variable names (letters, digits, '_') "
-                              f"to strings, got {self.environment!r}")
         self.config()  # every JobConfig rule applies here too, naming the field
         self.overlap_threshold(self.timeout)  # an overlap alarm that can fire
         self._check_alarm_settings()
@@ -325,10 +325,22 @@ class JobDefinition:
             "redact": self.redact,
         }
         options.update(overrides)
+        self._check_environment()  # here too: the dict may have changed since defined
         config = JobConfig(**options)
         # what the stack sets on the function, for the testing kit's sandbox to apply
         object.__setattr__(config, "environment", MappingProxyType(dict(self.environment)))
         return config
+
+    def _check_environment(self) -> None:
+        if not isinstance(self.environment, dict) or not all(
+                isinstance(k, str) and _ENV_NAME.fullmatch(k) and isinstance(v, str)
+                for k, v in self.environment.items()):
+            raise ConfigError("environment", "must map variable names (letters, digits, '_') "
+                              f"to strings, got {self.environment!r}")
+        for key in self.environment:
+            if key.startswith(RESERVED_ENV_PREFIXES) or key in RESERVED_ENV_NAMES:
+                raise ConfigError("environment", f"job {self.name!r} may not set {key!r}: "
+                                  "the stack and Lambda set it")
 
     def for_drills(self) -> JobDefinition:
         """The same job with its clock compressed for ``jobguard drill``.

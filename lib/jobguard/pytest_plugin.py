@@ -72,12 +72,16 @@ def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> 
 
 
 @pytest.fixture
-def jobguard_sandbox() -> Iterator[Sandbox]:
+def jobguard_sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
     """The in-process emulator with the jobguard table, on its own ManualClock."""
     from ._offline import session_region
     from .testing import ManualClock, Sandbox
 
     with Sandbox.start(clock=ManualClock(), region=session_region()) as sandbox:
+        # a wired job's definition environment is set through the test's monkeypatch
+        # too: one the test sets after wire() is undone before the definition's, so
+        # neither outlives the test, whichever fixture pytest tears down first
+        sandbox._setenv = monkeypatch.setenv
         yield sandbox
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -407,6 +407,9 @@ class Sandbox:
         self._deferred: dict[str, list[tuple[datetime, str]]] = {}
         self._applied: dict[str, tuple[str, str, str | None]] = {}
         """Each variable a wired job's definition set: (job, value, value before)."""
+        self._setenv: Callable[[str, str], None] | None = None
+        """Sets a definition's variable (the plugin's: the test's monkeypatch, which then
+        undoes it in order with the test's own changes), else ``os.environ``."""
 
     @classmethod
     @contextmanager
@@ -525,7 +528,10 @@ class Sandbox:
         for key, value in variables.items():
             if key not in self._applied:
                 self._applied[key] = (job, value, os.environ.get(key))
-            os.environ[key] = value
+            if self._setenv is not None:
+                self._setenv(key, value)
+            else:
+                os.environ[key] = value
 
     def _restore_environment(self) -> None:
         for key, (_job, _value, before) in self._applied.items():

@@ -14,6 +14,8 @@ from jobguard import ConfigError, OverlapPolicy, guarded
 from jobguard.definitions import JobDefinition
 from jobguard.testing import Sandbox
 
+pytest_plugins = ["pytester"]
+
 
 def _definition(name: str, **environment: str) -> JobDefinition:
     return JobDefinition(name=name, handler="kit.env.lambda_handler",
@@ -100,3 +102,67 @@ def test_two_wired_jobs_that_set_one_variable_differently_are_refused(jobguard_s
     with pytest.raises(ConfigError, match="the definition of 'kit-env-a'"):
         jobguard_sandbox.wire(_reads_env(_definition("kit-env-c",
                                                      KIT_CRM_URL="https://c.example")))
+
+
+@pytest.mark.parametrize("name", ["AWS_ENDPOINT_URL", "AWS_PROFILE", "JOBGUARD_TABLE"])
+def test_a_definition_may_not_set_what_steers_the_sandbox_or_what_the_stack_sets(
+        name: str) -> None:
+    # GIVEN a definition whose environment names a variable Lambda or the stack sets, or
+    # one that steers boto3 off the emulator (the stack refuses it at synth: too late, a
+    # wired job would already have set it in the sealed test session)
+    # WHEN it is defined THEN it is refused, naming the field and the variable
+    with pytest.raises(ConfigError) as refused:
+        _definition("kit-env-reserved", **{name: "http://127.0.0.1:9"})
+    assert refused.value.field == "environment" and name in str(refused.value)
+
+
+_AFTER_WIRE = """
+import os
+from datetime import timedelta
+
+from jobguard import OverlapPolicy, guarded
+from jobguard.definitions import JobDefinition
+
+CRM_SYNC = JobDefinition(name="kit-env-after", handler="kit.env.lambda_handler",
+                         schedule="rate(5 minutes)", policy=OverlapPolicy.SKIP,
+                         timeout=timedelta(minutes=5), lease=timedelta(minutes=2),
+                         environment={"KIT_CRM_URL": "https://crm.example"})
+
+
+@guarded(CRM_SYNC.config())
+def lambda_handler(event, context):
+    return os.environ["KIT_CRM_URL"]
+
+
+def test_own_value(monkeypatch, jobguard_sandbox):
+    job = jobguard_sandbox.wire(lambda_handler)
+    monkeypatch.setenv("KIT_CRM_URL", "http://localhost:9")
+    assert job.tick() == "http://localhost:9"
+
+
+def test_next():
+    assert "KIT_CRM_URL" not in os.environ
+"""
+
+
+def test_a_tests_own_value_set_after_wire_does_not_outlive_the_test(
+        pytester: pytest.Pytester) -> None:
+    # GIVEN a user's test that sets its own value after wire(), as wire() tells it, with
+    # pytest's monkeypatch requested before the sandbox (so torn down after it)
+    pytester.makepyfile(test_user=_AFTER_WIRE)
+    # WHEN it runs, then the next test
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-n", "0", "-rf")
+    # THEN the next test does not see the definition's value left behind
+    result.assert_outcomes(passed=2)
+
+
+def test_a_definitions_environment_changed_after_it_was_defined_is_checked_again() -> None:
+    # GIVEN a definition whose (mutable) environment dict is changed after it was defined,
+    # before its handler's config is made
+    crm_sync = _definition("kit-env-changed", KIT_CRM_URL="https://crm.example")
+    crm_sync.environment["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
+    # WHEN the handler's config is made THEN it is refused, naming the field, so no
+    # sandbox ever sets it
+    with pytest.raises(ConfigError) as refused:
+        crm_sync.config()
+    assert refused.value.field == "environment" and "AWS_ENDPOINT_URL" in str(refused.value)

@@ -267,3 +267,28 @@ def test_recover_reads_its_stack_from_jobguard_stack_and_names_a_missing_one(
                            "'Mine-local' (JOBGUARD_STACK;")
     assert "--stack STACK or JOBGUARD_STACK" in line and "--direct" in line
     assert _count(ddb, table) == 0
+
+
+def test_an_empty_stack_given_is_refused_not_replaced_by_another(env, capsys, monkeypatch):
+    _, ddb, table = env
+    # GIVEN JOBGUARD_STACK names one stack, and the operator passes --stack "" (a variable
+    # of their own that was empty: `--stack "$STACK"`)
+    monkeypatch.setenv("JOBGUARD_STACK", "Mine-local")
+    # WHEN drill or recover runs THEN --stack is refused, not silently JOBGUARD_STACK's
+    for argv in (["drill", "--stack", ""],
+                 ["recover", "crm-sync", "--from", "0", "--to", "5", "--stack", ""]):
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("error: --stack: ") and "Mine-local" not in line, line
+    assert _count(ddb, table) == 0
+
+
+def test_a_stack_name_with_a_newline_is_still_one_line(env, capsys, monkeypatch):
+    # GIVEN JOBGUARD_STACK holds a name with a newline and a terminal escape
+    monkeypatch.setenv("JOBGUARD_STACK", "Mine\n\x1b[2Jlocal")
+    # WHEN drill runs THEN it is refused in one line naming the variable, the name
+    # escaped (no stack can have it: nothing is asked of CloudFormation)
+    assert main(["drill"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "\x1b" not in err, err
+    assert err.startswith("error: --stack: ") and "JOBGUARD_STACK" in err, err

@@ -18,6 +18,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobguard import environment as jobguard_environment
+from jobguard.definitions import RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES
 from jobguard.errors import ConfigError
 
 from ._lint import acknowledge
@@ -33,9 +34,10 @@ LOG_ACTIONS: dict[str, str] = {
 does with the role, on the function's own log group only (``tests/infra/test_iam``
 allows these extras and no others)."""
 
-RESERVED_PREFIXES = ("AWS_", "JOBGUARD_", "_")
+RESERVED_PREFIXES = RESERVED_ENV_PREFIXES
 """Environment variables a job's ``environment`` may not set: Lambda's own, and the
-ones the stack sets from the job definition."""
+ones the stack sets from the job definition (refused when defined too; checked again
+here for a definition changed after)."""
 
 
 def seconds(value: timedelta) -> Duration:
@@ -44,7 +46,7 @@ def seconds(value: timedelta) -> Duration:
 
 def check_extra_environment(job_name: str, extra: Mapping[str, str]) -> None:
     for key, value in extra.items():
-        if key.startswith(RESERVED_PREFIXES) or key in ("LAMBDA_TASK_ROOT", "LAMBDA_RUNTIME_DIR"):
+        if key.startswith(RESERVED_PREFIXES) or key in RESERVED_ENV_NAMES:
             raise ConfigError("environment", f"job {job_name!r} may not set {key!r}: "
                               "the stack and Lambda set it")
         if not isinstance(value, str):
