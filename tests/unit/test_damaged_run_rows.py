@@ -9,7 +9,6 @@ emulator, the garbage written with a raw ``PutItem``.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,11 +16,11 @@ import pytest
 
 from jobguard._run_rows import read_run_row
 from jobguard.cli import RUN_KEYS, main
-from jobguard.dynamodb import DynamoJobStore, create_table
+from jobguard.dynamodb import DynamoJobStore
 from jobguard.ids import new_run_id
-from jobguard.local.emulator import in_process
 from jobguard.records import DamagedRun, Decision, RunRecord, RunStatus
 from jobguard.schema import job_pk, run_sk
+from tests._cli_table import cli_table
 
 T0 = 1_796_000_000_000
 JOB = "crm-sync"
@@ -29,13 +28,7 @@ JOB = "crm-sync"
 
 @pytest.fixture
 def env(monkeypatch) -> Iterator[tuple[Any, DynamoJobStore]]:
-    with in_process() as emu:
-        ddb = emu.client("dynamodb")
-        name = f"jobguard-{uuid.uuid4().hex[:8]}"
-        create_table(ddb, name)
-        monkeypatch.setenv("JOBGUARD_TABLE", name)
-        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-        monkeypatch.setenv("JOBGUARD_JOBS_MODULE", "handlers.jobs")  # defines crm-sync
+    with cli_table(monkeypatch, jobs_module="handlers.jobs") as (ddb, name):  # crm-sync
         yield ddb, DynamoJobStore(name, client=ddb)
 
 

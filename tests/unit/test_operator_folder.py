@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,10 @@ import pytest
 
 from jobguard._launch import drop_implicit_cwd, python_m_target
 from jobguard.cli import main
-from jobguard.dynamodb import DynamoJobStore, create_table
-from jobguard.local.emulator import in_process
+from jobguard.dynamodb import DynamoJobStore
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.triggers import Trigger, TriggerKind
+from tests._cli_table import cli_table
 
 JOB = "nightly"
 RUN_ID = "01M8K455D5SMBCC61XNCBKW1C4"
@@ -83,12 +82,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pa
 @pytest.fixture
 def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
     """A table where ``nightly`` ran once (its lease row and one run record)."""
-    with in_process() as emu:
-        ddb = emu.client("dynamodb")
-        name = f"jobguard-{uuid.uuid4().hex[:8]}"
-        create_table(ddb, name)
-        monkeypatch.setenv("JOBGUARD_TABLE", name)
-        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with cli_table(monkeypatch) as (ddb, name):
         store = DynamoJobStore(name, client=ddb)
         store.take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL), run_id=RUN_ID,
                    owner="w", now_ms=1_700_000_000_000, lease_ms=60_000)
