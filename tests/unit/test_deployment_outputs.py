@@ -1,0 +1,75 @@
+"""The outputs contract between jobguard's constructs and the operator's tools
+(:mod:`jobguard.deployment`): a job's output round-trips its deployed definition, and a
+stack that is not jobguard's, or a job output that lies about its job, is named."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from handlers.jobs import JOBS
+from jobguard.deployment import (
+    Deployment,
+    DeploymentError,
+    definition_fields,
+    definition_from_fields,
+    job_output,
+    job_output_key,
+)
+
+
+@pytest.mark.parametrize("job", JOBS, ids=lambda j: j.name)
+@pytest.mark.parametrize("drills", [False, True])
+def test_a_job_output_round_trips_its_deployed_definition(job, drills):
+    deployed = job.for_drills() if drills else job
+    text = json.dumps(job_output(job=deployed, function="fn-1", queue_url="https://q/1",
+                                 drills=drills, runbook="https://wiki.example/jobs"))
+    found = Deployment.from_outputs("S", {"TableName": "t", job_output_key(job.name): text,
+                                          "AlarmTopicArn": "arn:aws:sns:us-east-1:1:a"})
+    got = found.jobs[job.name]
+    assert got.definition == definition_from_fields(definition_fields(deployed))
+    assert got.definition.lease == deployed.lease and got.definition.timeout == deployed.timeout
+    assert (got.function, got.queue_url, got.drills, got.runbook) == (
+        "fn-1", "https://q/1", drills, "https://wiki.example/jobs")
+    assert got.definition.environment == {}  # values the tools do not need stay out
+    assert found.alarm_topic == "arn:aws:sns:us-east-1:1:a" and found.alarms_off_reason is None
+
+
+def test_alarms_off_is_read_with_its_reason():
+    found = Deployment.from_outputs("S", {"TableName": "t", "AlarmTopicArn": "off: dev sandbox"})
+    assert found.alarm_topic is None and found.alarms_off_reason == "dev sandbox"
+
+
+def test_a_stack_without_a_table_output_is_not_jobguards():
+    with pytest.raises(DeploymentError, match=r"^TableName: stack 'Other' has no TableName"):
+        Deployment.from_outputs("Other", {"BucketName": "b"})
+
+
+def test_a_job_output_under_another_jobs_key_is_refused():
+    job = JOBS[0]
+    text = json.dumps(job_output(job=job, function="f", queue_url=None, drills=False,
+                                 runbook=None))
+    with pytest.raises(DeploymentError, match="^OtherJob: describes job"):
+        Deployment.from_outputs("S", {"TableName": "t", "OtherJob": text})
+
+
+def test_a_damaged_definition_names_its_output():
+    job = JOBS[0]
+    value = job_output(job=job, function="f", queue_url=None, drills=False, runbook=None)
+    value["definition"]["timeout"] = -5
+    with pytest.raises(DeploymentError, match=f"^{job_output_key(job.name)}: not a job"):
+        Deployment.from_outputs("S", {"TableName": "t",
+                                      job_output_key(job.name): json.dumps(value)})
+
+
+def test_an_unrelated_output_ending_in_job_is_ignored():
+    found = Deployment.from_outputs("S", {"TableName": "t", "NightlyJob": "arn:x",
+                                          "BatchJob": json.dumps({"a": 1})})
+    assert found.jobs == {}
+
+
+def test_durations_are_seconds():
+    fields = definition_fields(JOBS[0])
+    assert fields["lease"] == JOBS[0].lease / timedelta(seconds=1)
