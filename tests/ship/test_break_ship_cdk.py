@@ -15,7 +15,6 @@ from jobguard import OverlapPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("JSII_RUNTIME_PACKAGE_CACHE_ROOT", str(ROOT / ".jsii-cache"))
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..schema import TTL_ATTRIBUTE
 from .ministack import ACCOUNT, REGION, ROOT, client_env
+from .node import with_pinned_node
 
 __all__ = ["DEFAULT_STACK", "deploy", "stack_outputs"]
 
@@ -37,11 +38,12 @@ CDK = ROOT / "node_modules" / ".bin" / "cdk"
 
 
 def _cdk_env(endpoint: str) -> dict[str, str]:
-    env = {**os.environ, **client_env(endpoint),
-           "JSII_RUNTIME_PACKAGE_CACHE_ROOT": str(ROOT / ".jsii-cache"),
-           "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-           "CDK_DISABLE_CLI_TELEMETRY": "true", "CDK_DISABLE_VERSION_CHECK": "1",
-           "CDK_DEFAULT_ACCOUNT": ACCOUNT, "CDK_DEFAULT_REGION": REGION}
+    # the CDK CLI and the jsii under it on the Node the repository pins (.venv/bin/node)
+    env = with_pinned_node({
+        **os.environ, **client_env(endpoint),
+        "JSII_RUNTIME_PACKAGE_CACHE_ROOT": str(ROOT / ".jsii-cache"),
+        "CDK_DISABLE_CLI_TELEMETRY": "true", "CDK_DISABLE_VERSION_CHECK": "1",
+        "CDK_DEFAULT_ACCOUNT": ACCOUNT, "CDK_DEFAULT_REGION": REGION})
     env.pop("AWS_PROFILE", None)
     return env
 
