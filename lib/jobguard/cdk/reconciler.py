@@ -23,7 +23,6 @@ from datetime import timedelta
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -35,6 +34,7 @@ from jobguard.errors import ConfigError
 from jobguard.runbook import ASYNC_RETRIES, reconciler_alarms
 
 from ._function import check_extra_environment, python_function, seconds
+from ._queues import SendOnlyDestination
 from ._queues import dead_letter_queue as new_dead_letter_queue
 from ._schedule import function_schedule
 from ._text import module_of
@@ -151,7 +151,7 @@ class Reconciler(Construct):
                                 "destination)", encryption_key=encryption_key)
         self.function.configure_async_invoke(
             retry_attempts=ASYNC_RETRIES, max_event_age=seconds(SWEEP_MAX_EVENT_AGE),
-            on_failure=destinations.SqsDestination(self.failed_sweeps))
+            on_failure=SendOnlyDestination(self.failed_sweeps))
         texts = reconciler_alarms(job, own_dead_letter_queue=dead_letter_queue is None)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         if dead_letter_queue is None:
