@@ -272,7 +272,7 @@ def layer_requirements(distribution: str = "jobguard", *, host: bool = False) ->
     try:
         from packaging.requirements import Requirement
     except ImportError:  # pip, which builds the layer, carries its own copy
-        from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
+        from pip._vendor.packaging.requirements import Requirement  # type: ignore[assignment]
 
     environment = None if host else LAMBDA_MARKERS
     skipped = PROVIDED_BY_RUNTIME if host else frozenset()
