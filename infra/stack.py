@@ -127,7 +127,6 @@ class JobGuardStack(Stack):
         }
         self.reconcilers = [
             Reconciler(self, f"{pascal(job.name)}Reconciler", job=job,
-                       dead_letter_queue=self.jobs[job.name].schedule_dlq,
                        schedule_enabled=enabled,
                        trigger_queue=self.jobs[job.name].trigger_queue, **common)
             for job in jobs if job.reconciler_schedule

@@ -78,6 +78,10 @@ class Path(StrEnum):
     QUEUE = "queue"
     """A run of a job whose triggers go through its trigger queue (``QUEUE``,
     ``COALESCE``): queue, defer and wake triggers."""
+    QUEUED = "queued"
+    """A run of a ``QUEUE`` job whose trigger became a queued message: a send that surely
+    failed takes the decision back (its record deleted: the only delete a run makes). A
+    ``COALESCE`` job never takes a decision back (its follow-up's decision stands)."""
     FOLLOW_UP = "follow-up"
     """A service run (the reconciler) of a queued job releasing the lease: it wakes a
     deferred trigger and sends a pending follow-up again, so the follow-up runs right

@@ -205,7 +205,7 @@ UNDO_QUEUED = call_site(
     note="compensation after a failed send: the trigger back to what it was, queued_n - 1, "
          "its record deleted; if it fails too, the trigger's redelivery finds it `queued` "
          "and sends its message again",
-    paths=(Path.QUEUE,), parts=("Delete", "Update"),
+    paths=(Path.QUEUED,), parts=("Delete", "Update"),
 )
 PUT_RUN = call_site(
     "dynamodb.put_run", "dynamodb", "PutItem", "DynamoJobStore.put_run",

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from .config import OverlapPolicy
-from .definitions import JobDefinition
+from .definitions import AlarmWindow, JobDefinition
+from .errors import ConfigError
 
-__all__ = ["ASYNC_RETRIES", "AlarmText", "busy_metric", "busy_window", "job_alarms",
-           "queue_age_limit", "reconciler_alarms", "recovery_alarms", "render", "table_alarms"]
+__all__ = ["ASYNC_RETRIES", "SWEEP_SILENCE_INTERVALS", "AlarmText", "busy_metric",
+           "busy_window", "job_alarms", "queue_age_limit", "reconciler_alarms",
+           "recovery_alarms", "render", "sweep_window", "table_alarms"]
 
 ASYNC_RETRIES = 2
 """Lambda's retries of an asynchronous invoke (a tick, a sweep) that failed; the stack
@@ -226,10 +228,70 @@ def _failed_events(name: str, event: str, stale_after: timedelta | None) -> Alar
         f"duplicate. {late}Then delete the message.")
 
 
-def reconciler_alarms(job: JobDefinition, *, own_dead_letter_queue: bool) -> dict[str, AlarmText]:
-    """The alarms of the job's reconciler function and its sweep schedule."""
+SWEEP_SILENCE_INTERVALS = 3
+"""The reconciler's dead-man alarm: no completed sweep for this many sweep intervals."""
+_SWEEP_RANGE = {True: timedelta(days=1), False: timedelta(days=7)}
+"""CloudWatch evaluates an alarm over at most 1 day with periods under an hour, else 7."""
+
+
+def sweep_window(job: JobDefinition) -> AlarmWindow:
+    """The reconciler's dead-man alarm window: one period per sweep interval, for
+    :data:`SWEEP_SILENCE_INTERVALS` intervals (more where a healthy sweep, a timeout
+    long, can end further apart). Refused, naming ``reconciler_schedule``, where the
+    interval cannot be derived or CloudWatch cannot look back that far.
+
+    Example:
+        >>> from jobguard.definitions import JobDefinition
+        >>> sweep_window(JobDefinition(name="j", handler="m.h", schedule="rate(5 minutes)",
+        ...     policy=OverlapPolicy.SKIP, timeout=timedelta(minutes=4),
+        ...     lease=timedelta(minutes=2), reconciler_schedule="rate(1 hour)")).span
+        datetime.timedelta(seconds=10800)
+    """
+    from ._cron import longest_gap
+    from .definitions import _RATE, _UNITS
+
+    expression = job.reconciler_schedule or ""
+    match = _RATE.fullmatch(expression)
+    gap = (timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2).rstrip("s")])
+           if match else longest_gap(expression))
+    if gap is None:
+        raise ConfigError("reconciler_schedule", f"{expression!r}: the time between two "
+                          "sweeps cannot be derived from it (a day of the month, L, W, #), "
+                          "and the reconciler's dead-man alarm counts sweeps per interval: "
+                          "use rate() or a weekly cron()")
+    healthy = (gap + job.timeout) // gap + 1
+    window = AlarmWindow(gap, max(SWEEP_SILENCE_INTERVALS, healthy))
+    limit = _SWEEP_RANGE[gap < timedelta(hours=1)]
+    if window.span > limit:
+        raise ConfigError("reconciler_schedule", f"{expression!r}: the reconciler's dead-man "
+                          f"alarm would watch {window.periods} sweeps ({_human(window.span)}), "
+                          f"but CloudWatch looks back at most {_human(limit)}: sweep more "
+                          "often")
+    return window
+
+
+def reconciler_alarms(job: JobDefinition, *, own_dead_letter_queue: bool,
+                      watched: bool = True) -> dict[str, AlarmText]:
+    """The alarms of the job's reconciler function and its sweep schedule; ``watched``
+    False: no dead-man alarm (a schedule created disabled, where silence is normal)."""
     name = job.name
     texts = []
+    if watched:
+        window = sweep_window(job)
+        texts.append(AlarmText(
+            "no_sweep", "no sweep completed",
+            f"No reconciler sweep of {name} completed for {_human(window.span)} "
+            f"({window.periods} sweeps of {_human(window.period)}); no data counts too. "
+            f"Uncertain and failed items of {name} are not being checked against the "
+            "destination: a disabled or deleted sweep schedule, sweeps that never arrive or "
+            "fail every time, or a job that holds its lease at every sweep (a sweep is "
+            "skipped while the job runs).",
+            "check the sweep's schedule is enabled, the reconciler's dead-letter and "
+            "failed-sweeps queues, its errors and throttles, and the skipped sweeps in "
+            f"`jobguard runs {name} --last 20`; if the job runs back to back, schedule the "
+            "sweep between its runs. Nothing is redone meanwhile: uncertain items wait for "
+            f"a sweep, or for `jobguard recover {name} ... --mode uncertain` (dry run "
+            "first)."))
     if own_dead_letter_queue:
         texts.append(AlarmText(
             "schedule_dlq", "a sweep was dead-lettered",
@@ -248,8 +310,20 @@ def reconciler_alarms(job: JobDefinition, *, own_dead_letter_queue: bool) -> dic
             f"Lambda throttled the reconciler of {name}: the concurrency was used up.",
             "the next sweep covers what this one missed; if it persists, find what uses the "
             "concurrency or raise the quota."),
-        _async_dropped(f"the reconciler of {name}", "sweep"),
-        _failed_events(f"the reconciler of {name}", "sweep", None),
+        AlarmText(
+            "async_dropped", "sweeps dropped",
+            f"Lambda gave up on an asynchronous sweep of the reconciler of {name} "
+            "(AsyncEventsDropped): its retries failed, it grew older than the maximum event "
+            "age, or it was throttled past it.",
+            "read the reconciler's log and fix the cause; nothing needs replaying: the next "
+            "sweep covers what this one missed."),
+        AlarmText(
+            "failed_sweeps", "failed sweeps",
+            f"The failed-sweeps queue of the reconciler of {name} is not empty: a sweep "
+            f"failed its first attempt and {ASYNC_RETRIES} retries (or grew too old).",
+            "the message holds the last error (responsePayload) and why Lambda stopped "
+            "(requestContext.condition). Fix the cause; nothing needs replaying: the next "
+            "sweep covers what this one missed. Then delete the message."),
     ]
     return {t.key: t for t in texts}
 

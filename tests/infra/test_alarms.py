@@ -26,7 +26,8 @@ EXPECTED_KINDS = {
     EXPORT.name: EVERY_JOB | BUSY | QUEUED | {"dropped"},         # QUEUE, 2-min runs
     PRICES.name: EVERY_JOB | {"overlap"},                         # REPLACE
 }
-RECONCILER_KINDS = {"errors", "throttles", "async_dropped", "failed_sweeps"}
+RECONCILER_KINDS = {"no_sweep", "schedule_dlq", "errors", "throttles", "async_dropped",
+                    "failed_sweeps"}
 RECOVERY_KINDS = {"errors", "throttles"}
 TABLE_KINDS = {"read_throttles", "write_throttles"}
 
@@ -49,7 +50,7 @@ def test_each_job_has_the_alarms_its_policy_needs(synth: Synth, name: str) -> No
 
 def test_the_reconciler_recovery_and_table_have_their_alarms(synth: Synth) -> None:
     [reconciler] = synth.stack.reconcilers
-    assert set(reconciler.alarms) == RECONCILER_KINDS  # its DLQ is the job's schedule DLQ
+    assert set(reconciler.alarms) == RECONCILER_KINDS  # its own DLQ and dead-man alarm
     assert set(synth.stack.recovery.alarms) == RECOVERY_KINDS
     assert set(synth.stack.table_alarms) == TABLE_KINDS
 
@@ -61,6 +62,7 @@ def test_every_alarm_carries_runbook_text_and_notifies_the_topic_when_it_fires_a
                            + len(RECOVERY_KINDS) + len(TABLE_KINDS))
     assert set(alarms) == {synth.logical_id(a) for a in synth.stack.alarms.values()}
     dead_men = {synth.logical_id(j.alarms["no_success"]) for j in synth.stack.jobs.values()}
+    dead_men |= {synth.logical_id(r.alarms["no_sweep"]) for r in synth.stack.reconcilers}
     for logical_id, alarm in alarms.items():
         properties = alarm["Properties"]
         description = properties["AlarmDescription"]
@@ -289,10 +291,52 @@ def test_the_reconciler_recovery_and_table_alarms_say_the_runbook_words(synth: S
 
     [reconciler] = synth.stack.reconcilers
     for alarms, texts in (
-            (reconciler.alarms, reconciler_alarms(reconciler.job, own_dead_letter_queue=False)),
+            (reconciler.alarms, reconciler_alarms(reconciler.job, own_dead_letter_queue=True)),
             (synth.stack.recovery.alarms, recovery_alarms()),
             (synth.stack.table_alarms, table_alarms())):
         assert set(alarms) == set(texts)
         for kind, text in texts.items():
             description = synth.properties(alarms[kind])["AlarmDescription"]
             assert text.means in description and text.decide in description
+
+
+def test_the_reconcilers_dead_man_alarm_fires_when_no_sweep_completed_for_3_sweeps(
+        synth: Synth) -> None:
+    """crm-sync's reconciler sweeps every hour: three hours without a completed sweep
+    (skipped while the job ran, failed, never delivered, or no data at all) alarm."""
+    [reconciler] = synth.stack.reconcilers
+    alarm = synth.properties(reconciler.alarms["no_sweep"])
+    assert _jobguard_metric(alarm, "crm-sync") == "SweepSucceeded"  # not the job's RunSucceeded
+    assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 3600)
+    assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 3
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
+    assert alarm["TreatMissingData"] == "breaching"
+    assert "crm-sync" in alarm["AlarmDescription"]
+
+
+def test_the_reconcilers_sweeps_dead_letter_to_its_own_queue_with_reconciler_words(
+        synth: Synth) -> None:
+    """An undeliverable sweep goes to the reconciler's own DLQ, never to the job's tick
+    DLQ (whose alarm asks for a manual run of the job); no reconciler alarm asks for one."""
+    [reconciler] = synth.stack.reconcilers
+    job = synth.stack.jobs["crm-sync"]
+    target = synth.properties(reconciler.schedule)["Target"]
+    own = {"Fn::GetAtt": [synth.logical_id(reconciler.schedule_dlq), "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == own
+    assert reconciler.schedule_dlq is not job.schedule_dlq
+    alarm = synth.properties(reconciler.alarms["schedule_dlq"])
+    assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {
+        "Fn::GetAtt": [synth.logical_id(reconciler.schedule_dlq), "QueueName"]}}]
+    for kind, made in reconciler.alarms.items():
+        description = synth.properties(made)["AlarmDescription"]
+        assert "manual run" not in description, kind
+        assert "reconciler" in description, kind  # words about the reconciler
+
+
+def test_a_reconciler_whose_schedule_is_disabled_has_no_dead_man_alarm(drill) -> None:
+    # local and drill deployments: only the drills deliver sweeps, silence is normal
+    stack, _, _ = drill
+    assert stack.reconcilers
+    for reconciler in stack.reconcilers:
+        assert "no_sweep" not in reconciler.alarms
+        assert "failed_sweeps" in reconciler.alarms

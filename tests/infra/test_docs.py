@@ -48,7 +48,7 @@ def test_each_listed_alarm_names_its_runbook_entry(synth: Synth) -> None:
         for kind, text in job_alarms(guarded.job).items():
             titles.setdefault(("job", kind), set()).add(text.title)
     for reconciler in synth.stack.reconcilers:
-        for kind, text in reconciler_alarms(reconciler.job, own_dead_letter_queue=False).items():
+        for kind, text in reconciler_alarms(reconciler.job, own_dead_letter_queue=True).items():
             titles.setdefault(("reconciler", kind), set()).add(text.title)
     for owner, texts in (("recovery", recovery_alarms()), ("table", table_alarms())):
         for kind, text in texts.items():

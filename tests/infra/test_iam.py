@@ -25,7 +25,7 @@ from jobguard.callsites import Path, Target, all_sites, required_actions
 from jobguard.cdk._function import LOG_ACTIONS
 from jobguard.cdk.guarded_job import FAILED_EVENT_ACTIONS, MAPPING_ACTIONS, job_paths
 from jobguard.cdk.reconciler import reconciler_paths
-from jobguard.cdk.recovery import RECOVERY_PATHS
+from jobguard.cdk.recovery import PLAN_PATHS, RECOVERY_PATHS
 from jobguard.cdk.table import index_leading_keys, leading_keys
 
 from .conftest import EXPORT, INVOKER, NIGHTLY, PLANNER, PRICES, Synth
@@ -151,8 +151,11 @@ def test_a_job_run_needs_no_query_of_the_table() -> None:
     run = required_actions({Path.RUN, Path.QUEUE}, Target.TABLE)
     # a page's lookup and its completions are batch calls, key-scoped like the rest
     assert run == ("dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
-                   "dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
+                   "dynamodb:ConditionCheckItem", "dynamodb:GetItem",
                    "dynamodb:PutItem", "dynamodb:UpdateItem")
+    # the one delete a run makes: a QUEUE job taking back a decision it could not send
+    assert set(required_actions({Path.RUN, Path.QUEUE, Path.QUEUED}, Target.TABLE)) - set(
+        run) == {"dynamodb:DeleteItem"}
     assert required_actions({Path.RUN, Path.QUEUE}, Target.INDEX) == ()
     # only operators (CLI, drills) query the table itself
     assert "dynamodb:Query" in required_actions({Path.OPERATOR}, Target.TABLE)
@@ -177,6 +180,58 @@ def test_a_jobs_function_grants_exactly_what_its_code_paths_call(
     if name == "report-export":
         expected |= _report_data(synth)
     _compare(function, _grants(synth, function.role), expected)  # type: ignore[arg-type]
+
+
+def _may(synth: Synth, function: lambda_.Function, action: str, key: str) -> bool:
+    """Whether ``function``'s role may call ``action`` on the table's rows of ``key``."""
+    table = _json(_arn(synth, synth.stack.table.table))
+    return any(a == action and r == table and key in json.loads(c)[
+        "ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+        for a, r, c in _grants(synth, function.role))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("name", "deletes"), [
+    ("crm-sync", False), (PRICES.name, False), (NIGHTLY.name, False),  # COALESCE, REPLACE, SKIP
+    ("report-export", True), (EXPORT.name, True)])                     # QUEUE
+def test_only_a_queue_job_may_delete_an_item(synth: Synth, name: str, deletes: bool) -> None:
+    """Taking back a queued decision whose message could not be sent deletes its record
+    (``dynamodb.undo_queued``): only ``QUEUE`` jobs make that call. A ``COALESCE`` job
+    has a trigger queue too, but never takes a decision back."""
+    function = synth.stack.jobs[name].function
+    assert _may(synth, function, "dynamodb:DeleteItem", f"JOB#{name}") is deletes
+    others = [synth.stack.recovery.function, *(r.function for r in synth.stack.reconcilers)]
+    assert not any(_may(synth, f, "dynamodb:DeleteItem", f"JOB#{name}") for f in others)
+
+
+def test_recovery_writes_only_the_rows_of_jobs_it_can_recover(synth: Synth) -> None:
+    """report-export is a plain @guarded handler: recovery plans its unresolved items
+    (reads) and refuses to execute, so it may not write that job's rows; crm-sync is a
+    registered BatchJob, which it recovers."""
+    recovery = synth.stack.recovery
+    function = recovery.function
+    assert "report-export" in recovery.plan_only and "crm-sync" not in recovery.plan_only
+    for action in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"):
+        assert _may(synth, function, action, "JOB#crm-sync")
+        assert not _may(synth, function, action, "JOB#report-export"), action
+        assert not _may(synth, function, action, "ITEM#report-export#*"), action
+    assert _may(synth, function, "dynamodb:BatchGetItem", "ITEM#report-export#*")  # its plan
+
+
+@pytest.mark.parametrize("owner", ["job", "reconciler"])
+def test_an_on_failure_queue_is_granted_send_message_only(synth: Synth, owner: str) -> None:
+    """Lambda puts a failed asynchronous event on the queue with the function's role: it
+    sends, and reads nothing of that queue (CDK's SqsDestination would also grant
+    GetQueueAttributes and GetQueueUrl)."""
+    assert FAILED_EVENT_ACTIONS == ("sqs:SendMessage",)
+    if owner == "job":
+        job = synth.stack.jobs["crm-sync"]
+        function, queue = job.function, job.failed_ticks
+    else:
+        [reconciler] = synth.stack.reconcilers
+        function, queue = reconciler.function, reconciler.failed_sweeps
+    on_queue = {a for a, r, _ in _grants(synth, function.role)  # type: ignore[arg-type]
+                if r == _json(_arn(synth, queue))}
+    assert on_queue == {"sqs:SendMessage"}
 
 
 def test_only_a_job_that_reads_unresolved_items_may_query_the_index(synth: Synth) -> None:
@@ -206,7 +261,10 @@ def test_the_reconciler_grants_exactly_a_sweep_and_its_follow_up(synth: Synth) -
 def test_recovery_grants_exactly_a_run_and_its_plan_for_every_job(synth: Synth) -> None:
     function = synth.stack.recovery.function
     jobs = sorted(synth.stack.jobs)
-    expected = (_code_paths(synth, function, jobs=jobs, paths=RECOVERY_PATHS)
+    plan_only = sorted(synth.stack.recovery.plan_only)
+    recovers = [name for name in jobs if name not in plan_only]
+    expected = (_code_paths(synth, function, jobs=recovers, paths=RECOVERY_PATHS)
+                | _code_paths(synth, function, jobs=plan_only, paths=PLAN_PATHS)
                 | _lambda_itself(synth, function) | _crm_data(synth, runs=True))
     _compare(function, _grants(synth, function.role), expected)  # type: ignore[arg-type]
 
@@ -226,14 +284,14 @@ def test_an_index_query_is_scoped_to_its_own_jobs_unresolved_keys(synth: Synth) 
             assert parsed["Null"] == {"dynamodb:LeadingKeys": "false"}, function.node.path
             keys = parsed["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
             assert action == "dynamodb:Query" and keys, function.node.path
-            scoped[function.node.path] = keys
+            scoped[function.node.path] = sorted({*scoped.get(function.node.path, []), *keys})
     jobs = synth.stack.jobs
     assert scoped[jobs["report-export"].function.node.path] == [
         "UNRESOLVED#report-export#*"]  # its own, and no other job's
     [reconciler] = synth.stack.reconcilers
     assert scoped[reconciler.function.node.path] == ["UNRESOLVED#crm-sync#*"]
     assert scoped[synth.stack.recovery.function.node.path] == sorted(
-        f"UNRESOLVED#{name}#*" for name in jobs)  # recovery serves every job
+        f"UNRESOLVED#{name}#*" for name in jobs)  # recovery plans every job
     assert jobs["crm-sync"].function.node.path not in scoped  # it reads no index
 
 

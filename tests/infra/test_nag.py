@@ -62,7 +62,8 @@ def test_each_acknowledgment_is_a_known_one_with_a_reason(synth: Synth) -> None:
     assert kinds == {("ScheduleDlq", "AwsSolutions-SQS3"), ("FailedTicks", "AwsSolutions-SQS3"),
                      ("FailedSweeps", "AwsSolutions-SQS3"), ("Bucket", "AwsSolutions-S1"),
                      ("FunctionRole", f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/reports/*]")}
-    assert len(acknowledged) == 2 * len(synth.stack.jobs) + len(synth.stack.reconcilers) + 2
+    # per job: schedule DLQ, failed ticks; per reconciler: its own schedule DLQ, failed sweeps
+    assert len(acknowledged) == 2 * len(synth.stack.jobs) + 2 * len(synth.stack.reconcilers) + 2
     assert {path for path, rule in acknowledged if rule.startswith("AwsSolutions-IAM5")} == {
         "/JobGuard/ReportExport/FunctionRole"}
     for (path, rule), reason in acknowledged.items():

@@ -166,3 +166,58 @@ def test_the_tests_run_that_release() -> None:
         f"the tests import Powertools {VERSION}, the layer {POWERTOOLS_LAYER_VERSION} carries "
         f"{release}: reinstall (make reinstalls when pyproject.toml changed)")
     assert importlib.metadata.version("aws-lambda-powertools") in (VERSION, release)
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _lock() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements" / "dev.lock").read_text().splitlines():
+        name, sep, version = line.split("#")[0].strip().partition("==")
+        if sep:
+            pins[_normalized(name.split("[")[0])] = version.strip()
+    return pins
+
+
+def test_the_functions_layer_installs_exactly_what_the_tests_run() -> None:
+    """The wheels layer (``jobguard:dependencies=wheels``) pins every runtime dependency,
+    boto3 and botocore too, to the version installed here, which is the lock's: what the
+    tests imported is what the functions import."""
+    import importlib.metadata
+
+    from jobguard.cdk.bundle import layer_requirements
+
+    layer = dict(r.split("==") for r in layer_requirements())
+    assert {"aws-lambda-powertools", "pydantic", "pydantic-core", "boto3", "botocore",
+            "s3transfer", "typing-extensions"} <= set(layer)
+    lock = _lock()
+    for name, version in layer.items():
+        assert importlib.metadata.version(name) == version, name  # what the tests import
+        assert lock.get(name) == version, f"{name}: layer {version}, lock {lock.get(name)}"
+
+
+def test_the_layer_is_closed_under_its_requirements() -> None:
+    """Nothing is left for pip to choose: every requirement of every pinned distribution
+    that applies on Lambda (no extra, CPython 3.14 on Linux arm64) is pinned too."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    from jobguard.cdk.bundle import LAMBDA_MARKERS, layer_requirements
+
+    layer = dict(r.split("==") for r in layer_requirements())
+    for name in ["jobguard", *layer]:
+        for text in importlib.metadata.requires(name) or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate(LAMBDA_MARKERS):
+                assert _normalized(requirement.name) in {*layer, "jobguard"}, (name, text)
+
+
+def test_a_host_layer_never_shadows_the_emulators_sdk() -> None:
+    from jobguard.cdk.bundle import layer_requirements
+
+    host = {r.split("==")[0] for r in layer_requirements(host=True)}
+    assert {"pydantic", "aws-lambda-powertools"} <= host
+    assert not {"boto3", "botocore", "s3transfer"} & host  # s3transfer: only boto3 needs it

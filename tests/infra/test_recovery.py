@@ -49,8 +49,8 @@ def test_a_reconciler_exists_only_for_the_job_that_asks_for_one(synth: Synth) ->
     schedule = synth.properties(reconciler.schedule)
     assert schedule["ScheduleExpression"] == CRM_SYNC.reconciler_schedule
     assert json.loads(schedule["Target"]["Input"]) == {"job": "crm-sync"}
-    # undeliverable sweeps share the job's schedule DLQ (and its alarm)
-    dlq = synth.stack.jobs["crm-sync"].schedule_dlq
+    # undeliverable sweeps go to its own DLQ (tests/infra/test_alarms.py: its alarm)
+    dlq = reconciler.schedule_dlq
     assert schedule["Target"]["DeadLetterConfig"] == {
         "Arn": {"Fn::GetAtt": [synth.logical_id(dlq), "Arn"]}}
     assert schedule["Target"]["RetryPolicy"]["MaximumRetryAttempts"] == 3

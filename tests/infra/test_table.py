@@ -75,3 +75,18 @@ def test_one_table_serves_every_job(synth: Synth) -> None:
     functions = synth.of_type("AWS::Lambda::Function").values()
     assert [f["Properties"]["Environment"]["Variables"]["JOBGUARD_TABLE"] for f in functions] == [
         table] * len(functions)
+
+
+def test_every_queue_is_kept_when_the_stack_is_deleted(synth: Synth, drill) -> None:
+    """Like the table: a trigger queue holds triggers whose marks are on the lease rows,
+    a dead-letter or failed-ticks queue the only copy of a tick waiting to be replayed.
+    Every queue of every deployment (production, and the local drill one) is retained."""
+    _, drill_template, _ = drill
+    for resources in (synth.resources, drill_template["Resources"]):
+        queues = {k: v for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"}
+        # per job: schedule DLQ, failed ticks (+ trigger queue and its DLQ when it has
+        # one); per reconciler: its schedule DLQ and failed sweeps
+        assert len(queues) >= 10
+        for logical_id, queue in queues.items():
+            assert (queue.get("DeletionPolicy"), queue.get("UpdateReplacePolicy")) == (
+                "Retain", "Retain"), logical_id

@@ -1,14 +1,22 @@
 """Queues as jobguard uses them: encrypted (SSE-SQS, or a customer-managed KMS key), TLS
-only, 14 days of retention.
+only, 14 days of retention, kept when the stack is deleted.
 
 Retention is the maximum because a pending trigger's mark stays on the lease row until
 its message runs: a message SQS dropped early would leave a queued mark behind.
+
+Every queue is kept (``RemovalPolicy.RETAIN``), as the table is: a trigger queue holds
+triggers whose marks are on the table's lease rows, a dead-letter or failed-ticks queue
+holds the only copy of a tick or trigger waiting to be replayed. Deleting the stack must
+not delete them; delete a queue yourself once it is empty. An empty queue costs nothing.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Duration, Validations
+import jsii
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -37,6 +45,7 @@ def secure_queue(
         encryption_master_key=encryption_key,
         enforce_ssl=True,
         dead_letter_queue=dead_letter_queue,
+        removal_policy=RemovalPolicy.RETAIN,
     )
     acknowledge(queue, "CKV_AWS_27",
                 "encrypted at rest with SSE-SQS (SqsManagedSseEnabled); checkov counts only a "
@@ -62,3 +71,27 @@ def dead_letter_queue(scope: Construct, construct_id: str, *, fifo: bool, holds:
                    "messages further. Its depth is alarmed.",
         ))
     return queue
+
+
+FAILED_EVENT_ACTIONS = ("sqs:SendMessage",)
+"""All Lambda needs, with the function's role, to put a failed asynchronous event on the
+function's failed-ticks (or failed-sweeps) queue. CDK's ``SqsDestination`` grants
+``grant_send_messages`` (``GetQueueAttributes`` and ``GetQueueUrl`` too): no jobguard
+code reads that queue, so :class:`SendOnlyDestination` grants this alone."""
+
+
+@jsii.implements(lambda_.IDestination)
+class SendOnlyDestination:
+    """An on-failure destination on ``queue`` whose grant is ``sqs:SendMessage`` on that
+    queue (and the queue's KMS key, to encrypt the message), nothing else."""
+
+    def __init__(self, queue: sqs.IQueue) -> None:
+        self.queue = queue
+
+    def bind(self, scope: Construct, fn: lambda_.IFunction, *,
+             type: lambda_.DestinationType | None = None) -> lambda_.DestinationConfig:  # noqa: A002 - jsii's name
+        iam.Grant.add_to_principal(grantee=fn, actions=list(FAILED_EVENT_ACTIONS),
+                                   resource_arns=[self.queue.queue_arn])
+        if self.queue.encryption_master_key is not None:
+            self.queue.encryption_master_key.grant_encrypt_decrypt(fn)
+        return lambda_.DestinationConfig(destination=self.queue.queue_arn)

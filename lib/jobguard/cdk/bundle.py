@@ -6,9 +6,10 @@
   (:data:`NEVER_SHIPPED`: the CLI, the fault harness, the test helpers, the emulator, the
   timeline), and the drill switches (:data:`DRILL_CODE`) only in a drill deployment.
 - **Dependencies** (:class:`Dependencies`): the public Powertools for AWS Lambda layer
-  (default: nothing to build, so ``cdk synth`` is offline), a layer of platform wheels
-  pinned to the versions installed here, or host wheels for the local emulator, whose
-  Lambdas run on the host's interpreter.
+  (default: nothing to build, so ``cdk synth`` is offline; its pydantic and the runtime's
+  boto3 are not the versions your tests ran), a layer of platform wheels of exactly the
+  versions installed here (:func:`layer_requirements`: what the tests ran), or host wheels
+  for the local emulator, whose Lambdas run on the host's interpreter.
 
 pip, when a layer is built, runs once per requirement set and platform; the result is
 kept in the build cache (``.local/cdk-build/``, ignored by git), so later synths are
@@ -85,8 +86,17 @@ CODE_KEPT_FOR = timedelta(days=7)
 """Staged code folders unused this long are removed from the build cache."""
 
 PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore"})
-"""Left out of a layer: the Lambda runtime ships them (and the local emulator's own
-botocore must not be shadowed)."""
+"""Left out of a host layer, with what only they need: the local emulator's own botocore
+must not be shadowed. A Lambda layer carries them: the layer comes before the runtime's
+own copy on the path, so the functions run the SDK the tests ran."""
+LAMBDA_MARKERS = {
+    "python_version": RUNTIME.name.removeprefix("python"),
+    "python_full_version": RUNTIME.name.removeprefix("python") + ".0",
+    "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "aarch64",
+    "os_name": "posix", "implementation_name": "cpython",
+    "platform_python_implementation": "CPython", "extra": "",
+}
+"""The environment a requirement's marker is judged in for a Lambda layer."""
 
 _EXCLUDED_PARTS = {"__pycache__"}
 _EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
@@ -100,7 +110,6 @@ constructs, the timeline (``jobguard timeline``)."""
 DRILL_CODE = frozenset({("jobguard", "drill")})
 """The drill package: imported by a function only when ``JOBGUARD_DRILLS=1`` (a drill
 deployment), so only a drill deployment's asset carries it."""
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 
 Runner = Callable[[list[str]], None]
 
@@ -112,8 +121,9 @@ class Dependencies(StrEnum):
     """The public Powertools for AWS Lambda (Python) v3 layer for arm64. Nothing is built."""
 
     WHEELS = "wheels"
-    """A layer of manylinux aarch64 wheels for the runtime's CPython, pinned to the
-    versions installed in the synthesizing environment (built once with pip)."""
+    """A layer of manylinux aarch64 wheels for the runtime's CPython: every runtime
+    dependency, boto3 and botocore included, at exactly the version installed in the
+    synthesizing environment (:func:`layer_requirements`; built once with pip)."""
 
     HOST = "host"
     """A layer of wheels for this machine's interpreter: the local emulator runs Lambdas
@@ -162,8 +172,8 @@ class LambdaBundle(Construct):
                 self, "Powertools", powertools_layer_arn(powertools_layer_version))]
         else:
             host = self.dependencies is Dependencies.HOST
-            layer_dir = build_layer(layer_requirements(), host=host, build_dir=build_dir,
-                                    run=run or _run)
+            layer_dir = build_layer(layer_requirements(host=host), host=host,
+                                    build_dir=build_dir, run=run or _run)
             self.layers = [lambda_.LayerVersion(
                 self, "Dependencies",
                 code=lambda_.Code.from_asset(str(layer_dir)),
@@ -244,26 +254,52 @@ def _package_files(package_dir: Path, exclude: frozenset[tuple[str, str]]
 
 # -- dependency layer -----------------------------------------------------------------------
 
-def layer_requirements(distribution: str = "jobguard") -> list[str]:
-    """jobguard's runtime requirements, pinned to the versions installed here.
+def layer_requirements(distribution: str = "jobguard", *, host: bool = False) -> list[str]:
+    """Every distribution ``distribution``'s runtime needs, each pinned to the version
+    installed here: the versions the tests ran (``make`` installs them from
+    ``requirements/dev.lock``; ``tests/infra/test_pins`` compares the three).
 
-    Extras (dev, cdk) and what the Lambda runtime provides (boto3, botocore) are left out.
+    The whole closure, not only jobguard's own requirements (pip would pick the rest,
+    typing-extensions or urllib3, freely). Requirements of extras are left out, and a
+    marker is judged for the runtime (:data:`LAMBDA_MARKERS`), or for this interpreter
+    when ``host``; a host layer also leaves out :data:`PROVIDED_BY_RUNTIME` and what only
+    they need.
+
+    Example:
+        >>> "botocore==" + importlib.metadata.version("botocore") in layer_requirements()
+        True
     """
-    pinned = []
-    for requirement in importlib.metadata.requires(distribution) or []:
-        if ";" in requirement:  # an extra's requirement, or platform-conditional
-            continue
-        match = _NAME.match(requirement.strip())
-        if match is None:
-            continue
-        name = match.group(0)
-        if name.lower() in PROVIDED_BY_RUNTIME:
-            continue
-        try:
-            pinned.append(f"{name}=={importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            pinned.append(requirement.strip())
-    return sorted(pinned)
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # pip, which builds the layer, carries its own copy
+        from pip._vendor.packaging.requirements import Requirement  # type: ignore[assignment]
+
+    environment = None if host else LAMBDA_MARKERS
+    skipped = PROVIDED_BY_RUNTIME if host else frozenset()
+    pinned: dict[str, str] = {}
+    pending = [distribution]
+    while pending:
+        for text in importlib.metadata.requires(pending.pop()) or []:
+            requirement = Requirement(text)
+            if requirement.marker is not None and not requirement.marker.evaluate(
+                    environment):  # an extra's requirement, or another platform's
+                continue
+            name = _normalized(requirement.name)
+            if name in pinned or name in skipped or name == _normalized(distribution):
+                continue
+            try:
+                pinned[name] = importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                raise ConfigError("dependencies", f"{requirement} (needed by the functions) "
+                                  "is not installed here: install jobguard's dependencies "
+                                  "before building a layer of them") from None
+            pending.append(name)
+    return sorted(f"{name}=={version}" for name, version in pinned.items())
+
+
+def _normalized(name: str) -> str:
+    """A distribution's name as pip compares it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def pip_command(target: Path, requirements: Sequence[str], *, host: bool) -> list[str]:

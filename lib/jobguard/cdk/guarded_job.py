@@ -30,7 +30,6 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
@@ -38,12 +37,19 @@ from constructs import Construct
 
 from jobguard import environment
 from jobguard.callsites import Path, Target, required_actions
+from jobguard.config import OverlapPolicy
 from jobguard.definitions import VISIBILITY_FACTOR, JobDefinition
 from jobguard.errors import ConfigError
 from jobguard.runbook import ASYNC_RETRIES, busy_metric, busy_window, job_alarms, queue_age_limit
 
 from ._function import check_extra_environment, python_function, seconds
-from ._queues import RETENTION, dead_letter_queue, secure_queue
+from ._queues import (
+    FAILED_EVENT_ACTIONS,
+    RETENTION,
+    SendOnlyDestination,
+    dead_letter_queue,
+    secure_queue,
+)
 from ._schedule import function_schedule
 from ._text import human
 from .alarms import (
@@ -84,18 +90,17 @@ and no others)."""
 
 def job_paths(job: JobDefinition) -> frozenset[Path]:
     """The code paths a job's own function runs: every run; its trigger queue's when its
-    policy has one; the sweep's reads when its handler reads unresolved items."""
+    policy has one, and taking back a queued decision for a ``QUEUE`` job (the only
+    delete a run makes); the sweep's reads when its handler reads unresolved items."""
     paths = {Path.RUN}
     if job.config().needs_queue:
         paths.add(Path.QUEUE)
+    if job.policy is OverlapPolicy.QUEUE:
+        paths.add(Path.QUEUED)
     if job.sweeps_unresolved:
         paths.add(Path.SWEEP)
     return frozenset(paths)
 
-
-FAILED_EVENT_ACTIONS = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
-"""What Lambda does, with the function's role, to put a failed asynchronous event on the
-function's failed-ticks (or failed-sweeps) queue: CDK's ``SqsDestination`` grant."""
 
 MAX_VISIBILITY = timedelta(hours=12)
 SCHEDULER_MAX_EVENT_AGE = timedelta(hours=24)
@@ -245,7 +250,7 @@ class GuardedJob(Construct):
         self.function.configure_async_invoke(
             retry_attempts=ASYNC_RETRIES,
             max_event_age=seconds(self.max_event_age),
-            on_failure=destinations.SqsDestination(self.failed_ticks))
+            on_failure=SendOnlyDestination(self.failed_ticks))
 
         self.schedule_dlq = dead_letter_queue(
             self, "ScheduleDlq", fifo=False,

@@ -23,7 +23,6 @@ from datetime import timedelta
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -32,13 +31,23 @@ from jobguard import environment
 from jobguard.callsites import Path, Target, required_actions
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
-from jobguard.runbook import ASYNC_RETRIES, reconciler_alarms
+from jobguard.functions.reconciler import SWEEP_SUCCEEDED
+from jobguard.runbook import ASYNC_RETRIES, reconciler_alarms, sweep_window
 
 from ._function import check_extra_environment, python_function, seconds
+from ._queues import SendOnlyDestination
 from ._queues import dead_letter_queue as new_dead_letter_queue
 from ._schedule import function_schedule
 from ._text import module_of
-from .alarms import async_dropped_alarm, dlq_alarm, errors_alarm, from_text, throttles_alarm
+from .alarms import (
+    async_dropped_alarm,
+    dlq_alarm,
+    errors_alarm,
+    from_text,
+    job_metric,
+    runbook_alarm,
+    throttles_alarm,
+)
 from .bundle import LambdaBundle
 from .table import JobTable
 
@@ -81,8 +90,9 @@ class Reconciler(Construct):
     """The job's reconciler function and its schedule.
 
     Args:
-        dead_letter_queue: where undeliverable sweeps go (the job's schedule DLQ, say);
-            a new one, with its alarm, when not given.
+        dead_letter_queue: where undeliverable sweeps go: by default a queue of its own,
+            with its alarm. A job's schedule DLQ would mix sweeps into ticks, under an
+            alarm that asks for a manual run of the job.
         schedule_enabled: False creates the sweep's schedule DISABLED (a local
             deployment, where only what a drill delivers runs).
         encryption_key, tracing: as for :class:`jobguard.cdk.GuardedJob`.
@@ -151,9 +161,22 @@ class Reconciler(Construct):
                                 "destination)", encryption_key=encryption_key)
         self.function.configure_async_invoke(
             retry_attempts=ASYNC_RETRIES, max_event_age=seconds(SWEEP_MAX_EVENT_AGE),
-            on_failure=destinations.SqsDestination(self.failed_sweeps))
-        texts = reconciler_alarms(job, own_dead_letter_queue=dead_letter_queue is None)
+            on_failure=SendOnlyDestination(self.failed_sweeps))
+        # no dead-man alarm where the schedule is disabled (local and drill deployments)
+        texts = reconciler_alarms(job, own_dead_letter_queue=dead_letter_queue is None,
+                                  watched=schedule_enabled)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
+        if "no_sweep" in texts:
+            # the dead-man alarm: no sweep completed; silence is the symptom, so missing
+            # data breaches (a sweep skipped while the job runs counts nothing)
+            window = sweep_window(job)
+            self.alarms["no_sweep"] = runbook_alarm(
+                self, "NoSweepAlarm",
+                metric=job_metric(job.name, SWEEP_SUCCEEDED, period=seconds(window.period)),
+                threshold=1, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=window.periods,
+                missing_data=cloudwatch.TreatMissingData.BREACHING,
+                action=alarm_action, runbook=from_text(texts["no_sweep"]))
         if dead_letter_queue is None:
             dead_letter_queue = new_dead_letter_queue(
                 self, "ScheduleDlq", fifo=False,
@@ -162,6 +185,7 @@ class Reconciler(Construct):
             self.alarms["schedule_dlq"] = dlq_alarm(
                 self, "ScheduleDlqAlarm", dead_letter_queue, action=alarm_action,
                 runbook=from_text(texts["schedule_dlq"]))
+        self.schedule_dlq: sqs.IQueue = dead_letter_queue
         self.schedule = function_schedule(
             self, "Schedule",
             function=self.function, expression=job.reconciler_schedule,

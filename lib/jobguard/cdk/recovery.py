@@ -4,6 +4,9 @@ It knows the jobs whose handler modules are listed in ``JOBGUARD_RECOVERY_MODULE
 (each registers its BatchJob). Its timeout is the longest job timeout, so a claim it
 takes (at most its job's timeout) never outlives it.
 
+Its role writes only the rows of the jobs it can execute a recovery of (a registered
+``BatchJob``); a plain ``@guarded`` job's rows it reads, to plan (:func:`plan_only`).
+
 It runs each job's own code (``select``, ``process``, ``reconcile``), so it gets each
 job's ``JobDefinition.environment`` too (two jobs that set one variable differently are
 refused); grant it what the jobs' code touches, as you grant each job's function
@@ -59,7 +62,8 @@ from .bundle import LambdaBundle
 from .table import JobTable
 
 __all__ = ["EXECUTE_ALIAS", "EXECUTE_OUTPUT_NAME", "OPTIONAL_ENVIRONMENT", "OUTPUT_NAME",
-           "RECOVERY_HANDLER", "RECOVERY_PATHS", "RecoveryFunction", "jobs_environment"]
+           "PLAN_PATHS", "RECOVERY_HANDLER", "RECOVERY_PATHS", "RecoveryFunction",
+           "jobs_environment", "plan_only"]
 
 OUTPUT_NAME = "RecoveryFunctionName"
 """The stack output that names the function (what ``jobguard recover --stack`` reads)."""
@@ -73,6 +77,9 @@ RECOVERY_PATHS = frozenset({Path.RUN, Path.SWEEP})
 """A recovery is a run (it takes the job's lease) that plans by reading items. It has no
 trigger queue: one function serves every job, and a follow-up pending when it releases
 runs at the job's next trigger (recoveries are rare and operator-driven)."""
+PLAN_PATHS = frozenset({Path.SWEEP})
+"""A plain ``@guarded`` job (no registered ``BatchJob``) can only be planned: its
+unresolved items are read, nothing is written (:func:`plan_only`)."""
 
 OPTIONAL_ENVIRONMENT = {
     environment.RECOVERY_CONFIRM_ABOVE: "confirm_above",
@@ -150,8 +157,16 @@ class RecoveryFunction(Construct):
             tracing=tracing,
             log_key=encryption_key,
         )
+        # Writes only to the rows of jobs it can execute a recovery of; a plain
+        # @guarded job's rows are read (planned), never written.
+        self.plan_only = plan_only(jobs)
         self.paths = RECOVERY_PATHS
-        table.grant_paths(self.function, jobs=[job.name for job in jobs], paths=self.paths)
+        self.paths_by_job = {job.name: PLAN_PATHS if job.name in self.plan_only
+                             else RECOVERY_PATHS for job in jobs}
+        for paths in (RECOVERY_PATHS, PLAN_PATHS):
+            names = [name for name, held in self.paths_by_job.items() if held == paths]
+            if names:
+                table.grant_paths(self.function, jobs=names, paths=paths)
         # The alias runs what the function runs ($LATEST): a plan and its execution see
         # the same code. Only an invocation through it may execute.
         self.execute_alias = lambda_.Alias(
@@ -198,6 +213,26 @@ def jobs_environment(jobs: Sequence[JobDefinition]) -> dict[str, str]:
                                   f"{key} differently; one function runs both jobs' code")
             merged[key], setters[key] = value, setters.get(key, job.name)
     return merged
+
+
+def plan_only(jobs: Sequence[JobDefinition]) -> frozenset[str]:
+    """The jobs of ``jobs`` whose handler module registers no ``BatchJob`` when imported
+    here (a plain ``@guarded`` handler): recovery plans them and never executes, so it
+    may read their rows and not write them. A module that does not import at synth is
+    not judged (the function may recover its job: its writes are granted)."""
+    import importlib
+
+    from jobguard import registry
+
+    found = set()
+    for job in jobs:
+        try:
+            importlib.import_module(module_of(job.handler))
+        except Exception:  # noqa: BLE001 - not importable at synth: nothing to judge by
+            continue
+        if job.name not in registry.names():
+            found.add(job.name)
+    return frozenset(found)
 
 
 def _refuse_public(stack: Stack, principal: iam.IPrincipal, field_name: str) -> None:

@@ -3,6 +3,10 @@
 Takes the job's lease like any run (it never overlaps the job's own runs), so a SKIP of
 the sweep while the job runs is expected. ``JOBGUARD_JOB`` names the job; the job's
 module is listed in ``JOBGUARD_RECOVERY_MODULES``.
+
+A sweep that ran to its end counts ``SweepSucceeded`` (with the job's dimension): the
+reconciler's dead-man alarm, whose silence means no sweep did (a skipped or failed sweep
+counts nothing).
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from .. import environment, registry
 from ..batch import sweep
 from ..guard import GuardedJob
 from ..run import current_run
+
+SWEEP_SUCCEEDED = "SweepSucceeded"
+"""The metric a completed sweep counts: the reconciler's dead-man alarm reads it."""
 
 _guards: dict[str, GuardedJob] = {}
 
@@ -30,13 +37,20 @@ def lambda_handler(event: Any, context: Any) -> Any:
                                              environment.TRIGGER_QUEUE_URL)})
         # A sweep serves no trigger: it never absorbs the job's pending follow-up.
         _guards[name] = GuardedJob(
-            config, lambda e, c: sweep(current_run(), job.reconcile).as_dict(),
+            config, lambda e, c: _sweep(job),
             serves_triggers=False,
             **job._guard_options,  # noqa: SLF001 - the job's own wiring (tests, local)
         )
     return _guards[name]({"job": name, "manual": True,
                           "trigger_id": f"reconcile-{getattr(context, 'aws_request_id', 'local')}"},
                          context)
+
+
+def _sweep(job: Any) -> dict[str, Any]:
+    run = current_run()
+    report = sweep(run, job.reconcile).as_dict()
+    run.telemetry_count(SWEEP_SUCCEEDED)
+    return report
 
 
 def _fields(config: Any) -> dict[str, Any]:
