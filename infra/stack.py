@@ -44,6 +44,8 @@ from jobguard.cdk import (
 )
 from jobguard.cdk._lint import acknowledge
 from jobguard.cdk._text import pascal
+from jobguard.cdk.alarm_topic import AlarmTopic
+from jobguard.cdk.destination import TOPIC_ID
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 
@@ -169,6 +171,12 @@ class JobGuardStack(Stack):
                            "key variants the services request on the caller's behalf) on "
                            "that one key's ARN only.",
                 ))
+
+    @property
+    def alarm_topic(self) -> AlarmTopic | None:
+        """The stack's own alarm topic (``jobguard:alarmEmail``), if it made one."""
+        found = self.node.try_find_child(TOPIC_ID)
+        return found if isinstance(found, AlarmTopic) else None
 
     @property
     def alarms(self) -> dict[str, cloudwatch.Alarm]:

@@ -73,7 +73,8 @@ class AlarmDestination:
         """This destination for the alarms ``scope`` makes (of ``job``, or of the whole
         stack): the stack's topic and ``AlarmTopicArn`` output are made on first use."""
         stack = Stack.of(scope)
-        action = None if self.off else cw_actions.SnsAction(self._topic(stack))
+        topic = self._topic(stack)  # the output too, when alarms are off
+        action = None if topic is None else cw_actions.SnsAction(topic)
         if self.runbook is not None:
             reference = f"Runbook: {self.runbook}"
         elif job is not None:
@@ -85,7 +86,7 @@ class AlarmDestination:
             reference = f"Alarms are off, nobody is paged: {self.off_reason}. {reference}"
         return BoundAlarms(action=action, reference=reference)
 
-    def _topic(self, stack: Stack) -> sns.ITopic:
+    def _topic(self, stack: Stack) -> sns.ITopic | None:
         mark = stack.node.try_find_child(_STACK_MARK)
         if mark is None:
             mark = _Mark(stack, _STACK_MARK, self)
@@ -103,7 +104,7 @@ class _Mark(Construct):
         super().__init__(stack, construct_id)
         self.destination = destination
         if destination.off:
-            self.topic: sns.ITopic = None  # type: ignore[assignment]
+            self.topic: sns.ITopic | None = None
             value = f"{ALARMS_OFF_PREFIX}{destination.off_reason}"
         elif destination.topic is not None:
             self.topic = destination.topic
