@@ -368,3 +368,17 @@ def test_the_local_context_is_honoured_by_the_constructs_themselves(tmp_path: Pa
     with pytest.raises(ConfigError, match="^dependencies: "):
         LambdaBundle(cdk.Stack(cdk.App(context={"jobguard:local": "true"}), "L"), "Code",
                      packages=HANDLER_PACKAGES, dependencies=Dependencies.WHEELS)
+
+
+def test_the_longest_reason_and_runbook_link_allowed_fit_every_description(
+        tmp_path: Path) -> None:
+    from jobguard.cdk.destination import MAX_REASON, MAX_RUNBOOK
+
+    reason = ("nobody on call " * 20)[:MAX_REASON]
+    link = "https://wiki.example.com/" + "r" * (MAX_RUNBOOK - 25)
+    _, template = user_stack(tmp_path, lambda _: alarms_off(reason=reason, runbook=link))
+    lengths = [len(_text(a["AlarmDescription"]))
+               for a in _of_type(template, "AWS::CloudWatch::Alarm").values()]
+    assert lengths and max(lengths) <= 1024
+    with pytest.raises(ConfigError, match="^runbook: "):
+        alarms_off(reason="a test", runbook=link + "r")

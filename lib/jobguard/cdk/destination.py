@@ -47,9 +47,10 @@ TOPIC_ID = "JobGuardAlarms"
 _STACK_MARK = "JobGuardAlarmDestination"
 _EMAIL = re.compile(r"^[^@\s,;<>]+@[^@\s,;<>]+\.[A-Za-z]{2,}$")
 _WORD = re.compile(r"[A-Za-z]{2,}")
-MAX_REASON = 200
-MAX_RUNBOOK = 300
-"""Keep every alarm description within CloudWatch's 1024 characters."""
+MAX_REASON = 120
+MAX_RUNBOOK = 200
+"""With the longest runbook words (630 characters), a description that names both stays
+within CloudWatch's 1024 characters (runbook_alarm checks each)."""
 _HOW = ('pass alarms=alarms_to_email("oncall@example.com"), alarms_to_topic(topic) or '
         'alarms_off(reason="...")')
 
