@@ -113,9 +113,12 @@ unit: $(STAMP) lint typecheck
 bench: $(STAMP)
 	$(PY) -m bench.run
 
-## synth: the CDK stack into cdk.out/, no AWS account needed (CDK_ARGS="-c jobguard:local=true")
+## synth: the CDK stack into cdk.out/, no AWS account needed (CDK_ARGS="-c jobguard:local=true");
+## its alarms are off (a template to read) unless CDK_ARGS names jobguard:alarmEmail,
+## jobguard:alarmTopicArn or jobguard:alarmsOff
+SYNTH_ALARMS = -c "jobguard:alarmsOff=make synth: a template to read, not to deploy"
 synth: $(STAMP) $(CDK)
-	$(CDK) synth --quiet --no-notices $(CDK_ARGS)
+	$(CDK) synth --quiet --no-notices $(if $(findstring jobguard:alarm,$(CDK_ARGS)),,$(SYNTH_ALARMS)) $(CDK_ARGS)
 
 $(CDK): package.json package-lock.json | $(STAMP)
 	@echo "[make] installing the CDK CLI (npm ci, on the pinned Node)"

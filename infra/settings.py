@@ -12,8 +12,15 @@
 - ``jobguard:powertoolsLayerVersion`` (``bundle.POWERTOOLS_LAYER_VERSION``);
 - ``jobguard:recoveryInvokers`` (none): IAM role/user ARNs or 12-digit account ids that
   may invoke the recovery function, comma-separated;
-- ``jobguard:alarmTopicArn`` (none): an SNS topic every alarm notifies; without it the
-  stack creates one (KMS-encrypted, TLS only) and every alarm notifies that.
+- where the alarms go, one of (a production synth without any is refused, naming them;
+  a local or drills deployment pages nobody unless told):
+
+  - ``jobguard:alarmTopicArn``: an SNS topic every alarm notifies;
+  - ``jobguard:alarmEmail``: addresses, comma-separated, subscribed to the stack's own
+    alarm topic (KMS-encrypted, TLS only);
+  - ``jobguard:alarmsOff``: the reason nobody is paged (in every alarm's description);
+- ``jobguard:runbookUrl`` (none): your runbook, named by every alarm's description
+  (else the ``jobguard runbook JOB --stack STACK`` command that prints it);
 - ``jobguard:drillsAccounts`` (none): the 12-digit accounts a drills deployment may go
   to, comma-separated. A drills synth (not local) refuses any other account: the account
   comes from ``CDK_DEFAULT_ACCOUNT`` (the CDK CLI sets it from your credentials) and the
@@ -52,13 +59,15 @@ from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from jobguard.cdk import AlarmDestination, alarms_off, alarms_to_email, alarms_to_topic
 from jobguard.cdk.bundle import POWERTOOLS_LAYER_VERSION, Dependencies
 from jobguard.errors import ConfigError
 
-__all__ = ["CONTEXT", "DEPLOYMENT_TAG", "LOCAL_ACCOUNT", "LOG_RETENTION",
-           "OPERATIONS_CONTEXT", "OperationsSettings", "PRODUCTION_STACK_NAME",
+__all__ = ["ALARM_CONTEXT", "CONTEXT", "DEPLOYMENT_TAG", "LOCAL_ACCOUNT", "LOG_RETENTION",
+           "NOBODY_PAGED", "OPERATIONS_CONTEXT", "OperationsSettings", "PRODUCTION_STACK_NAME",
            "StackSettings"]
 
 CONTEXT = {
@@ -70,8 +79,14 @@ CONTEXT = {
     "recovery_invokers": "jobguard:recoveryInvokers",
     "recovery_planners": "jobguard:recoveryPlanners",
     "alarm_topic_arn": "jobguard:alarmTopicArn",
+    "alarm_emails": "jobguard:alarmEmail",
+    "alarms_off": "jobguard:alarmsOff",
+    "runbook_url": "jobguard:runbookUrl",
     "drills_accounts": "jobguard:drillsAccounts",
 }
+ALARM_CONTEXT = ("alarm_emails", "alarm_topic_arn", "alarms_off")
+NOBODY_PAGED = "a local/drills deployment: nobody is paged"
+"""Why a local or drills deployment's alarms are off unless the context says otherwise."""
 
 PRODUCTION_STACK_NAME = "JobGuard"
 LOCAL_ACCOUNT = "000000000000"
@@ -209,6 +224,10 @@ class StackSettings:
     """Role/user ARNs or 12-digit account ids that may only plan recoveries (invoke the
     recovery function itself, not its ``execute`` alias)."""
     alarm_topic_arn: str | None = None
+    alarm_emails: tuple[str, ...] = field(default_factory=tuple)
+    alarms_off: str | None = None
+    """Why nobody is paged (``jobguard:alarmsOff``)."""
+    runbook_url: str | None = None
     local: bool = False
     """Deploying to the local emulator: host-platform dependencies, and every
     EventBridge Scheduler schedule created DISABLED. MiniStack fires schedules but leaves
@@ -274,6 +293,40 @@ class StackSettings:
                         "id; recovery is never public")
         if self.alarm_topic_arn is not None and not _TOPIC_ARN.fullmatch(self.alarm_topic_arn):
             raise ConfigError("alarm_topic_arn", f"{self.alarm_topic_arn!r} is not an SNS ARN")
+        given = [CONTEXT[name] for name in ALARM_CONTEXT if getattr(self, name)]
+        if len(given) > 1:
+            raise ConfigError("alarms", f"{' and '.join(given)}: choose one alarm destination")
+        self._destination()  # addresses, reason and runbook link checked when defined
+
+    def _destination(self) -> AlarmDestination | None:
+        runbook = self.runbook_url
+        if self.alarm_topic_arn:
+            return None  # imported in the stack (alarm_destination)
+        if self.alarm_emails:
+            return alarms_to_email(*self.alarm_emails, runbook=runbook)
+        if self.alarms_off is not None:
+            return alarms_off(reason=self.alarms_off, runbook=runbook)
+        if self.deployment != "production":
+            return alarms_off(reason=NOBODY_PAGED, runbook=runbook)
+        return None
+
+    def alarm_destination(self, scope: Construct, key: kms.IKey | None = None
+                          ) -> AlarmDestination:
+        """Where the stack's alarms go (its e-mail topic encrypted with ``key``); a
+        production deployment without a destination is refused, naming the context."""
+        if self.alarm_topic_arn:
+            return alarms_to_topic(sns.Topic.from_topic_arn(scope, "AlarmTopic",
+                                                            self.alarm_topic_arn),
+                                   runbook=self.runbook_url)
+        if self.alarm_emails:
+            return alarms_to_email(*self.alarm_emails, runbook=self.runbook_url, key=key)
+        destination = self._destination()
+        if destination is None:
+            raise ConfigError("alarms", "a production deployment needs an alarm destination: "
+                              f"-c {CONTEXT['alarm_emails']}=oncall@example.com, "
+                              f"-c {CONTEXT['alarm_topic_arn']}=<SNS topic ARN> or "
+                              f"-c {CONTEXT['alarms_off']}=<why nobody is paged>")
+        return destination
 
     @classmethod
     def from_context(cls, context: Mapping[str, Any] | Callable[[str], Any], *,
@@ -304,15 +357,23 @@ class StackSettings:
         options["recovery_planners"] = _list(get(CONTEXT["recovery_planners"]))
         if topic := get(CONTEXT["alarm_topic_arn"]):
             options["alarm_topic_arn"] = str(topic)
+        options["alarm_emails"] = _list(get(CONTEXT["alarm_emails"]))
+        if (off := get(CONTEXT["alarms_off"])) is not None:
+            options["alarms_off"] = str(off)
+        if (runbook := get(CONTEXT["runbook_url"])) is not None:
+            options["runbook_url"] = str(runbook)
         options["operations"] = OperationsSettings.from_context(
             get, disposable=bool(options.get("local") or options["drills"]))
         options["drills_accounts"] = _list(get(CONTEXT["drills_accounts"]))
         try:
             return cls(**options)
         except ConfigError as exc:  # name the context key the user sets
-            if exc.field == "drills_accounts":
-                raise ConfigError(CONTEXT["drills_accounts"], str(exc).split(": ", 1)[-1]) \
-                    from None
+            keys = {"drills_accounts": CONTEXT["drills_accounts"],
+                    "reason": CONTEXT["alarms_off"], "runbook": CONTEXT["runbook_url"]}
+            if exc.field in keys or (exc.field == "alarms" and options["alarm_emails"]
+                                     and "e-mail" in str(exc)):
+                key = keys.get(exc.field, CONTEXT["alarm_emails"])
+                raise ConfigError(key, str(exc).split(": ", 1)[-1]) from None
             raise
 
     def invoker_principals(self) -> list[iam.IPrincipal]:

@@ -8,13 +8,17 @@ crm-sync the change feed it reads and the notes it writes
 (:class:`infra.crm_sync.CrmSyncData`), report-export the bucket it writes
 (:class:`infra.report_export.ReportExportData`).
 
-A drill deployment (``settings.drills``) deploys every job with its drill timings and
-sets ``JOBGUARD_DRILLS=1`` on every function; a local one (``settings.local``) creates
-every schedule disabled (see :class:`infra.settings.StackSettings`). The outputs name
-everything ``jobguard drill`` drives and inspects.
+A drill deployment (``settings.drills``) builds a drills bundle, so the constructs
+deploy every job with its drill timings, set ``JOBGUARD_DRILLS=1`` on every function and
+disable the schedules; a local one (``-c jobguard:local=true``, which the constructs read
+themselves) creates every schedule disabled (see :class:`infra.settings.StackSettings`).
+The constructs' outputs (:mod:`jobguard.deployment`) name everything ``jobguard drill``
+drives and inspects; the alarms go where the context says
+(:meth:`StackSettings.alarm_destination`).
 
 Example:
-    >>> JobGuardStack(app, "JobGuard", jobs=JOBS, settings=StackSettings())
+    >>> JobGuardStack(app, "JobGuard", jobs=JOBS,
+    ...               settings=StackSettings(alarm_emails=("oncall@example.com",)))
     ... # doctest: +SKIP
 """
 
@@ -26,9 +30,7 @@ from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from handlers.jobs import CRM_SYNC, REPORT_EXPORT
@@ -43,9 +45,8 @@ from jobguard.cdk import (
 from jobguard.cdk._lint import acknowledge
 from jobguard.cdk._text import pascal
 from jobguard.cdk.alarm_topic import AlarmTopic
-from jobguard.cdk.alarms import table_throttle_alarms
+from jobguard.cdk.destination import TOPIC_ID
 from jobguard.definitions import JobDefinition
-from jobguard.drill.switches import DRILLS
 from jobguard.errors import ConfigError
 
 from .crm_sync import CrmSyncData
@@ -82,32 +83,23 @@ class JobGuardStack(Stack):
         operations = settings.operations
         kwargs.setdefault("termination_protection", operations.termination_protection)
         super().__init__(scope, construct_id, **kwargs)
-        if settings.drills:  # seconds, not minutes: a drill waits out leases
-            jobs = [job.for_drills() for job in jobs]
-        # Locally, Scheduler would deliver its placeholders literally; in a drill
-        # deployment (local or a test account) the drills deliver every tick, so that
-        # what they count is exactly what they sent.
-        enabled = not (settings.local or settings.drills)
+        # The drills bundle makes the constructs deploy the drill timings, and disable the
+        # schedules (as -c jobguard:local=true does): the drills deliver every tick, so
+        # that what they count is exactly what they sent.
 
         # a customer-managed key (jobguard:kmsKey) for the table, queues, logs and topic
         self.key = operations.key(self)
-        self.table = JobTable(self, "Table", encryption_key=self.key,
+        # Every alarm reaches a person, or the context says in writing why not.
+        self.alarm_destination = settings.alarm_destination(self, key=self.key)
+        self.table = JobTable(self, "Table", alarms=self.alarm_destination,
+                              encryption_key=self.key,
                               deletion_protection=operations.deletion_protection)
         self.bundle = LambdaBundle(
             self, "Bundle", packages=packages, dependencies=settings.dependencies,
             powertools_layer_version=settings.powertools_layer_version,
             drills=settings.drills)
-        # Every alarm reaches a person: the topic given, or one made here.
-        self.alarm_topic: AlarmTopic | None = None
-        if settings.alarm_topic_arn:
-            topic: sns.ITopic = sns.Topic.from_topic_arn(
-                self, "AlarmTopic", settings.alarm_topic_arn)
-        else:
-            self.alarm_topic = AlarmTopic(self, "Alarms", key=self.key)
-            topic = self.alarm_topic.topic
-        action = cw_actions.SnsAction(topic)
         common: dict[str, Any] = {
-            "table": self.table, "bundle": self.bundle, "alarm_action": action,
+            "table": self.table, "bundle": self.bundle, "alarms": self.alarm_destination,
             "encryption_key": self.key, "tracing": operations.tracing,
             "log_retention": operations.log_retention}
 
@@ -120,22 +112,20 @@ class JobGuardStack(Stack):
             jobs = [self.crm_sync_data.told(job) if job.name == CRM_SYNC.name else job
                     for job in jobs]
         self.jobs = {
-            job.name: GuardedJob(self, pascal(job.name), job=job, schedule_enabled=enabled,
+            job.name: GuardedJob(self, pascal(job.name), job=job,
                                  trigger_max_concurrency=operations.trigger_max_concurrency,
                                  **common)
             for job in jobs
         }
         self.reconcilers = [
             Reconciler(self, f"{pascal(job.name)}Reconciler", job=job,
-                       schedule_enabled=enabled,
                        trigger_queue=self.jobs[job.name].trigger_queue, **common)
             for job in jobs if job.reconciler_schedule
         ]
         self.recovery = RecoveryFunction(
             self, "Recovery", jobs=jobs, invokers=settings.invoker_principals(),
             planners=settings.planner_principals(), **common)
-        self.table_alarms: dict[str, cloudwatch.Alarm] = table_throttle_alarms(
-            self.table, self.table.table, action=action)
+        self.table_alarms: dict[str, cloudwatch.Alarm] = self.table.alarms
         if self.crm_sync_data is not None:  # the example job's grants on its own data
             reconcilers = [r.function for r in self.reconcilers if r.job.name == CRM_SYNC.name]
             self.crm_sync_data.wire(
@@ -145,17 +135,6 @@ class JobGuardStack(Stack):
         if REPORT_EXPORT.name in self.jobs:
             self.report_export_data = ReportExportData(self, "ReportExportData")
             self.report_export_data.wire(runs=[self.jobs[REPORT_EXPORT.name].function])
-        if settings.drills:
-            for function in self.functions:
-                function.add_environment(DRILLS, "1")
-            # A drill deployment's functions read their job's drill switches (a Query of
-            # the job's own DRILL# rows, jobguard.drill.switches) at every hook point:
-            # only here, scoped to the job's keys, like every other table grant.
-            for name, guarded in self.jobs.items():
-                self.table.grant_drill_switches(guarded.function, jobs=[name])
-            for reconciler in self.reconcilers:
-                self.table.grant_drill_switches(reconciler.function, jobs=[reconciler.job.name])
-            self.table.grant_drill_switches(self.recovery.function, jobs=list(self.jobs))
         if self.key is not None:
             self._acknowledge_key_grants()
         self.dashboard = JobGuardDashboard(
@@ -166,23 +145,15 @@ class JobGuardStack(Stack):
                     "from the registry schema); the schema bundled with the pinned cfn-lint "
                     "predates that")
 
-        CfnOutput(self, "TableName", value=self.table.table_name)
+        # TableName, AlarmTopicArn, <Job>Job, <Job>ReconcilerFunctionName and the
+        # recovery's come from the constructs (jobguard.deployment); these are this
+        # repository's own.
         CfnOutput(self, "DashboardName", value=self.dashboard.dashboard.dashboard_name)
-        CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
         if self.crm_sync_data is not None:
             CfnOutput(self, "CrmContactChangesTable", value=self.crm_sync_data.feed.table_name)
             CfnOutput(self, "CrmNotesTable", value=self.crm_sync_data.notes.table_name)
         if self.report_export_data is not None:
             CfnOutput(self, "ReportBucketName", value=self.report_export_data.bucket.bucket_name)
-        for name, guarded in self.jobs.items():
-            CfnOutput(self, f"{pascal(name)}FunctionName",
-                      value=guarded.function.function_name)
-            if guarded.trigger_queue is not None:
-                CfnOutput(self, f"{pascal(name)}TriggerQueueUrl",
-                          value=guarded.trigger_queue.queue_url)
-        for reconciler in self.reconcilers:
-            CfnOutput(self, f"{pascal(reconciler.job.name)}ReconcilerFunctionName",
-                      value=reconciler.function.function_name)
 
     def _acknowledge_key_grants(self) -> None:
         """CDK's grants on the customer-managed key (table, queues, failed-event
@@ -199,6 +170,12 @@ class JobGuardStack(Stack):
                            "key variants the services request on the caller's behalf) on "
                            "that one key's ARN only.",
                 ))
+
+    @property
+    def alarm_topic(self) -> AlarmTopic | None:
+        """The stack's own alarm topic (``jobguard:alarmEmail``), if it made one."""
+        found = self.node.try_find_child(TOPIC_ID)
+        return found if isinstance(found, AlarmTopic) else None
 
     @property
     def alarms(self) -> dict[str, cloudwatch.Alarm]:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from handlers.jobs import CRM_SYNC, JOBS, REPORT_EXPORT, deployed
-from infra.settings import StackSettings
+from infra.settings import NOBODY_PAGED, StackSettings
 from infra.stack import JobGuardStack
 from jobguard.cdk.guarded_job import VISIBILITY_FACTOR, receive_budget
 from jobguard.definitions import DRILL_HEARTBEAT, DRILL_LEASE, DRILL_TIMEOUT
@@ -118,17 +118,18 @@ def test_the_drills_deliver_the_tick_the_schedule_would_send() -> None:
         assert sent["scheduled_at"] == "2026-11-29T00:00:00Z"
 
 
-def test_drill_and_local_deployments_are_not_protected_and_alarm_their_own_topic(
+def test_drill_and_local_deployments_are_not_protected_and_page_nobody_saying_why(
         drill: tuple[JobGuardStack, Any, Path]) -> None:
     stack, template, _ = drill
     assert stack.termination_protection is False
     table = template["Resources"][stack.resolve(stack.get_logical_id(
         stack.table.table.node.default_child))]["Properties"]
     assert "DeletionProtectionEnabled" not in table
-    assert stack.alarm_topic is not None  # no topic given: the stack's own
-    topic = {"Ref": stack.resolve(stack.get_logical_id(stack.alarm_topic.topic.node.default_child))}
+    assert stack.alarm_topic is None  # no destination given: alarms off, with the reason
+    assert template["Outputs"]["AlarmTopicArn"]["Value"] == f"off: {NOBODY_PAGED}"
     for alarm in _of_type(template, "AWS::CloudWatch::Alarm").values():
-        assert alarm["Properties"]["AlarmActions"] == [topic]
+        assert "AlarmActions" not in alarm["Properties"]
+        assert NOBODY_PAGED in json.dumps(alarm["Properties"]["AlarmDescription"])
 
 
 def test_a_drill_deployments_functions_may_read_their_own_switches(

@@ -13,7 +13,7 @@ from aws_cdk.assertions import Template
 from handlers.jobs import CRM_SYNC
 from infra.stack import HANDLER_PACKAGES
 from jobguard import environment
-from jobguard.cdk import JobTable, LambdaBundle, RecoveryFunction
+from jobguard.cdk import JobTable, LambdaBundle, RecoveryFunction, alarms_off
 from jobguard.cdk.recovery import OPTIONAL_ENVIRONMENT
 
 from .conftest import EXPORT, NIGHTLY, PRICES, Synth
@@ -36,11 +36,15 @@ def test_every_variable_jobguard_defines_is_known_to_the_stack() -> None:
     assert not listed & OPTIONAL_ENVIRONMENT.keys()
 
 
+ALARMS = alarms_off(reason="a test stack, never deployed")
+
+
 def test_an_optional_recovery_variable_is_set_when_asked_for() -> None:
     stack = Stack()
-    RecoveryFunction(stack, "Recovery", jobs=[CRM_SYNC], table=JobTable(stack, "Table"),
+    RecoveryFunction(stack, "Recovery", jobs=[CRM_SYNC],
+                     table=JobTable(stack, "Table", alarms=ALARMS),
                      bundle=LambdaBundle(stack, "Bundle", packages=HANDLER_PACKAGES),
-                     confirm_above=250)
+                     confirm_above=250, alarms=ALARMS)
     [function] = Template.from_stack(stack).find_resources("AWS::Lambda::Function").values()
     variables = function["Properties"]["Environment"]["Variables"]
     assert variables[environment.RECOVERY_CONFIRM_ABOVE] == "250"

@@ -32,7 +32,8 @@ def test_cdk_nag_found_nothing_unacknowledged(synth: Synth) -> None:
 
 def test_a_new_finding_fails_the_synthesis(tmp_path: Path) -> None:
     # GIVEN the same app with one queue that has no DLQ and accepts plain HTTP
-    app = build_app(outdir=str(tmp_path), jobs=(NIGHTLY,))
+    app = build_app({"jobguard:alarmEmail": "oncall@example.com"}, outdir=str(tmp_path),
+                    jobs=(NIGHTLY,))
     stack = next(c for c in app.node.children if isinstance(c, JobGuardStack))
     sqs.Queue(stack, "Careless")
     # WHEN it is synthesized THEN cdk-nag fails it, naming the findings

@@ -25,7 +25,7 @@ from .conftest import DRILLS_ACCOUNT, INVOKER, Synth
 
 OPTIONS = {"jobguard:kmsKey": "create", "jobguard:tracing": "true",
            "jobguard:triggerMaxConcurrency": "5", "jobguard:logRetentionDays": "90",
-           "jobguard:recoveryInvokers": INVOKER}
+           "jobguard:recoveryInvokers": INVOKER, "jobguard:alarmEmail": "oncall@example.com"}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from aws_cdk.assertions import Template
 
 from handlers.jobs import CRM_SYNC
 from infra.stack import HANDLER_PACKAGES
-from jobguard.cdk import JobTable, LambdaBundle, RecoveryFunction
+from jobguard.cdk import JobTable, LambdaBundle, RecoveryFunction, alarms_off
 from jobguard.cdk.reconciler import RECONCILER_HANDLER
 from jobguard.cdk.recovery import (
     EXECUTE_ALIAS,
@@ -103,6 +103,9 @@ def test_planners_may_invoke_the_function_and_only_invokers_its_execute_alias(
                     f"{logical_id} grants {actions} on the recovery function"
 
 
+ALARMS = alarms_off(reason="a test stack, never deployed")
+
+
 def test_a_role_of_the_app_that_may_plan_is_granted_no_qualified_arn_but_latest() -> None:
     # GIVEN a recovery function in an app whose own roles plan and execute
     stack = cdk.Stack(cdk.App(), "Own", env=cdk.Environment(account="123456789012",
@@ -111,7 +114,8 @@ def test_a_role_of_the_app_that_may_plan_is_granted_no_qualified_arn_but_latest(
     executor = iam.Role(stack, "Executor", assumed_by=iam.AccountRootPrincipal())
     bundle = LambdaBundle(stack, "Code", packages=HANDLER_PACKAGES)
     recovery = RecoveryFunction(stack, "Recovery", jobs=[CRM_SYNC],
-                                table=JobTable(stack, "Table"), bundle=bundle,
+                                table=JobTable(stack, "Table", alarms=ALARMS), bundle=bundle,
+                                alarms=ALARMS,
                                 invokers=[executor], planners=[planner])
     template = Template.from_stack(stack).to_json()
 

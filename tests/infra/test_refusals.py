@@ -19,11 +19,20 @@ from handlers.jobs import CRM_SYNC
 from infra.settings import StackSettings
 from infra.stack import HANDLER_PACKAGES, JobGuardStack
 from jobguard import OverlapPolicy
-from jobguard.cdk import GuardedJob, JobTable, LambdaBundle, Reconciler, RecoveryFunction
+from jobguard.cdk import (
+    GuardedJob,
+    JobTable,
+    LambdaBundle,
+    Reconciler,
+    RecoveryFunction,
+    alarms_off,
+)
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 
 from .conftest import NIGHTLY
+
+ALARMS = alarms_off(reason="a test stack, never deployed")
 
 
 @dataclasses.dataclass
@@ -36,6 +45,7 @@ class Parts:
     def job(self, **options: Any) -> GuardedJob:
         options.setdefault("job", CRM_SYNC)
         self.built += 1
+        options.setdefault("alarms", ALARMS)
         return GuardedJob(self.stack, f"Job{self.built}", table=self.table, bundle=self.bundle,
                           **options)
 
@@ -43,7 +53,7 @@ class Parts:
 @pytest.fixture
 def parts() -> Iterator[Parts]:
     stack = cdk.Stack(cdk.App(), "Refusals")
-    yield Parts(stack, JobTable(stack, "Table"),
+    yield Parts(stack, JobTable(stack, "Table", alarms=ALARMS),
                 LambdaBundle(stack, "Bundle", packages=HANDLER_PACKAGES))
 
 
@@ -90,7 +100,8 @@ def test_a_handler_that_is_not_in_the_code_asset(parts: Parts) -> None:
 
 def test_a_reconciler_for_a_job_that_asks_for_none(parts: Parts) -> None:
     with _refused("reconciler_schedule"):
-        Reconciler(parts.stack, "Sweep", job=NIGHTLY, table=parts.table, bundle=parts.bundle)
+        Reconciler(parts.stack, "Sweep", job=NIGHTLY, table=parts.table, bundle=parts.bundle,
+                   alarms=ALARMS)
 
 
 def test_a_reconciler_for_a_plain_guarded_job(parts: Parts) -> None:
@@ -101,26 +112,27 @@ def test_a_reconciler_for_a_plain_guarded_job(parts: Parts) -> None:
     job = dataclasses.replace(REPORT_EXPORT, reconciler_schedule="rate(1 hour)")
     with _refused("reconciler_schedule"):
         Reconciler(parts.stack, "PlainSweep", job=job, table=parts.table,
-                   bundle=parts.bundle)
+                   bundle=parts.bundle, alarms=ALARMS)
 
 
 @pytest.mark.parametrize("principal", [iam.AnyPrincipal(), iam.ArnPrincipal("*"),
                                        iam.StarPrincipal()])
 def test_a_publicly_invokable_recovery_function(parts: Parts, principal: iam.IPrincipal) -> None:
     with _refused("invokers"):
-        RecoveryFunction(parts.stack, "Recovery", jobs=[CRM_SYNC], table=parts.table,
+        RecoveryFunction(parts.stack, "Recovery", jobs=[CRM_SYNC], table=parts.table, alarms=ALARMS,
                          bundle=parts.bundle, invokers=[principal])
 
 
 def test_a_confirmation_threshold_below_one(parts: Parts) -> None:
     with _refused("confirm_above"):
-        RecoveryFunction(parts.stack, "Recovery", jobs=[CRM_SYNC], table=parts.table,
+        RecoveryFunction(parts.stack, "Recovery", jobs=[CRM_SYNC], table=parts.table, alarms=ALARMS,
                          bundle=parts.bundle, confirm_above=0)
 
 
 def test_two_jobs_with_one_name() -> None:
     with _refused("jobs"):
-        JobGuardStack(cdk.App(), "Twice", jobs=[CRM_SYNC, CRM_SYNC], settings=StackSettings())
+        JobGuardStack(cdk.App(), "Twice", jobs=[CRM_SYNC, CRM_SYNC],
+                      settings=StackSettings(alarms_off="a test"))
 
 
 @pytest.mark.parametrize(("context", "field"), [

@@ -3,9 +3,11 @@ that names it, and the stack outputs ``jobguard drill`` reads."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from handlers import report_export
+from jobguard.deployment import job_output_key
 
 from .conftest import Synth
 
@@ -67,15 +69,16 @@ def test_outputs_name_everything_the_drills_drive_and_inspect(synth: Synth) -> N
         "CrmContactChangesTable": ref(crm.feed),
         "CrmNotesTable": ref(crm.notes),
         "ReportBucketName": ref(_bucket(synth)),
-        "CrmSyncFunctionName": ref(stack.jobs["crm-sync"].function),
-        "CrmSyncTriggerQueueUrl": ref(stack.jobs["crm-sync"].trigger_queue),
         "CrmSyncReconcilerFunctionName": ref(stack.reconcilers[0].function),
-        "ReportExportFunctionName": ref(stack.jobs["report-export"].function),
-        "ReportExportTriggerQueueUrl": ref(stack.jobs["report-export"].trigger_queue),
     }
     assert {name: outputs[name]["Value"] for name in expected} == expected
-    # every job of the stack has its function's name out, and its queue's when it has one
+    # every job of the stack has its output (jobguard.deployment's contract), naming its
+    # function and its queue when it has one (tests/infra/test_destinations reads them)
     for name, job in stack.jobs.items():
-        prefix = "".join(part.capitalize() for part in name.split("-"))
-        assert f"{prefix}FunctionName" in outputs
-        assert (f"{prefix}TriggerQueueUrl" in outputs) == (job.trigger_queue is not None)
+        value = json.dumps(outputs[job_output_key(name)]["Value"])
+        assert json.dumps(ref(job.function)) in value
+        assert (job.trigger_queue is not None) == (
+            job.trigger_queue is not None and json.dumps(ref(job.trigger_queue)) in value)
+    # the per-job outputs the contract replaced are gone
+    assert not [k for k in outputs if k.endswith(("FunctionName", "TriggerQueueUrl"))
+                and "Reconciler" not in k and "Recovery" not in k]

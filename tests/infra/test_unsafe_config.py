@@ -19,11 +19,19 @@ import pytest
 
 from handlers.jobs import CRM_SYNC
 from infra.stack import HANDLER_PACKAGES
-from jobguard.cdk import GuardedJob, JobTable, LambdaBundle, Reconciler, RecoveryFunction
+from jobguard.cdk import (
+    GuardedJob,
+    JobTable,
+    LambdaBundle,
+    Reconciler,
+    RecoveryFunction,
+    alarms_off,
+)
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 
 S = timedelta(seconds=1)
+ALARMS = alarms_off(reason="a test stack, never deployed")
 
 
 @dataclasses.dataclass
@@ -36,7 +44,7 @@ class Parts:
 @pytest.fixture(scope="module")
 def parts() -> Iterator[Parts]:
     stack = cdk.Stack(cdk.App(), "Unsafe")
-    yield Parts(stack, JobTable(stack, "Table"),
+    yield Parts(stack, JobTable(stack, "Table", alarms=ALARMS),
                 LambdaBundle(stack, "Bundle", packages=HANDLER_PACKAGES))
 
 
@@ -67,11 +75,13 @@ def test_every_construct_that_runs_the_job_refuses_an_unsafe_definition(
     job = _drifted(**changes)
     build = {
         "job": lambda i: GuardedJob(parts.stack, f"Job{i}", job=job, table=parts.table,
-                                    bundle=parts.bundle),
+                                    bundle=parts.bundle, alarms=ALARMS),
         "reconciler": lambda i: Reconciler(parts.stack, f"Sweep{i}", job=job,
-                                           table=parts.table, bundle=parts.bundle),
+                                           table=parts.table, bundle=parts.bundle,
+                                           alarms=ALARMS),
         "recovery": lambda i: RecoveryFunction(parts.stack, f"Recovery{i}", jobs=[job],
-                                               table=parts.table, bundle=parts.bundle),
+                                               table=parts.table, bundle=parts.bundle,
+                                               alarms=ALARMS),
     }[construct]
     with pytest.raises(ConfigError) as info:
         build(f"{construct}{sorted(UNSAFE).index(case)}")
@@ -83,7 +93,8 @@ def test_a_visibility_timeout_below_six_function_timeouts_says_what_goes_wrong(
         parts: Parts) -> None:
     with pytest.raises(ConfigError) as info:
         GuardedJob(parts.stack, "ShortVisibility", job=CRM_SYNC, table=parts.table,
-                   bundle=parts.bundle, queue_visibility_timeout=timedelta(minutes=23))
+                   bundle=parts.bundle, alarms=ALARMS,
+                   queue_visibility_timeout=timedelta(minutes=23))
     assert info.value.field == "queue_visibility_timeout"
     assert "deliver a trigger again while its run is still working" in str(info.value)
 
@@ -92,7 +103,7 @@ def test_the_trigger_queue_keeps_messages_no_longer_than_items_are_remembered(
         parts: Parts) -> None:
     # the rule the stack enforces, on the queue it actually made
     job = GuardedJob(parts.stack, "Retention", job=CRM_SYNC, table=parts.table,
-                     bundle=parts.bundle)
+                     bundle=parts.bundle, alarms=ALARMS)
     assert job.trigger_queue is not None
     retention = cdk.Stack.of(job).resolve(
         job.trigger_queue.node.default_child.message_retention_period)  # type: ignore[union-attr]

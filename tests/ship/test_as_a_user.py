@@ -134,12 +134,63 @@ def test_the_readme_stack_synthesizes_outside_the_repository(installed: Path,
                   if p.get("Handler") == "myjobs.invoice_mailer.lambda_handler")
     assert "SENT_TABLE" in mailer["Environment"]["Variables"]
     assert "JOBGUARD_TABLE" in mailer["Environment"]["Variables"]
+    # every alarm reaches the person the README names, on ALARM and on OK
+    alarms = [v["Properties"] for v in template["Resources"].values()
+              if v["Type"] == "AWS::CloudWatch::Alarm"]
+    assert alarms
+    for alarm in alarms:
+        assert alarm.get("AlarmActions") and alarm["AlarmActions"] == alarm.get("OKActions")
+    assert [v["Properties"]["Endpoint"] for v in template["Resources"].values()
+            if v["Type"] == "AWS::SNS::Subscription"] == ["oncall@example.com"]
+    # the outputs `jobguard --stack Billing` reads, as the installed jobguard reads them
+    outputs = {key: _joined(output["Value"]) for key, output in template["Outputs"].items()}
+    assert {"TableName", "AlarmTopicArn", "InvoiceMailerJob"} <= set(outputs)
+    read = _run([str(installed / "python"), "-c",
+                 "import json, sys; from jobguard.deployment import Deployment; "
+                 "d = Deployment.from_outputs('Billing', json.loads(sys.argv[1])); "
+                 "j = d.jobs['invoice-mailer']; print(j.function, j.runbook, j.drills)",
+                 json.dumps(outputs)], cwd=project, env=env)
+    function = next(k for k, v in template["Resources"].items()
+                    if v["Properties"].get("Handler") == "myjobs.invoice_mailer.lambda_handler")
+    assert read.stdout.split() == [function, "https://wiki.example.com/billing/jobs", "False"]
     (asset,) = {d for d in (project / ".local" / "cdk-build").glob("code-*")}
     files = {p.relative_to(asset).as_posix() for p in asset.rglob("*") if p.is_file()}
     assert {"myjobs/invoice_mailer.py", "myjobs/jobs.py", "jobguard/guard.py"} <= files
     assert not any(f.startswith(("jobguard/cdk/", "jobguard/local/")) for f in files)
     assert not {"jobguard/testing.py", "jobguard/pytest_plugin.py", "jobguard/_offline.py",
                  "jobguard/cli.py"} & files
+
+
+def test_the_readme_stack_without_an_alarm_destination_stops_with_one_line(
+        installed: Path, project: Path) -> None:
+    # GIVEN the README's app.py with the GuardedJob's alarms= left out
+    app = (project / "app.py").read_text()
+    assert app.count("bundle=code, alarms=alarms)") == 1
+    (project / "no_alarms.py").write_text(app.replace("bundle=code, alarms=alarms)",
+                                                      "bundle=code)"))
+    # WHEN the user synthesizes it
+    done = subprocess.run([str(installed / "python"), "no_alarms.py"], cwd=project,
+                          env={**_user_env(installed), "CDK_OUTDIR": "cdk.out.no-alarms"},
+                          capture_output=True, text=True, timeout=600, check=False)
+    # THEN one line names the option, and the exit says it failed
+    assert done.returncode != 0
+    assert done.stderr.splitlines() == [
+        "jobguard: alarms: GuardedJob 'InvoiceMailer' has no alarm destination: pass "
+        'alarms=alarms_to_email("oncall@example.com"), alarms_to_topic(topic) or '
+        'alarms_off(reason="...")'], done.stderr
+
+
+def _joined(value: object) -> str:
+    """A template value as the deployed string, roughly (a Ref becomes its logical id)."""
+    if isinstance(value, str):
+        return value
+    assert isinstance(value, dict), value
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_joined(part) for part in parts)
+    if "Ref" in value:
+        return str(value["Ref"])
+    return str(value["Fn::GetAtt"][0])
 
 
 def test_the_readme_tests_pass_with_the_installed_plugin(installed: Path,

@@ -58,7 +58,14 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from aws_cdk import aws_iam as iam
     from aws_cdk.assertions import Template
 
-    from jobguard.cdk import GuardedJob, JobTable, LambdaBundle, Reconciler, RecoveryFunction
+    from jobguard.cdk import (
+        GuardedJob,
+        JobTable,
+        LambdaBundle,
+        Reconciler,
+        RecoveryFunction,
+        alarms_to_email,
+    )
     from jobguard.definitions import JobDefinition
 
     root = tmp_path_factory.mktemp("shop")
@@ -73,13 +80,14 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         reconciler_schedule="rate(1 hour)", environment={"NOTES_TABLE": "order-notes"})
     app = cdk.App(outdir=str(root / "cdk.out"))
     stack = cdk.Stack(app, "Shop")
-    table = JobTable(stack, "Jobs")
+    alarms = alarms_to_email("oncall@example.com")
+    table = JobTable(stack, "Jobs", alarms=alarms)
     code = LambdaBundle(stack, "Code", packages=[root / "shop"], build_dir=root / "build")
-    guarded = GuardedJob(stack, "OrderSync", job=job, table=table, bundle=code)
+    guarded = GuardedJob(stack, "OrderSync", job=job, table=table, bundle=code, alarms=alarms)
     reconciler = Reconciler(stack, "OrderSyncReconciler", job=job, table=table, bundle=code,
-                            trigger_queue=guarded.trigger_queue)
+                            trigger_queue=guarded.trigger_queue, alarms=alarms)
     recovery = RecoveryFunction(stack, "Recovery", jobs=[job], table=table, bundle=code,
-                                invokers=[iam.AccountRootPrincipal()])
+                                invokers=[iam.AccountRootPrincipal()], alarms=alarms)
     template = Template.from_stack(stack).to_json()
 
     def variables(function: Any) -> dict[str, Any]:

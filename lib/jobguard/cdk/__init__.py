@@ -10,8 +10,18 @@
 - :class:`Reconciler`: the scheduled reconciler of a job that asks for one;
 - :class:`RecoveryFunction`: the bounded recovery Lambda, invokable only by the
   principals you name;
-- :class:`JobGuardDashboard`: one dashboard, alarm states then a few rows per job.
+- :class:`JobGuardDashboard`: one dashboard, alarm states then a few rows per job;
+- :func:`alarms_to_email`, :func:`alarms_to_topic`, :func:`alarms_off`: where the alarms
+  go, which every construct that makes alarms requires (``alarms=``).
+
+Importing it installs a ``sys.excepthook`` that prints an uncaught jobguard
+:class:`~jobguard.errors.ConfigError` as one line, ``jobguard: <field>: <message>``, and
+exits 1 (every other exception goes to the hook it found), so ``python app.py`` says what
+to fix without a traceback.
 """
+
+import sys
+from types import TracebackType
 
 try:
     import aws_cdk  # noqa: F401 - the construct library this package needs
@@ -21,12 +31,14 @@ except ImportError as exc:  # pragma: no cover - only without the extra
 
 from .bundle import Dependencies, LambdaBundle
 from .dashboard import JobGuardDashboard
+from .destination import AlarmDestination, alarms_off, alarms_to_email, alarms_to_topic
 from .guarded_job import GuardedJob
 from .reconciler import Reconciler
 from .recovery import RecoveryFunction
 from .table import JobTable
 
 __all__ = [
+    "AlarmDestination",
     "Dependencies",
     "GuardedJob",
     "JobGuardDashboard",
@@ -34,4 +46,28 @@ __all__ = [
     "LambdaBundle",
     "Reconciler",
     "RecoveryFunction",
+    "alarms_off",
+    "alarms_to_email",
+    "alarms_to_topic",
 ]
+
+
+def _install_excepthook() -> None:
+    from jobguard.errors import ConfigError
+
+    previous = sys.excepthook
+    if getattr(previous, "jobguard", False):
+        return
+
+    def hook(kind: type[BaseException], value: BaseException,
+             traceback: TracebackType | None) -> None:
+        if isinstance(value, ConfigError):
+            print(f"jobguard: {value}", file=sys.stderr)
+            return
+        previous(kind, value, traceback)
+
+    hook.jobguard = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
+
+
+_install_excepthook()

@@ -18,6 +18,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobguard import environment as jobguard_environment
+from jobguard._drills import DRILLS
 from jobguard.definitions import RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES
 from jobguard.errors import ConfigError
 
@@ -69,7 +70,8 @@ def python_function(
 ) -> lambda_.Function:
     """A function running ``handler`` from the bundle, writing only to its own logs
     (encrypted with ``log_key`` when given). ``tracing``: X-Ray active tracing, and
-    ``JOBGUARD_TRACING=1`` so that jobguard traces each run with the Powertools Tracer."""
+    ``JOBGUARD_TRACING=1`` so that jobguard traces each run with the Powertools Tracer.
+    A drills bundle's function gets ``JOBGUARD_DRILLS=1`` (it honours drill switches)."""
     module = handler.rsplit(".", 1)[0]
     if not bundle.has_module(module):
         raise ConfigError("handler", f"{handler!r}: module {module!r} is not in the code "
@@ -90,7 +92,8 @@ def python_function(
         handler=handler,
         timeout=seconds(timeout),
         memory_size=memory_mb,
-        environment={**environment, jobguard_environment.TRACING: "1" if tracing else "0"},
+        environment={**environment, jobguard_environment.TRACING: "1" if tracing else "0",
+                     **({DRILLS: "1"} if bundle.drills else {})},
         description=description[:256],
         role=role,
         log_group=log_group,

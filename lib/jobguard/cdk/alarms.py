@@ -1,12 +1,15 @@
 """Alarms that name the decision an operator must make.
 
 Every alarm's description is runbook text in two parts, ``What happened.`` and
-``Decide: ...``, ending with where to look. The README's runbook has the same words.
+``Decide: ...``, ending with where to look: ``Runbook: <the stack's runbook link>``, or
+the command that prints it (:mod:`jobguard.cdk.destination`). The README's runbook has
+the same words.
 
 Example:
     >>> runbook_alarm(self, "LeaseLost", metric=metric, threshold=1,
     ...               runbook=Runbook(means="A run lost its lease.",
-    ...                               decide="check DynamoDB throttling."))  # doctest: +SKIP
+    ...                               decide="check DynamoDB throttling."),
+    ...               action=alarms.bind(self, job="crm-sync"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from jobguard.errors import ConfigError
 from jobguard.observability import NAMESPACE
 from jobguard.runbook import AlarmText, table_alarms
 
-__all__ = ["DECIDE", "RUNBOOK_REFERENCE", "Runbook", "async_dropped_alarm", "from_text",
+from .destination import BoundAlarms
+
+__all__ = ["DECIDE", "Runbook", "async_dropped_alarm", "from_text",
            "job_metric", "runbook_alarm", "table_throttle_alarms", "throttles_alarm"]
 
 DECIDE = "Decide:"
-RUNBOOK_REFERENCE = "Runbook: README, 'Runbook' (the job's run records show each decision)."
 _MAX_DESCRIPTION = 1024  # CloudWatch's limit
 SERVICE = "jobguard"
 """The ``service`` dimension jobguard's metrics carry (with ``job``)."""
@@ -41,8 +45,10 @@ class Runbook:
     means: str
     decide: str
 
-    def text(self) -> str:
-        return f"{self.means} {DECIDE} {self.decide} {RUNBOOK_REFERENCE}"
+    def text(self, reference: str) -> str:
+        """The description: what happened, the decision, then ``reference`` (where the
+        runbook is: :attr:`BoundAlarms.reference`)."""
+        return f"{self.means} {DECIDE} {self.decide} {reference}"
 
 
 def job_metric(job: str, name: str, *, statistic: str = "Sum",
@@ -65,13 +71,14 @@ def runbook_alarm(
     evaluation_periods: int = 1,
     comparison: cloudwatch.ComparisonOperator = (
         cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD),
-    action: cloudwatch.IAlarmAction | None = None,
+    action: BoundAlarms,
     missing_data: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
 ) -> cloudwatch.Alarm:
-    """An alarm whose description is ``runbook``'s text, notifying ``action`` when it
-    fires and when it is OK again. No data is not a breach unless ``missing_data`` says
-    so (the dead-man alarm: silence is the symptom)."""
-    description = runbook.text()
+    """An alarm whose description is ``runbook``'s text ending with ``action``'s runbook
+    reference, notifying ``action``'s destination when it fires and when it is OK again
+    (none when alarms are off, as the description says). No data is not a breach unless
+    ``missing_data`` says so (the dead-man alarm: silence is the symptom)."""
+    description = runbook.text(action.reference)
     if len(description) > _MAX_DESCRIPTION:
         raise ConfigError("runbook", f"{len(description)} characters; CloudWatch allows "
                           f"{_MAX_DESCRIPTION}: {description[:80]}...")
@@ -85,9 +92,7 @@ def runbook_alarm(
         treat_missing_data=missing_data,
         alarm_description=description,
     )
-    if action is not None:
-        alarm.add_alarm_action(action)
-        alarm.add_ok_action(action)  # the person paged learns that it is over
+    action.apply(alarm)
     return alarm
 
 
@@ -98,7 +103,7 @@ def from_text(text: AlarmText) -> Runbook:
 
 def throttles_alarm(scope: Construct, construct_id: str, function: lambda_.IFunction, *,
                     runbook: Runbook,
-                    action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+                    action: BoundAlarms) -> cloudwatch.Alarm:
     """Lambda throttled the function (``Throttles``), in any 5-minute period."""
     return runbook_alarm(
         scope, construct_id,
@@ -109,7 +114,7 @@ def throttles_alarm(scope: Construct, construct_id: str, function: lambda_.IFunc
 
 def async_dropped_alarm(scope: Construct, construct_id: str, function: lambda_.IFunction, *,
                         runbook: Runbook,
-                        action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+                        action: BoundAlarms) -> cloudwatch.Alarm:
     """Lambda dropped an asynchronous event of the function (``AsyncEventsDropped``)."""
     return runbook_alarm(
         scope, construct_id,
@@ -121,7 +126,7 @@ def async_dropped_alarm(scope: Construct, construct_id: str, function: lambda_.I
 
 def errors_alarm(scope: Construct, construct_id: str, function: lambda_.IFunction, *,
                  runbook: Runbook,
-                 action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+                 action: BoundAlarms) -> cloudwatch.Alarm:
     """The function raised (Lambda's ``Errors``), in any 5-minute period."""
     return runbook_alarm(
         scope, construct_id,
@@ -131,7 +136,7 @@ def errors_alarm(scope: Construct, construct_id: str, function: lambda_.IFunctio
 
 
 def dlq_alarm(scope: Construct, construct_id: str, queue: sqs.IQueue, *, runbook: Runbook,
-              action: cloudwatch.IAlarmAction | None) -> cloudwatch.Alarm:
+              action: BoundAlarms) -> cloudwatch.Alarm:
     """The dead-letter queue is not empty."""
     return runbook_alarm(
         scope, construct_id,
@@ -142,7 +147,7 @@ def dlq_alarm(scope: Construct, construct_id: str, queue: sqs.IQueue, *, runbook
 
 
 def table_throttle_alarms(scope: Construct, table: dynamodb.ITable, *,
-                          action: cloudwatch.IAlarmAction | None) -> dict[str, cloudwatch.Alarm]:
+                          action: BoundAlarms) -> dict[str, cloudwatch.Alarm]:
     """DynamoDB throttled the table's reads or writes, in any 5-minute period.
 
     Two alarms, not one sum: a metric-math sum of two sparse series has no value where

@@ -45,6 +45,8 @@ from constructs import Construct
 import jobguard
 from jobguard.errors import ConfigError
 
+from ._context import LOCAL, local_deployment
+
 __all__ = [
     "ARCHITECTURE",
     "BUILD_DIR",
@@ -136,10 +138,14 @@ class LambdaBundle(Construct):
     Args:
         packages: directories of your handler packages (e.g. ``handlers``); the
             installed ``jobguard`` package is always included.
-        dependencies: see :class:`Dependencies`.
+        dependencies: see :class:`Dependencies` (``POWERTOOLS_LAYER`` by default; ``HOST``
+            with ``-c jobguard:local=true``, the only one the local AWS runs).
         powertools_layer_version: the public layer's version (POWERTOOLS_LAYER only).
         build_dir: the build cache.
-        drills: a drill deployment: the asset carries the drill switches.
+        drills: a drill deployment: the asset carries the drill switches, and every
+            :class:`GuardedJob`, :class:`Reconciler` and :class:`RecoveryFunction` built
+            with it deploys its jobs' drill timings, sets ``JOBGUARD_DRILLS=1`` and may
+            read the jobs' drill switches (never for a production deployment).
     """
 
     def __init__(
@@ -148,7 +154,7 @@ class LambdaBundle(Construct):
         construct_id: str,
         *,
         packages: Sequence[str | Path] = (),
-        dependencies: Dependencies = Dependencies.POWERTOOLS_LAYER,
+        dependencies: Dependencies | None = None,
         powertools_layer_version: int = POWERTOOLS_LAYER_VERSION,
         build_dir: Path = BUILD_DIR,
         run: Runner | None = None,
@@ -157,7 +163,16 @@ class LambdaBundle(Construct):
         super().__init__(scope, construct_id)
         self.runtime = RUNTIME
         self.architecture = ARCHITECTURE
+        if not isinstance(drills, bool):
+            raise ConfigError("drills", f"must be True or False, got {drills!r}")
+        self.drills = drills
+        local = local_deployment(self)
+        if dependencies is None:
+            dependencies = Dependencies.HOST if local else Dependencies.POWERTOOLS_LAYER
         self.dependencies = Dependencies(dependencies)
+        if local and self.dependencies is not Dependencies.HOST:
+            raise ConfigError("dependencies", f"{self.dependencies.value!r} contradicts "
+                              f"{LOCAL}=true (the local AWS runs host wheels)")
         roots = [Path(jobguard.__file__).resolve().parent]
         roots += [Path(p).resolve() for p in packages]
         self.code_dir = stage_code(

@@ -12,12 +12,19 @@ the handler guards itself with, so the schedule, the queue and the policy cannot
   with batch size 1 and partial batch responses;
 - an on-failure destination for its asynchronous ticks (the failed-ticks queue): a
   tick that failed every attempt Lambda made is kept there to be replayed, not lost;
-- alarms whose descriptions carry the runbook decision, notifying ``alarm_action``
-  when they fire and when they are OK again.
+- alarms whose descriptions carry the runbook decision, notifying ``alarms`` (required)
+  when they fire and when they are OK again;
+- the stack output ``<Job>Job`` (:func:`jobguard.deployment.job_output`): the job as
+  deployed, its function and trigger queue, so ``jobguard --stack`` finds them.
+
+Built with a drills bundle (``LambdaBundle(drills=True)``) it deploys the job's drill
+timings (:meth:`JobDefinition.for_drills`), sets ``JOBGUARD_DRILLS=1`` and may read the
+job's drill switches. With ``-c jobguard:local=true`` (or with drills) its schedule is
+created disabled: the drills deliver every tick.
 
 Example:
-    >>> GuardedJob(self, "CrmSync", job=CRM_SYNC, table=table, bundle=bundle)
-    ... # doctest: +SKIP
+    >>> GuardedJob(self, "CrmSync", job=CRM_SYNC, table=table, bundle=bundle,
+    ...            alarms=alarms_to_email("oncall@example.com"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from aws_cdk import Duration
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -39,9 +46,11 @@ from jobguard import environment
 from jobguard.callsites import Path, Target, required_actions
 from jobguard.config import OverlapPolicy
 from jobguard.definitions import VISIBILITY_FACTOR, JobDefinition
+from jobguard.deployment import job_output, job_output_key
 from jobguard.errors import ConfigError
 from jobguard.runbook import ASYNC_RETRIES, busy_metric, busy_window, job_alarms, queue_age_limit
 
+from ._context import local_deployment
 from ._function import check_extra_environment, python_function, seconds
 from ._queues import (
     FAILED_EVENT_ACTIONS,
@@ -63,6 +72,7 @@ from .alarms import (
     throttles_alarm,
 )
 from .bundle import LambdaBundle
+from .destination import AlarmDestination, BoundAlarms, require
 from .table import JobTable
 
 __all__ = [
@@ -143,15 +153,18 @@ class GuardedJob(Construct):
     Args:
         job: the job definition (the single source of truth).
         table: the stack's :class:`JobTable`.
-        bundle: the stack's :class:`LambdaBundle` (must contain the job's handler).
-        alarm_action: where alarms notify (e.g. an SNS action); none by default.
+        bundle: the stack's :class:`LambdaBundle` (must contain the job's handler); a
+            drills bundle makes this a drill deployment of the job.
+        alarms: where its alarms go (required): :func:`jobguard.cdk.alarms_to_email`,
+            :func:`~jobguard.cdk.alarms_to_topic` or :func:`~jobguard.cdk.alarms_off`.
         log_retention: how long the function's logs are kept.
         queue_visibility_timeout: the trigger queue's visibility timeout; at least 6x the
             function timeout (the default), at most 12 h.
         schedule_retry_attempts: Scheduler's retries of a tick it could not deliver
             (0-185); retries stop once the tick is older than the job's ``stale_after``.
         schedule_enabled: False creates the schedule DISABLED (a local emulator that
-            cannot fill in the scheduled time; ticks are then delivered by hand).
+            cannot fill in the scheduled time; ticks are then delivered by hand). By
+            default disabled for ``-c jobguard:local=true`` and a drills bundle.
         encryption_key: a customer-managed KMS key for its queues and log group (SSE-SQS
             and CloudWatch Logs' own encryption when not given).
         tracing: X-Ray active tracing, each run traced by the Powertools Tracer.
@@ -167,17 +180,25 @@ class GuardedJob(Construct):
         job: JobDefinition,
         table: JobTable,
         bundle: LambdaBundle,
-        alarm_action: cloudwatch.IAlarmAction | None = None,
+        alarms: AlarmDestination | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         queue_visibility_timeout: timedelta | None = None,
         schedule_retry_attempts: int = 3,
-        schedule_enabled: bool = True,
+        schedule_enabled: bool | None = None,
         encryption_key: kms.IKey | None = None,
         tracing: bool = False,
         trigger_max_concurrency: int | None = None,
     ) -> None:
+        destination = require(alarms, f"GuardedJob {construct_id!r}")
         super().__init__(scope, construct_id)
+        self.definition = job
+        """The job as given (:attr:`job` is the job as deployed)."""
+        self.drills = bundle.drills
+        if self.drills:  # seconds, not minutes: a drill waits out leases
+            job = job.for_drills()
         self.job = job
+        if schedule_enabled is None:
+            schedule_enabled = not (self.drills or local_deployment(self))
         if trigger_max_concurrency is not None and (
                 isinstance(trigger_max_concurrency, bool)
                 or not isinstance(trigger_max_concurrency, int)
@@ -224,6 +245,8 @@ class GuardedJob(Construct):
         )
         self.paths = job_paths(job)
         table.grant_paths(self.function, jobs=[job.name], paths=self.paths)
+        if self.drills:  # its own drill switch rows, only in a drill deployment
+            table.grant_drill_switches(self.function, jobs=[job.name])
         if encryption_key is not None and self.trigger_queue is not None:
             # sending, deferring and receiving on a queue encrypted with the key
             encryption_key.grant_encrypt_decrypt(self.function)
@@ -266,7 +289,16 @@ class GuardedJob(Construct):
             enabled=schedule_enabled,
         )
         self.schedule_enabled = schedule_enabled
-        self.alarms = self._alarms(alarm_action)
+        self.destination = destination
+        self.alarms = self._alarms(destination.bind(self, job=job.name))
+        stack = Stack.of(self)
+        self.output = CfnOutput(
+            stack, job_output_key(job.name),
+            value=stack.to_json_string(job_output(
+                job=job, function=self.function.function_name,
+                queue_url=self.trigger_queue.queue_url if self.trigger_queue else None,
+                drills=self.drills, runbook=destination.runbook)),
+            description=f"jobguard job {job.name} as deployed (jobguard --stack reads it)")
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -286,7 +318,7 @@ class GuardedJob(Construct):
 
     # -- alarms ----------------------------------------------------------------------------
 
-    def _alarms(self, action: cloudwatch.IAlarmAction | None) -> dict[str, cloudwatch.Alarm]:
+    def _alarms(self, action: BoundAlarms) -> dict[str, cloudwatch.Alarm]:
         """The job's alarms. Their words come from jobguard.runbook, which
         `jobguard runbook` prints too, so the pager and the runbook cannot disagree."""
         job, name = self.job, self.job.name

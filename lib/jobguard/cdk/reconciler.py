@@ -11,15 +11,19 @@ job) and ``JOBGUARD_JOB``; for a job with a trigger queue also
 pending sends it again and wakes a deferred trigger when it releases, so the follow-up
 runs right after the sweep instead of at the next trigger.
 
+It adds the stack output ``<Job>ReconcilerFunctionName``. A drills bundle and
+``-c jobguard:local=true`` act on it as on :class:`jobguard.cdk.GuardedJob`.
+
 Example:
-    >>> Reconciler(self, "CrmSyncReconciler", job=CRM_SYNC, table=table, bundle=bundle)
-    ... # doctest: +SKIP
+    >>> Reconciler(self, "CrmSyncReconciler", job=CRM_SYNC, table=table, bundle=bundle,
+    ...            alarms=alarms)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -30,10 +34,12 @@ from constructs import Construct
 from jobguard import environment
 from jobguard.callsites import Path, Target, required_actions
 from jobguard.definitions import JobDefinition
+from jobguard.deployment import reconciler_output_key
 from jobguard.errors import ConfigError
 from jobguard.functions.reconciler import SWEEP_SUCCEEDED
 from jobguard.runbook import ASYNC_RETRIES, reconciler_alarms, sweep_window
 
+from ._context import local_deployment
 from ._function import check_extra_environment, python_function, seconds
 from ._queues import SendOnlyDestination
 from ._queues import dead_letter_queue as new_dead_letter_queue
@@ -49,6 +55,7 @@ from .alarms import (
     throttles_alarm,
 )
 from .bundle import LambdaBundle
+from .destination import AlarmDestination, require
 from .table import JobTable
 
 __all__ = ["RECONCILER_HANDLER", "Reconciler", "reconciler_paths"]
@@ -90,11 +97,13 @@ class Reconciler(Construct):
     """The job's reconciler function and its schedule.
 
     Args:
+        alarms: where its alarms go (required), as for :class:`jobguard.cdk.GuardedJob`.
         dead_letter_queue: where undeliverable sweeps go: by default a queue of its own,
             with its alarm. A job's schedule DLQ would mix sweeps into ticks, under an
             alarm that asks for a manual run of the job.
         schedule_enabled: False creates the sweep's schedule DISABLED (a local
-            deployment, where only what a drill delivers runs).
+            deployment, where only what a drill delivers runs). By default disabled for
+            ``-c jobguard:local=true`` and a drills bundle.
         encryption_key, tracing: as for :class:`jobguard.cdk.GuardedJob`.
         trigger_queue: the job's trigger queue (a ``QUEUE``/``COALESCE`` job): the sweep
             may send and wake its follow-ups there, nothing else.
@@ -109,19 +118,26 @@ class Reconciler(Construct):
         table: JobTable,
         bundle: LambdaBundle,
         dead_letter_queue: sqs.IQueue | None = None,
-        alarm_action: cloudwatch.IAlarmAction | None = None,
+        alarms: AlarmDestination | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         handler: str = RECONCILER_HANDLER,
-        schedule_enabled: bool = True,
+        schedule_enabled: bool | None = None,
         encryption_key: kms.IKey | None = None,
         tracing: bool = False,
         trigger_queue: sqs.IQueue | None = None,
     ) -> None:
+        destination = require(alarms, f"Reconciler {construct_id!r}")
         super().__init__(scope, construct_id)
         if job.reconciler_schedule is None:
             raise ConfigError("reconciler_schedule",
                               f"job {job.name!r} does not ask for a reconciler")
+        sweeps: str = job.reconciler_schedule
+        self.drills = bundle.drills
+        if self.drills:  # its sweeps run as the job's deployed runs do
+            job = job.for_drills()
         self.job = job
+        if schedule_enabled is None:
+            schedule_enabled = not (self.drills or local_deployment(self))
         job.check_deployment(function_timeout=job.timeout)  # its sweeps run as the job
         _refuse_plain_job(job)
         if trigger_queue is not None and not job.config().needs_queue:
@@ -147,6 +163,8 @@ class Reconciler(Construct):
         )
         self.paths = reconciler_paths(queued=trigger_queue is not None)
         table.grant_paths(self.function, jobs=[job.name], paths=self.paths)
+        if self.drills:
+            table.grant_drill_switches(self.function, jobs=[job.name])
         if trigger_queue is not None:
             self.function.add_to_role_policy(iam.PolicyStatement(
                 actions=list(required_actions(self.paths, Target.TRIGGER_QUEUE)),
@@ -165,6 +183,7 @@ class Reconciler(Construct):
         # no dead-man alarm where the schedule is disabled (local and drill deployments)
         texts = reconciler_alarms(job, own_dead_letter_queue=dead_letter_queue is None,
                                   watched=schedule_enabled)
+        alarm_action = destination.bind(self, job=job.name)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         if "no_sweep" in texts:
             # the dead-man alarm: no sweep completed; silence is the symptom, so missing
@@ -188,7 +207,7 @@ class Reconciler(Construct):
         self.schedule_dlq: sqs.IQueue = dead_letter_queue
         self.schedule = function_schedule(
             self, "Schedule",
-            function=self.function, expression=job.reconciler_schedule,
+            function=self.function, expression=sweeps,
             payload={"job": job.name}, dead_letter_queue=dead_letter_queue,
             retry_attempts=3, max_event_age=SWEEP_MAX_EVENT_AGE,
             description=f"jobguard reconciler sweep for {job.name}",
@@ -206,3 +225,6 @@ class Reconciler(Construct):
         self.alarms["failed_sweeps"] = dlq_alarm(
             self, "FailedSweepsAlarm", self.failed_sweeps, action=alarm_action,
             runbook=from_text(texts["failed_sweeps"]))
+        stack = Stack.of(self)
+        CfnOutput(stack, reconciler_output_key(job.name), value=self.function.function_name,
+                  description=f"the jobguard reconciler of {job.name}")

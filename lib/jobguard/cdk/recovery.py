@@ -29,8 +29,12 @@ It adds the stack outputs ``RecoveryFunctionName`` (``output_name``; None for no
 ``RecoveryExecuteArn`` (``execute_output_name``), the alias's ARN to name in an
 executor's IAM policy.
 
+Built with a drills bundle it deploys the jobs' drill timings and may read their drill
+switches, as :class:`jobguard.cdk.GuardedJob` does.
+
 Example:
     >>> RecoveryFunction(self, "Recovery", jobs=JOBS, table=table, bundle=bundle,
+    ...                  alarms=alarms,
     ...                  invokers=[iam.ArnPrincipal(oncall_role_arn)],
     ...                  planners=[iam.ArnPrincipal(support_role_arn)])  # doctest: +SKIP
 """
@@ -41,7 +45,6 @@ import json
 from collections.abc import Sequence
 
 from aws_cdk import CfnOutput, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -59,6 +62,7 @@ from ._function import check_extra_environment, python_function
 from ._text import module_of
 from .alarms import errors_alarm, from_text, throttles_alarm
 from .bundle import LambdaBundle
+from .destination import AlarmDestination, require
 from .table import JobTable
 
 __all__ = ["EXECUTE_ALIAS", "EXECUTE_OUTPUT_NAME", "OPTIONAL_ENVIRONMENT", "OUTPUT_NAME",
@@ -92,6 +96,7 @@ class RecoveryFunction(Construct):
     """The bounded recovery function for ``jobs``.
 
     Args:
+        alarms: where its alarms go (required), as for :class:`jobguard.cdk.GuardedJob`.
         invokers: the principals that may plan and execute: invoke the function and its
             ``execute`` alias (never ``*``).
         planners: the principals that may only plan: invoke the function itself, never
@@ -118,7 +123,7 @@ class RecoveryFunction(Construct):
         bundle: LambdaBundle,
         invokers: Sequence[iam.IPrincipal] = (),
         planners: Sequence[iam.IPrincipal] = (),
-        alarm_action: cloudwatch.IAlarmAction | None = None,
+        alarms: AlarmDestination | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         handler: str = RECOVERY_HANDLER,
         confirm_above: int | None = None,
@@ -127,9 +132,13 @@ class RecoveryFunction(Construct):
         output_name: str | None = OUTPUT_NAME,
         execute_output_name: str | None = EXECUTE_OUTPUT_NAME,
     ) -> None:
+        destination = require(alarms, f"RecoveryFunction {construct_id!r}")
         super().__init__(scope, construct_id)
         if not jobs:
             raise ConfigError("jobs", "recovery needs at least one job")
+        self.drills = bundle.drills
+        if self.drills:  # a recovery's claims fit the jobs' deployed (drill) timeouts
+            jobs = [job.for_drills() for job in jobs]
         modules = sorted({module_of(job.handler) for job in jobs})
         timeout = max(job.timeout for job in jobs)
         for job in jobs:  # a recovery's claims (the job's claim_for) must fit its timeout
@@ -167,6 +176,8 @@ class RecoveryFunction(Construct):
             names = [name for name, held in self.paths_by_job.items() if held == paths]
             if names:
                 table.grant_paths(self.function, jobs=names, paths=paths)
+        if self.drills:
+            table.grant_drill_switches(self.function, jobs=[job.name for job in jobs])
         # The alias runs what the function runs ($LATEST): a plan and its execution see
         # the same code. Only an invocation through it may execute.
         self.execute_alias = lambda_.Alias(
@@ -191,6 +202,7 @@ class RecoveryFunction(Construct):
                       description="the jobguard recovery function's execute alias: name it "
                                   "in the IAM policy of those who may execute a recovery")
         texts = recovery_alarms()
+        alarm_action = destination.bind(self)
         self.alarms = {
             "errors": errors_alarm(self, "ErrorsAlarm", self.function, action=alarm_action,
                                    runbook=from_text(texts["errors"])),

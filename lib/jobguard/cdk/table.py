@@ -3,8 +3,11 @@
 The layout comes from :mod:`jobguard.schema` (the same constants the store and the local
 emulator use), so the deployed table cannot drift from what the code expects.
 
+It adds the stack output ``TableName`` (what ``jobguard --stack`` reads) and alarms on
+the table's throttled reads and writes, sent to ``alarms``.
+
 Example:
-    >>> table = JobTable(stack, "Table")  # doctest: +SKIP
+    >>> table = JobTable(stack, "Table", alarms=alarms)  # doctest: +SKIP
     >>> table.grant_paths(function, jobs=["crm-sync"], paths=[Path.RUN])  # doctest: +SKIP
 """
 
@@ -12,13 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from jobguard.callsites import Path, Target, required_actions
+from jobguard.deployment import TABLE_OUTPUT
+from jobguard.errors import ConfigError
 from jobguard.schema import (
     PARTITION_KEY,
     SORT_KEY,
@@ -32,6 +38,8 @@ from jobguard.schema import (
 )
 
 from ._lint import acknowledge
+from .alarms import table_throttle_alarms
+from .destination import AlarmDestination, require
 
 __all__ = ["JobTable", "index_leading_keys", "leading_keys"]
 
@@ -66,6 +74,10 @@ class JobTable(Construct):
     managed key (or ``encryption_key``), TTL on ``ttl_epoch_s``, the keys-only sparse
     index ``unresolved``, and kept when the stack is deleted; ``deletion_protection``
     refuses a DeleteTable call too (the stack turns it on in production).
+
+    Args:
+        alarms: where its alarms go (required: :func:`jobguard.cdk.alarms_to_email`,
+            :func:`~jobguard.cdk.alarms_to_topic` or :func:`~jobguard.cdk.alarms_off`).
     """
 
     def __init__(
@@ -73,10 +85,16 @@ class JobTable(Construct):
         scope: Construct,
         construct_id: str,
         *,
+        alarms: AlarmDestination | None = None,
         encryption_key: kms.IKey | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         deletion_protection: bool = False,
     ) -> None:
+        self.destination = require(alarms, f"JobTable {construct_id!r}")
+        stack = Stack.of(scope)
+        if stack.node.try_find_child(TABLE_OUTPUT) is not None:
+            raise ConfigError("JobTable", f"stack {stack.stack_name!r} has a JobTable already: "
+                              "one table serves every job of a stack")
         super().__init__(scope, construct_id)
         self.encryption_key = encryption_key
         string = dynamodb.AttributeType.STRING
@@ -104,6 +122,10 @@ class JobTable(Construct):
             sort_key=dynamodb.Attribute(name=UNRESOLVED_SK, type=string),
             projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
+        self.alarms: dict[str, cloudwatch.Alarm] = table_throttle_alarms(
+            self, self.table, action=self.destination.bind(self))
+        CfnOutput(stack, TABLE_OUTPUT, value=self.table.table_name,
+                  description="the jobguard table (jobguard --stack reads it)")
 
     @property
     def table_name(self) -> str:
