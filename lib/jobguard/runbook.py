@@ -281,17 +281,15 @@ def reconciler_alarms(job: JobDefinition, *, own_dead_letter_queue: bool,
         texts.append(AlarmText(
             "no_sweep", "no sweep completed",
             f"No reconciler sweep of {name} completed for {_human(window.span)} "
-            f"({window.periods} sweeps of {_human(window.period)}); no data counts too. "
-            f"Uncertain and failed items of {name} are not being checked against the "
-            "destination: a disabled or deleted sweep schedule, sweeps that never arrive or "
-            "fail every time, or a job that holds its lease at every sweep (a sweep is "
-            "skipped while the job runs).",
-            "check the sweep's schedule is enabled, the reconciler's dead-letter and "
-            "failed-sweeps queues, its errors and throttles, and the skipped sweeps in "
-            f"`jobguard runs {name} --last 20`; if the job runs back to back, schedule the "
-            "sweep between its runs. Nothing is redone meanwhile: uncertain items wait for "
-            f"a sweep, or for `jobguard recover {name} ... --mode uncertain` (dry run "
-            "first)."))
+            f"({window.periods} sweeps of {_human(window.period)}; no data counts): its "
+            "uncertain and failed items are not checked against the destination. A "
+            "disabled schedule, sweeps that never arrive or always fail, or a job that "
+            "holds its lease at every sweep (a sweep skips while the job runs).",
+            "check the sweep's schedule, the reconciler's dead-letter and failed-sweeps "
+            f"queues, its errors, and skipped sweeps in `jobguard runs {name} --last 20`; "
+            "if the job runs back to back, schedule the sweep between its runs. Nothing is "
+            f"redone meanwhile (`jobguard recover {name} ... --mode uncertain` checks "
+            "them now)."))
     if own_dead_letter_queue:
         texts.append(AlarmText(
             "schedule_dlq", "a sweep was dead-lettered",

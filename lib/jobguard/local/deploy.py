@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +48,16 @@ def _cdk_env(endpoint: str) -> dict[str, str]:
     return env
 
 
-def _cdk(args: list[str], endpoint: str, log: Path) -> float:
+def _cdk(args: list[str], endpoint: str, log: Path, *, cwd: Path = ROOT,
+         env: Mapping[str, str] | None = None) -> float:
     if not CDK.exists():
         raise FileNotFoundError(f"{CDK} is missing: run `npm ci` (make demo does)")
     started = time.monotonic()
     with open(log, "ab") as out:
         out.write(f"\n$ cdk {' '.join(args)}\n".encode())
         out.flush()
-        done = subprocess.run([str(CDK), *args], cwd=ROOT, env=_cdk_env(endpoint),
+        done = subprocess.run([str(CDK), *args], cwd=cwd,
+                              env={**_cdk_env(endpoint), **(env or {})},
                               stdout=out, stderr=subprocess.STDOUT, check=False)
     if done.returncode:
         raise RuntimeError(f"cdk {args[0]} failed (exit {done.returncode}); see {log}")
@@ -69,20 +71,31 @@ def stack_outputs(cloudformation: Any, stack: str) -> dict[str, str]:
 
 
 def deploy(endpoint: str, *, stack: str = DEFAULT_STACK, drills: bool = True,
-           log: Path | None = None, say: Callable[[str], None] = print) -> dict[str, str]:
-    """Bootstrap, deploy, apply TTL; return the stack's outputs."""
+           log: Path | None = None, say: Callable[[str], None] = print,
+           app: str | None = None, cwd: Path = ROOT, context: Sequence[str] = (),
+           env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Bootstrap, deploy, apply TTL; return the stack's outputs.
+
+    By default this repository's app (``cdk.json``) with its context switches; with
+    ``app`` (a command, ``cdk --app``) any CDK app built with jobguard's constructs, run
+    in ``cwd`` with ``env`` added, deployed with ``jobguard:local=true`` and the
+    ``context`` given (``["-c", "key=value", ...]``), which the constructs honour."""
     import boto3
 
     log = log or ROOT / ".local" / "deploy.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    seconds = _cdk(["bootstrap", f"aws://{ACCOUNT}/{REGION}", "--no-notices",
-                    "-c", "jobguard:local=true"], endpoint, log)
+    app_args = ["--app", app] if app else []
+    seconds = _cdk(["bootstrap", f"aws://{ACCOUNT}/{REGION}", "--no-notices", *app_args,
+                    "-c", "jobguard:local=true", *context], endpoint, log, cwd=cwd, env=env)
     say(f"  cdk bootstrap               {seconds:5.1f} s")
-    context = ["-c", "jobguard:local=true", "-c", f"jobguard:stackName={stack}"]
-    if drills:
-        context += ["-c", "jobguard:drills=true"]
-    seconds = _cdk(["deploy", stack, "--require-approval", "never", "--no-notices",
-                    "--progress", "events", *context], endpoint, log)
+    options = ["-c", "jobguard:local=true", *context]
+    if app is None:
+        options += ["-c", f"jobguard:stackName={stack}"]
+        if drills:
+            options += ["-c", "jobguard:drills=true"]
+    seconds = _cdk(["deploy", stack, *app_args, "--require-approval", "never",
+                    "--no-notices", "--progress", "events", *options], endpoint, log,
+                   cwd=cwd, env=env)
     say(f"  cdk deploy {stack:<16} {seconds:5.1f} s")
     session = boto3.session.Session(region_name=REGION, aws_access_key_id="test",
                                     aws_secret_access_key="test")
