@@ -117,8 +117,11 @@ def test_every_command_is_in_the_table():
     assert sorted(COMMANDS) == _commands()
 
 
-@pytest.mark.parametrize("where", ["--stack before", "--stack after", "JOBGUARD_STACK"])
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(("command", "where"), [
+    (command, where) for command in sorted(COMMANDS)
+    for where in ("--stack before", "--stack after", "JOBGUARD_STACK")
+    # `local` runs a load of its own: the variable is not its business (not run here)
+    if (command, where) != ("local", "JOBGUARD_STACK")])
 def test_every_command_finds_its_table_and_jobs_from_the_stack(aws, capsys, monkeypatch,
                                                                command, where):
     """GIVEN a stack built with jobguard.cdk (its outputs) and no table named anywhere
@@ -127,8 +130,6 @@ def test_every_command_finds_its_table_and_jobs_from_the_stack(aws, capsys, monk
     stack's outputs)."""
     args, code, shown = COMMANDS[command]
     if where == "JOBGUARD_STACK":
-        if command == "local":  # a load of its own: the variable is not its business
-            pytest.skip("local reads no stack; the variable is left alone (not run here)")
         monkeypatch.setenv("JOBGUARD_STACK", "Mine")
         argv = [command, *args]
     elif where == "--stack before":
@@ -368,3 +369,28 @@ def test_recover_invokes_the_functions_the_stack_names(aws, capsys):
     assert main(["recover", JOB, "--from", "0", "--to", "5", "--execute",
                  "--stack", "Mine"]) == 1
     assert "function:inv-recovery:execute" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_commands_help_says_how_the_table_is_found(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--stack STACK" in text and ("The table is --table, else --stack's, else "
+                                        "JOBGUARD_TABLE, else JOBGUARD_STACK's") in text, text
+
+
+def test_a_mistyped_job_is_refused_naming_the_stacks_jobs(aws, capsys):
+    """GIVEN the stack's job has never run in a fresh table WHEN the operator types it
+    right THEN the stack knows it; mistyped THEN refused naming the stack and the
+    nearest, nothing written."""
+    ddb = aws["ddb"]
+    fresh = f"jobguard-{uuid.uuid4().hex[:8]}"
+    create_table(ddb, fresh)
+    create_jobguard_stack(aws["cfn"], "Fresh", table=fresh, jobs=[DEPLOYED])
+    assert main(["pause", "invoice-mailr", "--reason", "x", "--stack", "Fresh"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: JOB: no job 'invoice-mailr': not a job of stack 'Fresh'")
+    assert line.endswith(f"did you mean {JOB!r}?"), line
+    assert _count(ddb, fresh) == 0
+    assert main(["pause", JOB, "--reason", "x", "--stack", "Fresh"]) == 0
