@@ -31,3 +31,33 @@ def cli_table(monkeypatch: pytest.MonkeyPatch, *,
         else:
             monkeypatch.setenv("JOBGUARD_JOBS_MODULE", jobs_module)
         yield ddb, name
+
+
+def create_jobguard_stack(cfn: Any, name: str, *, table: str, jobs: Any = (),
+                          drills: bool = True, runbook: str | None = None,
+                          recovery: str | None = "inv-recovery",
+                          extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A CloudFormation stack (through the emulator's CloudFormation API) whose outputs
+    follow the contract of :mod:`jobguard.deployment`, as a stack built with jobguard.cdk
+    has them: its table, ``jobs`` (definitions, as deployed) with their functions and
+    queues, the recovery function and its execute alias; ``extra`` outputs beside them
+    (or over them). Its one resource is an SNS topic (a stack needs one). The outputs."""
+    import json
+
+    from jobguard.deployment import job_output, job_output_key, pascal
+
+    outputs: dict[str, str] = {"TableName": table,
+                               "AlarmTopicArn": "off: a test stack pages nobody"}
+    if recovery is not None:
+        outputs["RecoveryFunctionName"] = recovery
+        outputs["RecoveryExecuteArn"] = (f"arn:aws:lambda:us-east-1:123456789012:function:"
+                                         f"{recovery}:execute")
+    for job in jobs:
+        outputs[job_output_key(job.name)] = json.dumps(job_output(
+            job=job, function=f"{pascal(job.name)}Function",
+            queue_url=None, drills=drills, runbook=runbook))
+    outputs.update(extra or {})
+    cfn.create_stack(StackName=name, TemplateBody=json.dumps({
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()}}))
+    return outputs

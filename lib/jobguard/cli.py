@@ -17,8 +17,14 @@ takes them (``--profile``, ``--region``, ``AWS_*``); ``--endpoint-url`` (or
 ``AWS_ENDPOINT_URL``) points everything at the local emulator. Every time is UTC, in
 ISO 8601 with its ``Z``.
 
-Job definitions are read only by ``runbook`` and ``drill`` (and, when named, to check a
-job name the table does not know): from the module ``--jobs-module`` or
+Every command finds what it reads from the stack built with jobguard.cdk that ``--stack``
+(or ``JOBGUARD_STACK``) names: its outputs, read once per command, name the table, the
+jobs as deployed and their functions, the recovery function. The table is ``--table``,
+else ``--stack``'s, else ``JOBGUARD_TABLE``, else ``JOBGUARD_STACK``'s. ``recover`` and
+``drill`` default to the stacks ``JobGuard`` and ``JobGuard-drills``.
+
+Without a stack, ``runbook`` reads the job definitions (and any command, to check a job
+name the table does not know) from the module ``--jobs-module`` or
 ``JOBGUARD_JOBS_MODULE`` names, found in the installed packages first, then in the
 working folder. Nothing is imported from the working folder unless named.
 """
@@ -132,18 +138,42 @@ def _client(args: argparse.Namespace, service: str) -> Any:
                                  config=Config(retries={"mode": "standard"}))
 
 
+NO_TABLE = ("no table: pass --stack STACK or --table TABLE (or set JOBGUARD_STACK / "
+            "JOBGUARD_TABLE)")
+
+
 def _table(args: argparse.Namespace) -> str:
+    """The command's table: ``--table``, else the table of the stack ``--stack`` names,
+    else ``JOBGUARD_TABLE``, else the table of the stack ``JOBGUARD_STACK`` names (flags
+    before variables, a table before a stack). What named it is kept for errors."""
     from .environment import check_table_name
     from .errors import ConfigError
 
-    field = "--table" if args.table is not None else "JOBGUARD_TABLE"
-    table = args.table if args.table is not None else os.environ.get("JOBGUARD_TABLE")
-    if not table:
-        raise CommandError(field, "no table: pass --table or set JOBGUARD_TABLE")
+    named = _named_stack(args)
+    from_stack = None
+    if args.table is not None:
+        table, field = args.table, "--table"
+    elif named is not None and named[1] == "--stack":
+        from_stack, table = named, _deployment(args).table
+    elif os.environ.get("JOBGUARD_TABLE"):  # set but empty: unset, as ${VAR:-}
+        table, field = os.environ["JOBGUARD_TABLE"], "JOBGUARD_TABLE"
+    elif named is not None:
+        from_stack, table = named, _deployment(args).table
+    else:
+        raise CommandError("--table", NO_TABLE)
+    if from_stack is not None:
+        field = "--stack"
+    elif not table:
+        raise CommandError(field, NO_TABLE)
     try:
-        return check_table_name(table, field=field)
+        table = check_table_name(table, field=field)
     except ConfigError as exc:
-        raise CommandError(field, str(exc).split(": ", 1)[1]) from None
+        said = str(exc).split(": ", 1)[1]
+        if from_stack is not None:
+            said = f"stack {from_stack[0]!r} ({from_stack[1]}): its TableName output {said}"
+        raise CommandError(field, said) from None
+    args.resolved_table = table
+    return table
 
 
 def _stores(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -178,6 +208,7 @@ def _definitions(args: argparse.Namespace, *, needed_by: str) -> dict[str, Any]:
     module_name = args.jobs_module
     if module_name is None:
         raise CommandError("--jobs-module", f"{needed_by} needs the job definitions: name "
+                           "the deployed stack with --stack STACK (or JOBGUARD_STACK), or "
                            "the module whose JOBS lists them with --jobs-module MODULE or "
                            "JOBGUARD_JOBS_MODULE (this repository's examples: handlers.jobs)")
     field = args.jobs_module_field
@@ -251,16 +282,20 @@ def _known_job(args: argparse.Namespace, store: Any, field: str = "JOB",
     import difflib
 
     job = _job_name(args, field)
-    if store.read_lease_raw(job) is not None or job in also:
+    deployment = getattr(args, "deployment", None)  # the stack read for the table, if any
+    deployed = set(deployment.jobs) if deployment is not None else set()
+    if store.read_lease_raw(job) is not None or job in also or job in deployed:
         return job
     defined = _defined_jobs(args)
     if job in defined:
         return job
-    known = sorted(set(defined) | set(also) | _jobs_in_table(store))
+    known = sorted(set(defined) | set(also) | deployed | _jobs_in_table(store))
     nearest = difflib.get_close_matches(job, known, n=1, cutoff=0.6)
     hint = f"; did you mean {nearest[0]!r}?" if nearest else ""
     where = (f"not in {args.jobs_module}" if args.jobs_module is not None
              else "no jobs module named (--jobs-module)")
+    if deployment is not None:
+        where = f"not a job of stack {deployment.stack!r}, {where}"
     raise CommandError(field, f"no job {job!r}: {where} and never run in table "
                        f"{store.table_name} (known: {', '.join(known) or 'none'}){hint}")
 
@@ -501,7 +536,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 _out(args, data, human)
                 return 0
         looked += jobs
-        jobs = [] if args.job else sorted(set(_defined_jobs(args)) - set(looked))
+        deployment = getattr(args, "deployment", None)
+        jobs = [] if args.job else sorted(
+            (set(_defined_jobs(args)) | set(deployment.jobs if deployment else ()))
+            - set(looked))
     raise CommandError("RUN_ID", f"no run {args.run_id!r} in jobs "
                        f"{', '.join(sorted(looked)) or '(none)'}")
 
@@ -678,19 +716,35 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_runbook(args: argparse.Namespace) -> int:
+    """The job's runbook: from the deployed stack's outputs (the definition as deployed,
+    and the runbook link its author set), or from the named jobs module. Flags before
+    variables: ``--stack``, ``--jobs-module``, then ``JOBGUARD_STACK``,
+    ``JOBGUARD_JOBS_MODULE``."""
     from .runbook import render
 
     job = _job_name(args)
+    named = _named_stack(args)
+    module_flag = args.jobs_module is not None and args.jobs_module_field == "--jobs-module"
+    if named is not None and (named[1] == "--stack" or not module_flag):
+        deployment = _deployment(args)
+        if job not in deployment.jobs:
+            known = sorted(deployment.jobs)
+            raise CommandError("JOB", f"no job {job!r} in stack {deployment.stack!r} "
+                               f"({named[1]}; its jobs: {', '.join(known) or 'none'})"
+                               f"{_nearest(job, known)}")
+        deployed = deployment.jobs[job]
+        text = render(deployed.definition)
+        if deployed.runbook:
+            text = f"Runbook: {deployed.runbook}\n\n{text}"
+        _out(args, {"job": job, "stack": deployment.stack, "link": deployed.runbook,
+                    "runbook": text}, text)
+        return 0
     definitions = _definitions(args, needed_by="runbook")
     if job not in definitions:
-        import difflib
-
-        nearest = difflib.get_close_matches(job, list(definitions), n=1, cutoff=0.6)
         raise CommandError("JOB", f"{job!r} is not defined in {args.jobs_module} "
-                           f"(known: {', '.join(definitions)})"
-                           + (f"; did you mean {nearest[0]!r}?" if nearest else ""))
+                           f"(known: {', '.join(definitions)}){_nearest(job, list(definitions))}")
     text = render(definitions[job])
-    _out(args, {"job": job, "runbook": text}, text)
+    _out(args, {"job": job, "stack": None, "link": None, "runbook": text}, text)
     return 0
 
 
@@ -765,7 +819,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
         answer = _recover_direct(args, request)
     else:
         if not args.function_name:
-            args.function_name = _recovery_function(args)
+            args.function_name = _recovery_function(args, execute=args.execute)
         answer = _invoke(args, request)
     if answer.get("result") in ("refused", "busy"):
         # the function's error starts with its own field name: said once, as the option
@@ -816,8 +870,12 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         raise CommandError("WORK_ID", f"no work item {', '.join(map(repr, missing))} in "
                            f"job {job}'s ledger; nothing written (`jobguard items {job}` "
                            "lists the unresolved ones)", code=1)
-    # the job's own lease settings when its definitions are named; else the defaults
-    definitions = _defined_jobs(args)
+    # the job's own lease settings: as deployed (the stack read for the table), else as
+    # the named definitions say; else the defaults
+    deployment = getattr(args, "deployment", None)
+    definitions = ({name: d.definition for name, d in deployment.jobs.items()}
+                   if deployment is not None and job in deployment.jobs
+                   else _defined_jobs(args))
     config = definitions[job].config() if job in definitions else JobConfig(name=job)
     fields = {"work_id": "WORK_ID", "found": "--found", "reason": "--reason",
               "requested_by": "--requested-by"}
@@ -863,15 +921,15 @@ DRILL_STACK = "JobGuard-drills"
 """``drill``'s stack when neither ``--stack`` nor ``JOBGUARD_STACK`` names one."""
 
 
-def _stack(args: argparse.Namespace, default: str) -> tuple[str, str]:
-    """The stack a command reads (``--stack``, else ``JOBGUARD_STACK``, else ``default``),
-    and what named it, for an error to say."""
-    if args.stack is not None:
+def _named_stack(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The stack ``--stack`` (else ``JOBGUARD_STACK``) names, and which named it; None
+    when neither does. A name no stack can have is refused here, before any AWS call."""
+    if getattr(args, "stack", None) is not None:
         stack, named_by = args.stack, "--stack"
     elif os.environ.get(STACK_ENV):  # set but empty: unset, as the shell's ${VAR:-}
         stack, named_by = os.environ[STACK_ENV], STACK_ENV
     else:
-        return default, f"the default: no --stack or {STACK_ENV}"
+        return None
     if not _STACK_NAME.fullmatch(stack):
         raise CommandError("--stack", f"{stack!r} ({named_by}) is not a CloudFormation stack "
                            "name (a letter, then letters, digits and '-', at most 128) or "
@@ -880,11 +938,65 @@ def _stack(args: argparse.Namespace, default: str) -> tuple[str, str]:
     return stack, named_by
 
 
+def _stack(args: argparse.Namespace, default: str | None) -> tuple[str, str]:
+    """The stack a command reads (``--stack``, else ``JOBGUARD_STACK``, else ``default``),
+    and what named it, for an error to say."""
+    named = _named_stack(args)
+    if named is not None:
+        return named
+    if default is None:
+        raise CommandError("--stack", f"no stack: pass --stack STACK (or set {STACK_ENV})")
+    return default, f"the default: no --stack or {STACK_ENV}"
+
+
 def _no_stack(stack: str, named_by: str, exc: BaseException) -> str:
     """The one line for a stack that does not exist: which, named by what, how to name
     another."""
     return (f"there is no stack {stack!r} ({named_by}; CloudFormation: {exc}): name the "
             f"deployed one with --stack STACK or {STACK_ENV}")
+
+
+def _not_jobguards(stack: str, named_by: str, exc: BaseException) -> str:
+    """The one line for a stack whose outputs are not what jobguard's constructs write."""
+    return (f"stack {stack!r} ({named_by}) is not one jobguard can read: {exc}: name the "
+            f"deployed one with --stack STACK or {STACK_ENV}")
+
+
+def _deployment(args: argparse.Namespace, default: str | None = None, *,
+                field: str = "--stack", wrap: Any = None) -> Any:
+    """The :class:`~jobguard.deployment.Deployment` of the command's stack (``--stack``,
+    else ``JOBGUARD_STACK``, else ``default``), read from its outputs through
+    CloudFormation ``DescribeStacks`` once per invocation. A stack that does not exist,
+    or whose outputs are not jobguard's, is one line naming it and what named it (exit 2),
+    as ``field``, its text through ``wrap`` when given."""
+    from botocore.exceptions import ClientError
+
+    from .deployment import Deployment, DeploymentError
+
+    stack, named_by = _stack(args, default)
+    read: dict[str, Any] = args.__dict__.setdefault("deployments", {})
+    if stack in read:
+        return read[stack]
+    # (CloudFormation speaks XML: outside the fault matrix, whose injected answers are
+    # JSON. A throttle or outage here is said plainly, exit 1, before anything else.)
+    try:
+        described = _client(args, "cloudformation").describe_stacks(StackName=stack)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ValidationError":
+            raise
+        said = _no_stack(stack, named_by, exc)
+        raise CommandError(field, wrap(said) if wrap else said) from None
+    outputs = {o["OutputKey"]: o["OutputValue"]
+               for o in described["Stacks"][0].get("Outputs", []) or []
+               if "OutputKey" in o and "OutputValue" in o}
+    try:
+        deployment = Deployment.from_outputs(stack, outputs)
+    except DeploymentError as exc:
+        said = _not_jobguards(stack, named_by, exc)
+        raise CommandError(field, wrap(said) if wrap else said) from None
+    read[stack] = deployment
+    args.deployment = deployment
+    return deployment
 
 
 @contextmanager
@@ -914,27 +1026,19 @@ def _library_logs_quiet() -> Iterator[None]:
             handler.stream = stream
 
 
-def _recovery_function(args: argparse.Namespace) -> str:
-    """The deployed recovery function's name, from the stack's ``RecoveryFunctionName``
-    output (``--stack``, default ``JOBGUARD_STACK`` or ``JobGuard``)."""
-    from botocore.exceptions import ClientError
-
-    stack, named_by = _stack(args, RECOVER_STACK)
-    # (CloudFormation speaks XML: outside the fault matrix, whose injected answers are
-    # JSON. A throttle or outage here is said plainly, exit 1, before anything is invoked.)
-    try:
-        described = _client(args, "cloudformation").describe_stacks(StackName=stack)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ValidationError":
-            raise
-        raise CommandError("--function-name",
-                           f"not given, and {_no_stack(stack, named_by, exc)}; or pass "
-                           "--function-name, or --direct to run the recovery in this "
-                           "process") from None
-    for output in described["Stacks"][0].get("Outputs", []):
-        if output.get("OutputKey") == "RecoveryFunctionName":
-            return str(output["OutputValue"])
-    raise CommandError("--function-name", f"not given, and stack {stack!r} has no "
+def _recovery_function(args: argparse.Namespace, *, execute: bool) -> str:
+    """The deployed recovery function, from the stack's outputs (``--stack``, else
+    ``JOBGUARD_STACK``, else ``JobGuard``): ``RecoveryFunctionName`` for a plan, the
+    ``execute`` alias (``RecoveryExecuteArn``) for an execution."""
+    deployment = _deployment(
+        args, RECOVER_STACK, field="--function-name",
+        wrap=lambda said: (f"not given, and {said}; or pass --function-name, or --direct "
+                           "to run the recovery in this process"))
+    if execute and deployment.recovery_execute:
+        return str(deployment.recovery_execute)
+    if deployment.recovery_function:
+        return str(deployment.recovery_function)
+    raise CommandError("--function-name", f"not given, and stack {deployment.stack!r} has no "
                        "RecoveryFunctionName output: pass --function-name")
 
 
@@ -1146,6 +1250,10 @@ def cmd_local(args: argparse.Namespace) -> int:
     from .faults import parse_rules
     from .local.load import run_load
 
+    for flag, given in (("--stack", args.stack), ("--table", args.table)):
+        if given is not None:
+            raise CommandError(flag, "local runs its own embedded emulator and table: it "
+                               "reads no stack and no table (leave it out)")
     if args.triggers <= 0 or args.jobs <= 0 or args.threads <= 0:
         raise CommandError("--triggers", "--triggers, --jobs and --threads must be >= 1")
     try:
@@ -1215,8 +1323,13 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument("--region", default=default(None),
                        help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, then "
                             "the profile's, as the AWS CLI v2 takes them)")
+    group.add_argument("--stack", default=default(None),
+                       help="the CloudFormation stack built with jobguard.cdk: its outputs "
+                            "name the table, the jobs and their functions, the recovery "
+                            "function (default: JOBGUARD_STACK). The table is --table, else "
+                            "--stack's, else JOBGUARD_TABLE, else JOBGUARD_STACK's")
     group.add_argument("--table", default=default(None),
-                       help="the jobguard table (default: JOBGUARD_TABLE)")
+                       help="the jobguard table, over the stack's (see --stack)")
     group.add_argument("--jobs-module", default=default(None),
                        help="module whose JOBS lists the job definitions (default: "
                             "JOBGUARD_JOBS_MODULE); imported only when named, looked for "
@@ -1361,9 +1474,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "your login name)")
     recover.add_argument("--function-name",
                          help="the deployed recovery function (default: the stack's "
-                              "RecoveryFunctionName output)")
-    recover.add_argument("--stack", help="the stack to find the recovery function in "
-                         f"(default: {STACK_ENV}, else {RECOVER_STACK})")
+                              "RecoveryFunctionName output; the stack: --stack, else "
+                              f"{STACK_ENV}, else {RECOVER_STACK})")
     recover.add_argument("--direct", action="store_true",
                          help="run the recovery in this process instead of the Lambda, "
                               "with your own credentials on the table and the job's data "
@@ -1421,17 +1533,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="work items per job (default 40)")
     local.set_defaults(run=cmd_local)
     drill = command(
-        "drill", "run the failure drills against a stack deployed with "
-        "-c jobguard:drills=true (locally: --endpoint-url; in AWS: --profile/--region)",
-        job=False)
-    drill.add_argument("--stack",
-                       help=f"the drills deployment's CloudFormation stack (default: "
-                            f"{STACK_ENV}, else {DRILL_STACK}; `make demo` deploys "
-                            "JobGuard-local)")
+        "drill", "run the failure drills against a drillable stack (LambdaBundle(..., "
+        "drills=True); this repository's: -c jobguard:drills=true), its jobs read from its "
+        f"outputs: --stack, else {STACK_ENV}, else {DRILL_STACK} (locally: --endpoint-url; "
+        "in AWS: --profile/--region)", job=False)
     drill.add_argument("--only", action="append", metavar="NAME",
                        help="run only this drill (repeatable)")
-    drill.add_argument("--job", help="drill this job (any deployed guarded job: the "
-                       "library installs its switches) instead of the examples")
+    drill.add_argument("--job", help="drill this job of the stack (any guarded job of a "
+                       "drillable deployment: the library installs its switches) instead of "
+                       "the examples (crm-sync, report-export)")
     drill.add_argument("--html", metavar="FILE", help="also write one page with every "
                        "drill's checks and timeline to FILE (a regular file, checked before "
                        "the drills run; a symlink, FIFO or device is refused)")
@@ -1440,17 +1550,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
-    from .drill.runner import NoSuchStack, main_drill
+    from .drill.runner import main_drill
 
-    # the deployment's jobs and their policies come from its definitions, named
-    jobs = [(job.name, job.policy.value)
-            for job in _definitions(args, needed_by="drill").values()]
-    args.stack, named_by = _stack(args, DRILL_STACK)
+    # the deployment's jobs, their policies and whether they are drillable: its outputs
+    deployment = _deployment(args, DRILL_STACK)
+    if args.table is not None and args.table != deployment.table:
+        raise CommandError("--table", f"drill uses stack {deployment.stack!r}'s own table "
+                           f"({deployment.table}), the one its functions write; --table "
+                           f"{args.table!r} is another: leave --table out")
+    if args.job is not None:
+        job = _job_name(args, field="--job")
+        if job not in deployment.jobs:
+            known = sorted(deployment.jobs)
+            raise CommandError("--job", f"no job {job!r} in stack {deployment.stack!r} (its "
+                               f"jobs: {', '.join(known) or 'none'}){_nearest(job, known)}")
     try:
-        return main_drill(args, jobs=jobs)
-    except NoSuchStack as exc:
-        raise CommandError("--stack", _no_stack(args.stack, named_by, exc.__cause__ or exc)
-                           ) from None
+        return main_drill(args, deployment=deployment)
     except ValueError as exc:
         field, _, message = str(exc).partition(": ")
         raise CommandError(field, message or field) from None
@@ -1544,7 +1659,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 "Code") == "ResourceNotFoundException" and exc.operation_name not in (
                 "Invoke", "DescribeStacks"):
             where = getattr(args, "endpoint_url", None) or os.environ.get("AWS_ENDPOINT_URL")
-            table = args.table if args.table is not None else os.environ.get("JOBGUARD_TABLE")
+            table = getattr(args, "resolved_table", None)
             _error(f"{args.command}: AWS said a resource does not exist ({exc}); "
                    f"is the table {table!r} deployed in this account and region"
                    + (f" at {where}" if where else "") + "?")
@@ -1568,9 +1683,9 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         said = str(exc)
         if "Requested resource not found" in said or "ResourceNotFoundException" in said:
-            table = args.table if args.table is not None else os.environ.get("JOBGUARD_TABLE")
+            table = getattr(args, "resolved_table", None)
             said += (f" (table {table!r}: is it deployed in this account and region, and "
-                     "is --table or JOBGUARD_TABLE right?)")
+                     "is --stack, --table, JOBGUARD_TABLE or JOBGUARD_STACK right?)")
         _error(said)
         return 1
     return code

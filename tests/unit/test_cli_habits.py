@@ -18,6 +18,7 @@ from jobguard.cli import build_parser, main
 from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.local.emulator import in_process
 from jobguard.triggers import Trigger, TriggerKind
+from tests._cli_table import create_jobguard_stack
 
 
 @pytest.fixture
@@ -169,28 +170,31 @@ def test_a_jobs_module_that_cannot_be_imported_is_named_only_when_asked_for(
     assert "JOBGUARD_JOBS_MODULE" in line
 
 
-def test_recover_finds_the_recovery_function_from_the_stack(env, capsys):
+def test_recover_finds_the_recovery_function_from_the_stack(env, capsys, monkeypatch):
     """GIVEN a deployed stack whose RecoveryFunctionName output names the function
     WHEN `recover` is run without --function-name THEN it invokes that function (here
     it does not exist, and the error names it); WHEN the stack does not exist THEN the
     error names --function-name and how to give it."""
     emu, ddb, table = env
-    cfn = emu.client("cloudformation")
-    cfn.create_stack(StackName="JobGuard", TemplateBody=json.dumps({
-        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
-        "Outputs": {"RecoveryFunctionName": {"Value": "jobguard-recovery-7f3a"}}}))
+    create_jobguard_stack(emu.client("cloudformation"), "JobGuard", table=table,
+                          recovery="jobguard-recovery-7f3a")
     assert main(["recover", "crm-sync", "--from", "0", "--to", "5"]) == 1
     assert "jobguard-recovery-7f3a" in capsys.readouterr().err
-    assert main(["recover", "crm-sync", "--from", "0", "--to", "5", "--stack", "Other"]) == 2
+    # (JOBGUARD_TABLE names the table: the stack is asked only for the function)
+    monkeypatch.setenv("JOBGUARD_STACK", "Other")
+    assert main(["recover", "crm-sync", "--from", "0", "--to", "5"]) == 2
     error = capsys.readouterr().err
-    assert error.startswith("error: --function-name: ") and "'Other'" in error
+    assert error.startswith("error: --function-name: not given, and there is no stack "
+                            "'Other' (JOBGUARD_STACK;"), error
     assert _count(ddb, table) == 0
 
 
 def test_recover_direct_without_a_table_names_the_variable(env, capsys, monkeypatch):
     monkeypatch.delenv("JOBGUARD_TABLE")
     assert main(["recover", "crm-sync", "--from", "0", "--to", "5", "--direct"]) == 2
-    assert capsys.readouterr().err.startswith("error: JOBGUARD_TABLE: ")
+    assert capsys.readouterr().err == ("error: --table: no table: pass --stack STACK or "
+                                       "--table TABLE (or set JOBGUARD_STACK / "
+                                       "JOBGUARD_TABLE)\n")
 
 
 def test_a_reader_that_stops_early_is_not_an_error(env, monkeypatch, capsys):
@@ -246,9 +250,7 @@ def test_drill_reads_its_stack_from_jobguard_stack_and_names_a_missing_one(
     assert "there is no stack 'JobGuard-drills' (the default: no --stack or JOBGUARD_STACK;" \
         in capsys.readouterr().err
     # GIVEN the stack JOBGUARD_STACK names exists (without the example jobs' functions)
-    emu.client("cloudformation").create_stack(StackName="Mine-local", TemplateBody=json.dumps(
-        {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
-         "Outputs": {"TableName": {"Value": table}}}))
+    create_jobguard_stack(emu.client("cloudformation"), "Mine-local", table=table)
     monkeypatch.setenv("JOBGUARD_STACK", "Mine-local")
     # WHEN `jobguard drill` runs THEN it read that stack: its functions are what is missing
     assert main(["drill"]) == 2

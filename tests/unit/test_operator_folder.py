@@ -145,17 +145,31 @@ def test_the_typo_check_works_from_the_table_alone(folder, table, capsys):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("command", [["runbook", JOB], ["drill"]])
-def test_a_command_that_needs_definitions_says_how_to_name_them(folder, capsys, command):
-    """GIVEN a handlers/jobs.py in the folder and no jobs module named WHEN runbook or
-    drill is run THEN one line names --jobs-module and JOBGUARD_JOBS_MODULE, and the
-    folder's handlers/jobs.py is not taken for the definitions."""
+def test_a_command_that_needs_definitions_says_how_to_name_them(folder, capsys,
+                                                                 monkeypatch):
+    """GIVEN a handlers/jobs.py in the folder, no stack and no jobs module named WHEN
+    runbook is run THEN one line names --stack and --jobs-module (and their variables),
+    and the folder's handlers/jobs.py is not taken for the definitions."""
     _, marker = folder
-    assert main(command) == 2
+    monkeypatch.delenv("JOBGUARD_STACK", raising=False)
+    assert main(["runbook", JOB]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"error: --jobs-module: {command[0]} needs the job definitions")
-    assert "JOBGUARD_JOBS_MODULE" in line
+    assert line.startswith("error: --jobs-module: runbook needs the job definitions")
+    assert "--stack STACK (or JOBGUARD_STACK)" in line and "JOBGUARD_JOBS_MODULE" in line
     assert not marker.exists()
+
+
+def test_drill_reads_its_jobs_from_the_stack_not_the_folder(folder, capsys, monkeypatch):
+    """GIVEN a handlers/jobs.py in the folder and no jobs module named WHEN drill is run
+    THEN its jobs come from the stack's outputs (here: no such stack, said in one line),
+    and nothing of the folder is imported."""
+    _, marker = folder
+    monkeypatch.delenv("JOBGUARD_STACK", raising=False)
+    with cli_table(monkeypatch):
+        assert main(["drill"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: --stack: there is no stack 'JobGuard-drills'"), line
+    assert not marker.exists() and "handlers" not in sys.modules
 
 
 @pytest.mark.parametrize("how", ["--jobs-module", "JOBGUARD_JOBS_MODULE"])

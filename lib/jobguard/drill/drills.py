@@ -405,7 +405,7 @@ def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
                            "notes (its lease still runs)")
     request = {"job": CRM, "cursor_from": before or "0", "cursor_to": seeded.last_seq,
                "requested_by": "jobguard-drill", "wait_seconds": 45}
-    recovery_fn = stack.outputs["RecoveryFunctionName"]
+    recovery_fn = stack.recovery_function
     plan = stack.invoke(recovery_fn, request)
     counts = plan.get("plan", {})
     result.check("ledger", f"dry run planned {counts.get('to_replay')} to replay of "
@@ -486,7 +486,7 @@ def partial_failure(ctx: DrillContext, result: DrillResult) -> None:
                  int(second.extra.get("selected", 0)) == 3)
     request = {"job": CRM, "cursor_from": before.cursor or "0", "cursor_to": seeded.last_seq,
                "mode": "failed", "requested_by": "jobguard-drill"}
-    recovery_fn = stack.outputs["RecoveryFunctionName"]
+    recovery_fn = stack.recovery_function
     plan = stack.invoke(recovery_fn, request).get("plan", {})
     done = stack.invoke(recovery_fn, {**request, "dry_run": False,
                                       "confirm": plan.get("token")}, qualifier=EXECUTE_ALIAS)

@@ -1,9 +1,10 @@
 """``jobguard drill``: run the drills against a deployed stack and report.
 
 Against the local AWS (``--endpoint-url``, what ``make demo`` does) or a stack in a real
-AWS test account (``--profile``/``--region``): the drills need a stack deployed with
-``-c jobguard:drills=true`` (switches honoured, compressed clock). Exit code 0 only when
-every drill held.
+AWS test account (``--profile``/``--region``): the drills need a drillable stack, built
+with ``LambdaBundle(..., drills=True)`` (this repository's: ``-c jobguard:drills=true``;
+switches honoured, compressed clock), whose jobs are read from its outputs
+(:class:`jobguard.deployment.Deployment`). Exit code 0 only when every drill held.
 """
 
 from __future__ import annotations
@@ -15,27 +16,42 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..deployment import Deployment
 from . import switches
 from .drills import CRM, DRILLS, REPORT, DrillContext, job_drills
 from .report import DrillResult, render_table
 from .stack import DeployedStack
 
-__all__ = ["NoSuchStack", "connect", "drills_page", "main_drill", "report_drills", "run_drills",
-           "write_drills_page"]
+__all__ = ["NOT_DRILLABLE", "NoSuchStack", "connect", "drills_page", "main_drill",
+           "read_deployment", "report_drills", "run_drills", "write_drills_page"]
 
 
 class NoSuchStack(LookupError):
     """CloudFormation has no stack of that name (its ``ValidationError``, the cause)."""
 
 
-def connect(*, stack: str, jobs: Sequence[tuple[str, str]], endpoint: str | None = None,
-            profile: str | None = None, region: str | None = None) -> DeployedStack:
-    """The deployed stack, its outputs read through CloudFormation; ``jobs`` are the
-    deployment's ``(name, policy)`` pairs, from its job definitions."""
-    import boto3
+def read_deployment(cloudformation: Any, stack: str) -> Deployment:
+    """The stack's :class:`~jobguard.deployment.Deployment`, from its outputs (read through
+    CloudFormation); :class:`NoSuchStack` when there is no such stack, a
+    :class:`~jobguard.deployment.DeploymentError` when its outputs are not jobguard's."""
     from botocore.exceptions import ClientError
 
     from ..local.deploy import stack_outputs
+
+    try:
+        outputs = stack_outputs(cloudformation, stack)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ValidationError":
+            raise
+        raise NoSuchStack(stack) from exc
+    return Deployment.from_outputs(stack, outputs)
+
+
+def connect(*, stack: str, endpoint: str | None = None, profile: str | None = None,
+            region: str | None = None, deployment: Deployment | None = None) -> DeployedStack:
+    """The deployed stack: its jobs (names, policies, functions, queues, whether drillable),
+    its table and recovery function from its outputs (``deployment`` when already read)."""
+    import boto3
 
     if endpoint:
         from ..local.ministack import REGION
@@ -44,29 +60,35 @@ def connect(*, stack: str, jobs: Sequence[tuple[str, str]], endpoint: str | None
                                         aws_access_key_id="test", aws_secret_access_key="test")
     else:
         session = boto3.session.Session(profile_name=profile, region_name=region)
-    try:
-        outputs = stack_outputs(session.client("cloudformation", endpoint_url=endpoint), stack)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ValidationError":
-            raise
-        raise NoSuchStack(stack) from exc
-    return DeployedStack(session, outputs, endpoint=endpoint, jobs=jobs)
+    if deployment is None:
+        deployment = read_deployment(session.client("cloudformation", endpoint_url=endpoint),
+                                     stack)
+    return DeployedStack(session, deployment, endpoint=endpoint)
+
+
+NOT_DRILLABLE = ("--stack: {stack} is not drillable: build it with LambdaBundle(..., "
+                 "drills=True) (one option; see the README's \"Drill your own stack\")")
+"""The refusal of a stack whose job outputs say ``"drills": false``."""
 
 
 def run_drills(stack: DeployedStack, *, only: Sequence[str] = (), job: str | None = None,
                say: Callable[[str], None] = print) -> list[DrillResult]:
     """The example jobs' drills, or with ``job`` the drills for any deployed job."""
+    if stack.jobs and not any(handle.drills for handle in stack.jobs.values()):
+        raise ValueError(NOT_DRILLABLE.format(stack=stack.name))  # whichever job is asked
     if job is not None:
         if job not in stack.jobs:
-            raise ValueError(f"--job: {job!r} has no function output in the stack (jobs: "
-                             f"{', '.join(sorted(stack.jobs))})")
-        drills = job_drills(job)
+            raise ValueError(f"--job: {job!r} is not a job of stack {stack.name!r} (jobs: "
+                             f"{', '.join(sorted(stack.jobs)) or 'none'})")
+        drills, drilled = job_drills(job), [job]
     else:
-        drills = DRILLS
+        drills, drilled = DRILLS, [CRM, REPORT]
         missing = {CRM, REPORT} - set(stack.jobs)
         if missing:
             raise ValueError(f"--stack: no {sorted(missing)} function: deploy the example "
                              "jobs with -c jobguard:drills=true, or drill yours with --job")
+    if not all(stack.jobs[name].drills for name in drilled):
+        raise ValueError(NOT_DRILLABLE.format(stack=stack.name))
     unknown = set(only) - {d.name for d in drills}
     if unknown:
         names = ", ".join(d.name for d in drills)
@@ -180,8 +202,8 @@ def report_drills(results: Sequence[DrillResult], *, html: Path | None,
     return 0 if report["held"] else 1
 
 
-def main_drill(args: Any, *, jobs: Sequence[tuple[str, str]]) -> int:
-    """The CLI entry (``jobguard drill``), for the deployment's ``(name, policy)`` jobs."""
+def main_drill(args: Any, *, deployment: Deployment) -> int:
+    """The CLI entry (``jobguard drill``), for the deployment the CLI read."""
     html = None
     if getattr(args, "html", None) is not None:
         from ..timeline.command import TimelineOutput, check_html_path
@@ -190,8 +212,8 @@ def main_drill(args: Any, *, jobs: Sequence[tuple[str, str]]) -> int:
             html = check_html_path(args.html)  # before a minute of drills, not after
         except TimelineOutput as exc:
             raise ValueError(str(exc)) from None
-    stack = connect(stack=args.stack, jobs=jobs, endpoint=args.endpoint_url,
-                    profile=args.profile, region=args.region)
+    stack = connect(stack=deployment.stack, endpoint=args.endpoint_url,
+                    profile=args.profile, region=args.region, deployment=deployment)
     quiet = bool(args.json)
     results = run_drills(stack, only=args.only or (), job=args.job,
                          say=(lambda line: None) if quiet else print)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..deployment import Deployment, reconciler_output_key
 from ..dynamodb import DynamoJobStore
 from ..dynamodb_items import DynamoItemStore
 from ..lease import LeaseState
@@ -40,17 +41,17 @@ class JobHandle:
     policy: str
     function: str
     queue_url: str | None
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
+    drills: bool = True
+    """The deployment honours drill switches for this job (its output's ``drills``)."""
 
 
 class DeployedStack:
-    """Clients and read-backs for one deployed stack."""
+    """Clients and read-backs for one deployed stack, found through its outputs
+    (:class:`jobguard.deployment.Deployment`): the table, each job's function, queue and
+    policy, its reconciler, the recovery function."""
 
-    def __init__(self, session: Any, outputs: dict[str, str], *, endpoint: str | None = None,
-                 jobs: Sequence[tuple[str, str]] = ()) -> None:
+    def __init__(self, session: Any, deployment: Deployment, *,
+                 endpoint: str | None = None) -> None:
         from botocore.config import Config
 
         config = Config(retries={"max_attempts": 5, "mode": "standard"},
@@ -59,19 +60,24 @@ class DeployedStack:
         def make(service: str) -> Any:
             return session.client(service, endpoint_url=endpoint, config=config)
 
-        self.outputs = outputs
+        self.deployment = deployment
+        self.name = deployment.stack
+        self.outputs = deployment.outputs
         self.ddb = make("dynamodb")
         self.lambda_ = make("lambda")
         self.sqs = make("sqs")
         self.s3 = make("s3")
-        self.table = outputs["TableName"]
+        self.table = deployment.table
         self.store = DynamoJobStore(self.table, client=self.ddb)
         self.items = DynamoItemStore(self.table, client=self.ddb)
-        self.jobs = {
-            name: JobHandle(name, policy, outputs[f"{_pascal(name)}FunctionName"],
-                            outputs.get(f"{_pascal(name)}TriggerQueueUrl"))
-            for name, policy in jobs if f"{_pascal(name)}FunctionName" in outputs
-        }
+        self.jobs = {name: JobHandle(name, job.policy, job.function, job.queue_url, job.drills)
+                     for name, job in deployment.jobs.items()}
+
+    @property
+    def recovery_function(self) -> str:
+        if not self.deployment.recovery_function:
+            raise LookupError(f"stack {self.name!r} has no RecoveryFunctionName output")
+        return self.deployment.recovery_function
 
     # -- driving -------------------------------------------------------------------------
 
@@ -98,15 +104,12 @@ class DeployedStack:
         return answer
 
     def reconciler(self, job: str) -> str:
-        """The job's reconciler function (its output, else found by its logical name)."""
-        key = f"{_pascal(job)}ReconcilerFunctionName"
-        if key in self.outputs:
-            return self.outputs[key]
-        for page in self.lambda_.get_paginator("list_functions").paginate():
-            for function in page["Functions"]:
-                if f"{_pascal(job)}ReconcilerFunction" in function["FunctionName"]:
-                    return str(function["FunctionName"])
-        raise LookupError(f"no reconciler function for {job}")
+        """The job's reconciler function (its ``<Job>ReconcilerFunctionName`` output)."""
+        found = self.deployment.reconcilers.get(job)
+        if found is None:
+            raise LookupError(f"no reconciler function for {job}: stack {self.name!r} has no "
+                              f"{reconciler_output_key(job)} output")
+        return found
 
     # -- reading back ----------------------------------------------------------------------
 

@@ -113,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import boto3
 
+    from ..deployment import Deployment
     from ..drill.report import render_table
     from ..drill.runner import connect, run_drills, summary
     from .deploy import DEFAULT_STACK, deploy, inspect_deployment
@@ -132,14 +133,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         session = boto3.session.Session(region_name=aws.env["AWS_REGION"],
                                         aws_access_key_id="test",
                                         aws_secret_access_key="test")
+        # the jobs, their functions and queues, the recovery function: from the outputs
+        deployment = Deployment.from_outputs(DEFAULT_STACK, outputs)
         progress.say("checked through the AWS APIs:")
-        inspected = inspect_deployment(session, aws.endpoint, outputs)
+        inspected = inspect_deployment(session, aws.endpoint, deployment)
         for what, ok in inspected:
             progress.say(f"  {'ok ' if ok else 'BAD'} {what}")
-        from handlers.jobs import JOBS  # the jobs this stack deploys (from ROOT, above)
-
-        stack = connect(stack=DEFAULT_STACK, endpoint=aws.endpoint,
-                        jobs=[(job.name, job.policy.value) for job in JOBS])
+        stack = connect(stack=DEFAULT_STACK, endpoint=aws.endpoint, deployment=deployment)
         progress.step = "running the drills"
 
         def say(text: str) -> None:

@@ -25,11 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..deployment import Deployment
 from ..schema import TTL_ATTRIBUTE
 from .ministack import ACCOUNT, REGION, ROOT, client_env
 from .node import with_pinned_node
 
-__all__ = ["DEFAULT_STACK", "deploy", "stack_outputs"]
+__all__ = ["DEFAULT_STACK", "deploy", "inspect_deployment", "stack_outputs"]
 
 DEFAULT_STACK = "JobGuard-local"
 """The local deployment's stack (``infra.settings``: a local stack's name ends in
@@ -110,19 +111,21 @@ def deploy(endpoint: str, *, stack: str = DEFAULT_STACK, drills: bool = True,
     return outputs
 
 
-def inspect_deployment(session: Any, endpoint: str | None, outputs: dict[str, str]
+def inspect_deployment(session: Any, endpoint: str | None, deployment: Deployment
                        ) -> list[tuple[str, bool]]:
     """What the library needs from a deployed stack, read through the AWS APIs (not the
-    template): the table with its TTL and index, each trigger queue with its mapping
-    reporting partial batch failures, the recovery function and its execute alias."""
+    template), found through its outputs (``deployment``): the table with its TTL and
+    index, each trigger queue with its mapping to its job's function reporting partial
+    batch failures, the recovery function and its execute alias."""
     def make(service: str) -> Any:
         return session.client(service, endpoint_url=endpoint)
 
+    from ..recovery import EXECUTE_ALIAS
     from ..schema import UNRESOLVED_INDEX
 
     ddb, sqs, lam = make("dynamodb"), make("sqs"), make("lambda")
     found: list[tuple[str, bool]] = []
-    table = outputs["TableName"]
+    table = deployment.table
     described = ddb.describe_table(TableName=table)["Table"]
     keys = sorted(k["AttributeName"] for k in described["KeySchema"])
     found.append((f"table {table}: keys {keys}", keys == ["pk", "sk"]))
@@ -132,26 +135,27 @@ def inspect_deployment(session: Any, endpoint: str | None, outputs: dict[str, st
     found.append((f"TTL on {ttl.get('AttributeName')}: {ttl.get('TimeToLiveStatus')}",
                   ttl.get("AttributeName") == TTL_ATTRIBUTE
                   and ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING")))
-    for key, url in sorted(outputs.items()):
-        if not key.endswith("TriggerQueueUrl"):
+    for name, job in sorted(deployment.jobs.items()):
+        if job.queue_url is None:
             continue
-        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-        function = outputs[key.replace("TriggerQueueUrl", "FunctionName")]
+        attrs = sqs.get_queue_attributes(QueueUrl=job.queue_url,
+                                         AttributeNames=["All"])["Attributes"]
         mappings = lam.list_event_source_mappings(
-            EventSourceArn=attrs["QueueArn"], FunctionName=function)["EventSourceMappings"]
+            EventSourceArn=attrs["QueueArn"], FunctionName=job.function)["EventSourceMappings"]
         partial = [m for m in mappings
                    if "ReportBatchItemFailures" in (m.get("FunctionResponseTypes") or [])]
-        found.append((f"{key[:-len('TriggerQueueUrl')]} trigger queue: FIFO "
-                      f"{attrs.get('FifoQueue')}, redrive "
+        found.append((f"{name} trigger queue: FIFO {attrs.get('FifoQueue')}, redrive "
                       f"{'RedrivePolicy' in attrs}, mapping with partial batch responses "
                       f"{len(partial)}", attrs.get("FifoQueue") == "true"
                       and "RedrivePolicy" in attrs and len(partial) == 1))
-    recovery = lam.get_function(FunctionName=outputs["RecoveryFunctionName"])
+    if deployment.recovery_function is None:
+        found.append((f"recovery function: stack {deployment.stack} has no "
+                      "RecoveryFunctionName output", False))
+        return found
+    recovery = lam.get_function(FunctionName=deployment.recovery_function)
     found.append((f"recovery function {recovery['Configuration']['FunctionName']}",
                   recovery["Configuration"]["State"] in ("Active", "Pending")))
-    from ..recovery import EXECUTE_ALIAS
-
-    alias = lam.get_alias(FunctionName=outputs["RecoveryFunctionName"], Name=EXECUTE_ALIAS)
+    alias = lam.get_alias(FunctionName=deployment.recovery_function, Name=EXECUTE_ALIAS)
     found.append((f"recovery alias {EXECUTE_ALIAS} -> {alias.get('FunctionVersion')} "
                   "(the only way in that executes)",
                   alias.get("FunctionVersion") == "$LATEST"))
