@@ -1,4 +1,4 @@
-"""README "Drill your own handler": `make demo DEMO_ARGS="--job NAME --keep"` deploys
+"""README "Drill your own stack": `make demo DEMO_ARGS="--job NAME --keep"` deploys
 locally and runs the three drills any guarded job gets, its table counts the ledger
 (the items the drills' runs wrote), not only the run log; and the README's operator
 commands, recovery included, work as written against the deployment it leaves running,

@@ -35,7 +35,6 @@ def snippet(first_line: str) -> str:
 WRAP = snippet("    for page in pages_to_sync():")
 CLAIM = snippet("            note_id = notes.put(item.key, {\"text\": item.record[\"change\"]})")
 BATCH = snippet("class CrmSync(BatchJob[dict]):")
-JOBS_EXCERPT = snippet("# handlers/jobs.py: one more definition, and one more entry in JOBS")
 
 
 def test_every_python_snippet_compiles_and_is_run_by_a_test() -> None:
@@ -44,7 +43,7 @@ def test_every_python_snippet_compiles_and_is_run_by_a_test() -> None:
     assert files == FILES
     for code in PYTHON:
         compile(code, "README.md", "exec")
-    run_here = [WRAP, CLAIM, BATCH, JOBS_EXCERPT]
+    run_here = [WRAP, CLAIM, BATCH]
     assert len(PYTHON) == len(FILES) + len(run_here), "a README snippet no test runs"
 
 
@@ -125,19 +124,6 @@ def test_write_the_job_as_four_functions(jobguard_sandbox: Sandbox) -> None:
     assert len(_notes(jobguard_sandbox)) == 6
     (key, note_id), = lost.items()
     assert job.item(key).destination_id == note_id
-
-
-def test_the_drill_section_adds_a_definition_the_stack_would_deploy() -> None:
-    import handlers.jobs
-
-    snippet_ns = _run(JOBS_EXCERPT, **vars(handlers.jobs))
-    jobs = snippet_ns["JOBS"]
-    assert [j.name for j in jobs] == ["crm-sync", "report-export", "invoice-mailer"]
-    mailer = snippet_ns["INVOICE_MAILER"]
-    assert mailer.for_drills().config().lease == timedelta(seconds=12)  # the drill clock
-    # the same job as the user's project defines, handler aside
-    user = _run(snippet("# file: myjobs/jobs.py"))["INVOICE_MAILER"]
-    assert user == mailer.__class__(**{**vars(mailer), "handler": user.handler})
 
 
 EXERCISED = {
