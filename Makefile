@@ -190,7 +190,7 @@ mutate-clean:
 ## explore: the protocol explorer (tests/explorer): new seeds for MINUTES (default 1),
 ## printing histories/s, coverage and each violation with its shrunk choice list and trace;
 ## SEED=N replays one history with its trace (SHRINK=1 to shrink it); CHOICES=a,b,c replays
-## a choice list. MUTANTS=all hunts each known-bug switch (jobguard._mutants; budget
+## a choice list. MUTANTS=all hunts each known bug (tests/explorer/known_bugs.py; budget
 ## EXPLORE_ARGS="--mutant-minutes N", default 10) and records the times in bench/results.json;
 ## MINUTES=30 RECORD=1 records the timed run's figures (explore_*) there. Both stamp when and
 ## on which commit they were measured (meta.measured). Exit 1 on any violation.

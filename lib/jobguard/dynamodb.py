@@ -29,7 +29,6 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import _mutants
 from ._dynamo import Expr as _Expr
 from ._dynamo import code as _code
 from ._dynamo import item as _item
@@ -598,24 +597,23 @@ class DynamoJobStore:
                 pieces.append(f"(attribute_not_exists({queued}) OR {queued} <= {e.v(0)})")
         actions = [self._update(self._lease_key(job), e, update, " AND ".join(pieces))]
         kinds = ["lease"]
-        if not _mutants.on("fence-restarts"):
-            f = _Expr()
-            hw = f.n("hw")
-            # the job's skew margin beside the fence: an operator's release, which knows no
-            # job's configuration, bounds a freed run's deadline with it
-            set_hw = f"SET {hw} = {f.v(fence)}, {f.n('skew_ms')} = {f.v(skew_ms)}"
-            if replace and held and lease.expires_at_ms is not None:
-                # REPLACE takes the lease from a live run, which learns it only at its next
-                # renewal: until its local deadline (its last renewal + the lease - the
-                # skew margin, on its own clock: at most its expiry, pinned above, + the
-                # margin on ours) it may still call the destination for its open claim.
-                # Every run leaves that claim alone until then (jobguard.claims).
-                set_hw += (f", {f.n('hold_until_ms')} = "
-                           f"{f.v(lease.expires_at_ms + skew_ms)}")
-            actions.append(self._update(
-                self._fence_key(job), f, set_hw,
-                f"attribute_not_exists({hw}) OR {hw} < {f.v(fence)}"))
-            kinds.append("fence")
+        f = _Expr()
+        hw = f.n("hw")
+        # the job's skew margin beside the fence: an operator's release, which knows no
+        # job's configuration, bounds a freed run's deadline with it
+        set_hw = f"SET {hw} = {f.v(fence)}, {f.n('skew_ms')} = {f.v(skew_ms)}"
+        if replace and held and lease.expires_at_ms is not None:
+            # REPLACE takes the lease from a live run, which learns it only at its next
+            # renewal: until its local deadline (its last renewal + the lease - the
+            # skew margin, on its own clock: at most its expiry, pinned above, + the
+            # margin on ours) it may still call the destination for its open claim.
+            # Every run leaves that claim alone until then (jobguard.claims).
+            set_hw += (f", {f.n('hold_until_ms')} = "
+                       f"{f.v(lease.expires_at_ms + skew_ms)}")
+        actions.append(self._update(
+            self._fence_key(job), f, set_hw,
+            f"attribute_not_exists({hw}) OR {hw} < {f.v(fence)}"))
+        kinds.append("fence")
         actions.append(self._trigger_write(
             job, trigger_id, item, state=State.RUNNING, route=route, run_id=run_id,
             now_ms=now_ms, ttl_epoch_s=trigger_ttl_s, fence=fence,
@@ -625,8 +623,7 @@ class DynamoJobStore:
         kinds.append("trigger")
         if lease.run_id is not None and lease.trigger_id and lease.trigger_id != trigger_id \
                 and mark_displaced:
-            target = State.REPLACED if replace and held \
-                and not _mutants.on("replace-displaced-retryable") else State.LOST
+            target = State.REPLACED if replace and held else State.LOST
             actions.append(self._end_trigger(job, lease.trigger_id, lease.run_id, target,
                                              now_ms, record_ttl_s or trigger_ttl_s))
             kinds.append("displaced_trigger")
@@ -690,32 +687,6 @@ class DynamoJobStore:
             if result.high_water is not None:
                 high_water = result.high_water
         return Busy(lease)
-
-    def mutant_failed_triggers(self, job: str) -> list[str]:
-        """(``release-prunes-from-old-read`` only) the triggers failed as of now."""
-        response = self._client.query(
-            TableName=self.table_name,
-            KeyConditionExpression="#pk = :pk AND begins_with(#sk, :t)",
-            FilterExpression="#s = :f",
-            ExpressionAttributeNames={"#pk": PARTITION_KEY, "#sk": SORT_KEY, "#s": "state"},
-            ExpressionAttributeValues={":pk": {"S": job_pk(job)}, ":t": {"S": TRIGGER_PREFIX},
-                                       ":f": {"S": "failed"}}, ConsistentRead=True)
-        return [str(_plain(i)[SORT_KEY])[len(TRIGGER_PREFIX):] for i in response["Items"]]
-
-    def mutant_forget(self, job: str, trigger_ids: list[str]) -> None:
-        """(``release-prunes-from-old-read`` only) delete, whatever they are now."""
-        for trigger_id in trigger_ids:
-            self._client.delete_item(TableName=self.table_name,
-                                     Key=self._trigger_key(job, trigger_id))
-
-    def mutant_drop_follow_up(self, job: str, follow_up_id: str) -> None:
-        """(``coalesce-undo-strands`` only) undo the follow-up whatever else coalesced
-        onto it: off the lease row, its item deleted."""
-        self._client.update_item(TableName=self.table_name, Key=self._lease_key(job),
-                                 UpdateExpression="REMOVE #f",
-                                 ExpressionAttributeNames={"#f": "follow_up"})
-        self._client.delete_item(TableName=self.table_name,
-                                 Key=self._trigger_key(job, follow_up_id))
 
     def _acquire_unknown(self, job: str, run_id: str, exc: Exception) -> Acquired | Refused:
         """The acquisition's answer was an error: no answer, or one after which an
@@ -847,8 +818,6 @@ class DynamoJobStore:
                     and mine.ended_by == "release":
                 # Our own earlier attempt landed (its response was lost): the trigger item
                 # says so even if another run has taken and released the lease since.
-                if _mutants.on("lost-release-forgets"):
-                    return Released(released=True)
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
             if refused.trigger_failed and refused.lease is None:
                 # The lease is still ours but the trigger moved on (decided after its item
@@ -864,8 +833,6 @@ class DynamoJobStore:
                 follow_up = state.follow_up
                 continue
             if state.last_run_id == run_id and state.released_by == "run":
-                if _mutants.on("lost-release-forgets"):
-                    return Released(released=True)
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
             return Released(released=False, state=state)
         raise StoreError("release", job, "transaction kept conflicting")
@@ -1009,9 +976,6 @@ class DynamoJobStore:
             detail=f"lease force-released by {by}" + (f": {reason}" if reason else ""),
         )
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
-        if _mutants.on("force-release-erases-run"):
-            return self._operator_release(job, lease, new_fence, now_ms, by, None, ttl,
-                                          mark_trigger=False, offset_ms=offset_ms)
         if self._operator_release(job, lease, new_fence, now_ms, by, record, ttl,
                                   offset_ms=offset_ms):
             return True
@@ -1232,11 +1196,7 @@ class DynamoJobStore:
             not_paused += not_named
         else:
             not_named = ""
-        if step is Next.SKIP and _mutants.on("lease-row-grows"):
-            lease_action = self._update(
-                lease_key, e, f"SET {e.n('t:' + record.trigger_id)} = {e.v('skipped')}",
-                f"{held} AND {not_paused}")
-        elif step is Next.SKIP:
+        if step is Next.SKIP:
             lease_action = self._check(lease_key, e, f"{held} AND {not_paused}")
         elif step is Next.QUEUE:
             condition = (f"(attribute_not_exists({queued_n}) OR {queued_n} < {e.v(max_queued)})"

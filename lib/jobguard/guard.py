@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from . import _drills, _mutants
+from . import _drills
 from ._bounds import bounded_extra, bounded_text
 from ._durations import human
 from ._redact import error_text, redacted
@@ -240,7 +240,7 @@ class GuardedJob:
             # by hand: taken, it would be the scheduled tick's identity, run early, and
             # the schedule's own delivery would then be a duplicate.
             ahead = trigger.scheduled_at - now
-            if ahead > config.skew_margin and not _mutants.on("future-tick-runs"):
+            if ahead > config.skew_margin:
                 raise InvalidTriggerError(
                     "scheduled_at",
                     f"{format_instant(trigger.scheduled_at)} is {human(ahead)} ahead of this "
@@ -485,9 +485,6 @@ class GuardedJob:
                 self._trigger_queue().send(
                     Trigger(trigger.job, follow_up[0], TriggerKind.FOLLOW_UP))
             except StoreError:
-                if _mutants.on("coalesce-undo-strands"):
-                    rt.store.mutant_drop_follow_up(  # type: ignore[attr-defined]
-                        trigger.job, follow_up[0])
                 # The decision stands (the follow-up is named on the lease row, and the
                 # holder's release sends it when it has the queue); the sender sees the
                 # error and its retry, a duplicate, sends the follow-up again.
@@ -617,8 +614,6 @@ class GuardedJob:
             rt.telemetry.count("LeaseTakeovers")
             rt.telemetry.logger.warning("lease taken over", extra={
                 "previous_run_id": acquired.displaced_run_id})
-        pruned = (rt.store.mutant_failed_triggers(config.name)  # type: ignore[attr-defined]
-                  if _mutants.on("release-prunes-from-old-read") else [])
         heartbeat = Heartbeat(
             store=rt.store, job=config.name, run_id=run_id, fence=fence, lease=config.lease,
             every=config.heartbeat, skew_margin=config.skew_margin, clock=self.clock,
@@ -680,8 +675,6 @@ class GuardedJob:
         )
         outcome = {RunStatus.FAILED: State.FAILED,
                    RunStatus.LEASE_LOST: State.LOST}.get(status, State.DONE)
-        if _mutants.on("lease-lost-is-done") and outcome is State.LOST:
-            outcome = State.DONE
         route = route_of(trigger)
         released = rt.store.release(
             config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
@@ -690,8 +683,6 @@ class GuardedJob:
                            else self._trigger_ttl(trigger, ended_ms)),
             keep_follow_up=service,
         )
-        if pruned and released.released:
-            rt.store.mutant_forget(config.name, pruned)  # type: ignore[attr-defined]
         if not released.released:
             if status is not RunStatus.FAILED:
                 status = RunStatus.LEASE_LOST
@@ -718,7 +709,7 @@ class GuardedJob:
         if status is RunStatus.FAILED and error is not None:
             raise error
         if status is RunStatus.LEASE_LOST:
-            if route is Route.QUEUE and not _mutants.on("lease-lost-is-done"):
+            if route is Route.QUEUE:
                 # Lease loss is not success: the message must come back and run again.
                 raise LeaseLostError(config.name, run_id, fence,
                                      record.detail or "lease lost")
@@ -755,7 +746,7 @@ class GuardedJob:
         arrive and not be stale (ticks: ``stale_after`` past their scheduled time),
         and at least ``dedup_window``."""
         base_ms = now_ms
-        if trigger.scheduled_at is not None and not _mutants.on("future-tick-runs"):
+        if trigger.scheduled_at is not None:
             base_ms = max(now_ms, to_ms(trigger.scheduled_at))
         window = max(self.config.dedup_window, self.config.stale_after)
         if trigger.scheduled_at is None:
@@ -783,8 +774,6 @@ class GuardedJob:
 
     def _queue_ttl(self, now_ms: int) -> int:
         """A trigger on the queue is kept as long as its message can be delivered."""
-        if _mutants.on("queued-forgotten-early"):
-            return now_ms // 1000 + int(self.config.dedup_window.total_seconds())
         return now_ms // 1000 + int((TRIGGER_QUEUE_RETENTION + timedelta(days=1))
                                     .total_seconds())
 
@@ -854,8 +843,6 @@ class GuardedJob:
                 "message_id": record.extra.get("message_id"), "run_id": record.run_id}
         # logged with the field (the batch utility keeps a record's failure quiet)
         rt.telemetry.logger.warning("malformed trigger message", extra=said)
-        if _mutants.on("garbage-message-returned"):
-            raise error  # the old behaviour: a batch item failure, redelivered to the DLQ
         try:
             rt.store.put_run(record, self._ttl(now_ms), only_if_absent=True)
         except Exception as exc:

@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import _mutants
 from .errors import DamagedRowError
 
 __all__ = ["Acquired", "Busy", "LeaseState", "Released", "backoff", "parse_lease"]
@@ -112,7 +111,7 @@ def parse_lease(job: str, row: dict[str, Any] | None) -> LeaseState:
         raise damaged("queued_n", f"must be a whole number, got {queued!r}")
     ever_held = any(row.get(n) is not None for n in ("run_id", "acquired_at_ms",
                                                        "released_at_ms", "last_run_id"))
-    if fence is None and ever_held and not _mutants.on("fence-restarts"):
+    if fence is None and ever_held:
         raise damaged("fence", "is missing from a row that has been held")
     if row.get("run_id") is not None:
         for name in _HELD_NEEDS:

@@ -33,7 +33,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from . import _mutants
 from .config import JobConfig, OverlapPolicy
 from .lease import LeaseState
 from .records import RunOrigin
@@ -308,8 +307,7 @@ def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
                 and item.gate_fence is not None and lease.served_fence > item.gate_fence \
                 and lease.run_id != item.run_id:
             return Next.ABSORB
-        if lease.paused_at_ms is not None and not ignore_pause and not (
-                _mutants.on("paused-queue-retry-loops") and state in RETRYABLE):
+        if lease.paused_at_ms is not None and not ignore_pause:
             return Next.PAUSED
         return Next.DEFER if held else Next.RUN
 

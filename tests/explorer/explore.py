@@ -148,12 +148,12 @@ _BIAS = ""
 
 
 def _init_worker(mutants: tuple[str, ...], bias: str) -> None:
-    """Pool initializer: switch the known-bug mutants on in this worker process."""
+    """Pool initializer: bring the known bugs back in this worker process (the
+    explorer's own patches, ``known_bugs``; the parent's jobguard stays as it is)."""
     global _BIAS
-    from jobguard import _mutants
+    from . import known_bugs
 
-    _mutants.ACTIVE.clear()
-    _mutants.ACTIVE.update(mutants)
+    known_bugs.switch_to(*mutants)
     _BIAS = bias
 
 
@@ -274,16 +274,16 @@ MUTANT_SHAPES: dict[str, tuple[str, str]] = {
 
 
 def mutant_bug(name: str) -> int:
-    """The issue-14 behaviour number a known-bug switch re-introduces (``#N`` in KNOWN)."""
-    from jobguard import _mutants
+    """The behaviour number (``known.BUGS``) a known bug brings back."""
+    from .known_bugs import number
 
-    return int(_mutants.KNOWN[name].split()[0].lstrip("#"))
+    return number(name)
 
 
 def hunt_mutant(name: str, *, minutes: float, first_seed: int, steps: int, workers: int = 2,
                 focus: str | None = None, bias: str | None = None,
                 say: Any = print) -> dict[str, Any]:
-    """New seeds with mutant ``name`` switched on in every worker until the model reports
+    """New seeds with known bug ``name`` brought back in every worker until the model reports
     a violation ``known.bug_of`` attributes to its behaviour, or ``minutes`` pass."""
     import multiprocessing
 
@@ -357,8 +357,8 @@ def main(argv: list[str] | None = None) -> int:
                         "QUEUE,pause,sqs,fail (policy, events weighed at least normally, "
                         "fail = the highest handler failure rate)")
     parser.add_argument("--regressions", action="store_true")
-    parser.add_argument("--mutant", help="a known-bug switch (jobguard._mutants.KNOWN) to turn "
-                        "on in every worker: hunt it (or, with --seed/--choices, replay)")
+    parser.add_argument("--mutant", help="a known bug (tests/explorer/known_bugs.py) to bring "
+                        "back in every worker: hunt it (or, with --seed/--choices, replay)")
     parser.add_argument("--mutants", help="'all' or a comma-separated list: hunt each in turn")
     parser.add_argument("--mutant-minutes", type=float, default=10.0,
                         help="the budget per mutant (default 10)")
@@ -370,10 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the summary here")
     args = parser.parse_args(argv)
     if args.mutants or (args.mutant and args.seed is None and args.choices is None):
-        from jobguard import _mutants
+        from .known_bugs import KNOWN, compile_bug
 
-        names = ([args.mutant] if args.mutant else list(_mutants.KNOWN)
+        names = ([args.mutant] if args.mutant else list(KNOWN)
                  if args.mutants == "all" else args.mutants.split(","))
+        for name in names:  # every patch still fits before any hunt starts
+            if name not in KNOWN:
+                parser.error(f"--mutant(s): unknown known bug {name!r}: one of {sorted(KNOWN)}")
+            compile_bug(KNOWN[name])
         first = args.first_seed if args.first_seed is not None else 900_000
         print(f"known-bug mutants: {len(names)}, up to {args.mutant_minutes:g} min each, "
               f"{args.workers} workers, seeds from {first}")
@@ -390,14 +394,14 @@ def main(argv: list[str] | None = None) -> int:
 
             record("explore_known_bugs", {
                 "explore_known_bugs_found": found,
-                "explore_known_bugs_total": len(_mutants.KNOWN),
+                "explore_known_bugs_total": len(KNOWN),
                 "explore_known_bugs": {r["mutant"]: r["seconds"] for r in results},
             }, Path(args.bench))
         return 0 if found == len(results) else 1
     if args.mutant:
-        from jobguard import _mutants
+        from . import known_bugs
 
-        _mutants.ACTIVE.add(args.mutant)
+        known_bugs.switch_to(args.mutant)
     bias = args.bias or ""
     if args.regressions:
         from .regressions import REGRESSIONS

@@ -10,8 +10,8 @@ found on: on the new code it is a new, still valid history, so each entry is run
 from its choice list and from its seed, and both must hold.
 
 On the old protocol the explorer found 10 of issue 14's 11 behaviours (all but #4, a
-lost release response); on the new code each behaviour is re-introduced by a known-bug
-switch (``jobguard._mutants``) and found by ``explore --mutants all``.
+lost release response); on the new code each behaviour is re-introduced by a known
+bug's patch (``known_bugs``, in the explorer's process) and found by ``explore --mutants all``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ THEN the reference model finds no violation: the trigger-state redesign has land
 (``regressions.PROTOCOL_FIXED``), so every fixed seed and every old-protocol regression
 history (from its choice list and from its seed) holds on the new code. The garbage
 seeds put messages that are no trigger on the trigger queue (issue 33), and the model
-catches the old behaviour there (the known-bug switch ``garbage-message-returned``).
+catches the old behaviour there (the known bug ``garbage-message-returned``, patched back
+in by ``known_bugs``).
 Budget: about 2 minutes on the loaded 2-core machine (``make test``).
 """
 
@@ -264,21 +265,14 @@ def test_ci_seed_with_a_garbage_message_holds(seed: int) -> None:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("seed", [4, 13])
 def test_the_model_finds_a_garbage_message_returned_to_the_queue(seed: int) -> None:
-    """GIVEN the known-bug switch ``garbage-message-returned`` (the behaviour before issue
+    """GIVEN the known bug ``garbage-message-returned`` (the behaviour before issue
     33: a message that is no trigger is a batch item failure, redelivered until the DLQ)
     WHEN a garbage CI seed runs THEN the model reports it, as issue 33's #12."""
-    from jobguard import _mutants
-
+    from . import known_bugs
     from .known import bug_of
 
-    saved = set(_mutants.ACTIVE)
-    _mutants.ACTIVE.clear()
-    _mutants.ACTIVE.add("garbage-message-returned")
-    try:
+    with known_bugs.only("garbage-message-returned"):
         result = run_history(seed=seed, trace=False, bias="garbage")
-    finally:
-        _mutants.ACTIVE.clear()
-        _mutants.ACTIVE.update(saved)
     assert [sig for sig, _ in result.violations if bug_of(sig) == 12], result.violations
 
 

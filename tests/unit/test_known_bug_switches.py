@@ -1,17 +1,18 @@
-"""The known-bug switches (``jobguard._mutants``): each brings its old defect back.
+"""The known bugs (``tests/explorer/known_bugs.py``): each patch brings its old defect back.
 
 The explorer (``tests/explorer``) proves it still finds each of issue 14's eleven
-defects (and issue 33's garbage message) by switching them back on one at a time. A
-switch that silently stopped working (its name misspelt where it is checked, the code
-behind it broken) would make that proof empty: the explorer would "miss" a defect that
-is not there. So each switch gets one test, on the in-process emulator, that
+defects (and issue 33's garbage message) by patching them back in, one at a time, in
+its own process. A patch that silently stopped bringing its defect back (it applies,
+but to code that no longer matters) would make that proof empty: the explorer would
+"miss" a defect that is not there. So each known bug gets one test, on the in-process
+emulator, that
 
 GIVEN the situation the defect needs, WHEN it plays out with the switch off and then
 (for another job) with it on, THEN the fixed behaviour is seen first and the old defect
 second, as a user saw it: the run log, a trigger's item, the lease row, a return value.
 
-``make mutate`` found the switch names and the code only a switch reaches (the
-``mutant_*`` store methods) covered by no fast test (docs/mutation.md).
+The patch mechanism itself (each applies exactly once, compiles, is undone; nothing in
+``lib/jobguard`` knows of them): ``test_known_bug_patches.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ReadTimeoutError
 
-from jobguard import GuardedJob, JobConfig, OverlapPolicy, _mutants, current_run
+from jobguard import GuardedJob, JobConfig, OverlapPolicy, current_run
 from jobguard.clock import to_ms
 from jobguard.errors import DamagedRowError, InvalidTriggerError, LeaseLostError, SendError
 from jobguard.lease import Acquired, LeaseState, parse_lease
@@ -32,6 +33,7 @@ from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.trigger_state import Next, Route, State, TriggerRecord, decide
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind, format_instant
+from tests.explorer import known_bugs
 from tests.scenarios._trigger_support import fail_next_send
 
 LEASE = timedelta(seconds=60)
@@ -43,24 +45,17 @@ Switch = Callable[[str, bool], contextlib.AbstractContextManager[None]]
 
 @pytest.fixture
 def switch() -> Iterator[Switch]:
-    """``with switch(name, on):`` runs the block with exactly that switch on (or none),
-    whatever ``JOBGUARD_TEST_MUTANT`` switched on for the session (restored after)."""
-    saved = set(_mutants.ACTIVE)
-    _mutants.ACTIVE.clear()
+    """``with switch(name, on):`` runs the block with exactly that known bug patched in
+    (or none), whatever ``JOBGUARD_TEST_MUTANT`` brought back for the session (restored
+    after each block)."""
 
     @contextlib.contextmanager
     def only(name: str, on: bool) -> Iterator[None]:
-        assert name in _mutants.KNOWN, name
-        if on:
-            _mutants.ACTIVE.add(name)
-        try:
+        assert name in known_bugs.KNOWN, name
+        with known_bugs.only(*([name] if on else [])):
             yield
-        finally:
-            _mutants.ACTIVE.clear()
 
     yield only
-    _mutants.ACTIVE.clear()
-    _mutants.ACTIVE.update(saved)
 
 
 def job_of(aws: Any, clock: Any, name: str, policy: OverlapPolicy,
@@ -437,4 +432,4 @@ SWITCH_TESTS = {
 def test_every_known_bug_switch_has_a_test_that_sees_its_defect_come_back():
     """GIVEN the switch list WHEN a switch is added THEN it comes with its test here (the
     explorer's proof that it finds each defect is only as good as the switch)."""
-    assert sorted(SWITCH_TESTS) == sorted(_mutants.KNOWN)
+    assert sorted(SWITCH_TESTS) == sorted(known_bugs.KNOWN)
