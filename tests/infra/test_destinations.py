@@ -220,6 +220,24 @@ def test_one_stack_sends_its_alarms_to_one_destination() -> None:
                    alarms=alarms_to_email("oncall@example.com"))
 
 
+@pytest.mark.parametrize("second", ["crm-sync", "crm_sync", "crm.sync"])
+def test_two_jobs_with_one_output_key_are_refused_in_one_line(second: str) -> None:
+    """``crm-sync`` twice, or beside ``crm_sync``: both would be output ``CrmSyncJob``
+    (a jsii traceback, "There is already a Construct with name", before)."""
+    import dataclasses
+
+    stack = cdk.Stack(cdk.App(), "Twice")
+    off = alarms_off(reason="only to build the parts")
+    table = JobTable(stack, "Jobs", alarms=off)
+    code = LambdaBundle(stack, "Code", packages=HANDLER_PACKAGES)
+    GuardedJob(stack, "First", job=CRM_SYNC, table=table, bundle=code, alarms=off)
+    with pytest.raises(ConfigError, match=rf"^job: '{second}': its stack output CrmSyncJob "
+                                          r"names one job of stack 'Twice', and job "
+                                          r"'crm-sync' has it already"):
+        GuardedJob(stack, "Second", job=dataclasses.replace(CRM_SYNC, name=second),
+                   table=table, bundle=code, alarms=off)
+
+
 USER_APP = '''
 import aws_cdk as cdk
 from handlers.jobs import CRM_SYNC
