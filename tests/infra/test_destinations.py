@@ -39,6 +39,7 @@ from jobguard.errors import ConfigError
 from .conftest import NIGHTLY, ROOT, TOPIC, Synth
 
 RUNBOOK = "https://wiki.example.com/billing/jobs"
+TEST_ACCOUNT = "444455556666"
 JOBS = (CRM_SYNC, NIGHTLY)
 
 
@@ -47,11 +48,11 @@ def _fake_pip(command: list[str]) -> None:
 
 
 def user_stack(tmp: Path, alarms: Callable[[cdk.Stack], AlarmDestination], *,
-               drills: bool = False, context: dict[str, Any] | None = None
-               ) -> tuple[cdk.Stack, dict[str, Any]]:
+               drills: bool = False, context: dict[str, Any] | None = None,
+               account: str | None = None) -> tuple[cdk.Stack, dict[str, Any]]:
     """A user's stack: two jobs of theirs, a reconciler, recovery; one ``alarms``."""
     app = cdk.App(context=context or {})
-    stack = cdk.Stack(app, "Billing")
+    stack = cdk.Stack(app, "Billing", env=cdk.Environment(account=account) if account else None)
     destination = alarms(stack)
     table = JobTable(stack, "Jobs", alarms=destination)
     code = LambdaBundle(stack, "Code", packages=HANDLER_PACKAGES, drills=drills,
@@ -104,7 +105,8 @@ def silenced(tmp_path_factory: pytest.TempPathFactory) -> tuple[cdk.Stack, dict[
 @pytest.fixture(scope="module")
 def drillable(tmp_path_factory: pytest.TempPathFactory) -> tuple[cdk.Stack, dict[str, Any]]:
     return user_stack(tmp_path_factory.mktemp("build"), lambda stack: alarms_to_topic(
-        sns.Topic.from_topic_arn(stack, "Pager", TOPIC)), drills=True)
+        sns.Topic.from_topic_arn(stack, "Pager", TOPIC)), drills=True,
+        context={"jobguard:drillsAccounts": f"111122223333,{TEST_ACCOUNT}"}, account=TEST_ACCOUNT)
 
 
 # -- alarms reach a person -------------------------------------------------------------
@@ -362,6 +364,40 @@ def test_a_drills_bundle_makes_the_whole_deployment_drillable(
         assert deployed.drills is True
         assert (deployed.definition.lease, deployed.definition.timeout) == (
             job.for_drills().lease, job.for_drills().timeout)
+
+
+def test_a_drillable_stack_says_so_on_every_resource(
+        drillable: tuple[cdk.Stack, dict[str, Any]]) -> None:
+    _, template = drillable
+    tagged = [r["Properties"]["Tags"] for r in template["Resources"].values()
+              if r["Type"] == "AWS::Lambda::Function"]
+    assert tagged and all({"Key": "jobguard:drills", "Value": "true"} in tags
+                          for tags in tagged)
+
+
+@pytest.mark.parametrize(("context", "account", "said"), [
+    ({}, None, "stack 'Billing' is bound to no account"),
+    ({"jobguard:drillsAccounts": TEST_ACCOUNT}, None, "stack 'Billing' is bound to no account"),
+    ({"jobguard:drillsAccounts": TEST_ACCOUNT}, "999988887777",
+     "account 999988887777 of stack 'Billing' is not on it"),
+    ({}, TEST_ACCOUNT, f"account {TEST_ACCOUNT} of stack 'Billing' is not on it"),
+], ids=["no-list", "unbound", "other-account", "bound-no-list"])
+def test_a_drills_bundle_outside_a_listed_test_account_is_refused_when_defined(
+        tmp_path: Path, context: dict[str, Any], account: str | None, said: str) -> None:
+    """A user's app that reads its drills flag from the environment (DRILLS=1 leaked into
+    a production pipeline) deployed with schedules disabled, fault switches on and no
+    dead-man alarm, silently, before: now one line names the allow-list."""
+    with pytest.raises(ConfigError) as info:
+        user_stack(tmp_path, lambda _: alarms_off(reason="a drill"), drills=True,
+                   context=context, account=account)
+    assert info.value.field == "jobguard:drillsAccounts"
+    assert said in str(info.value) and "-c jobguard:local=true" in str(info.value)
+
+
+def test_a_drills_bundle_for_the_local_aws_needs_no_account(tmp_path: Path) -> None:
+    _, template = user_stack(tmp_path, lambda _: alarms_off(reason="a drill"), drills=True,
+                             context={"jobguard:local": "true"})
+    assert Deployment.from_outputs("Billing", _outputs(template)).jobs[CRM_SYNC.name].drills
 
 
 def test_without_drills_no_function_honours_switches_and_none_may_read_them(
