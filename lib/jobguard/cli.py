@@ -172,7 +172,7 @@ def _table(args: argparse.Namespace) -> str:
         if from_stack is not None:
             said = f"stack {from_stack[0]!r} ({from_stack[1]}): its TableName output {said}"
         raise CommandError(field, said) from None
-    args.resolved_table = table
+    args.resolved_table, args.table_field = table, field
     return table
 
 
@@ -1034,6 +1034,14 @@ def _recovery_function(args: argparse.Namespace, *, execute: bool) -> str:
         args, RECOVER_STACK, field="--function-name",
         wrap=lambda said: (f"not given, and {said}; or pass --function-name, or --direct "
                            "to run the recovery in this process"))
+    table = getattr(args, "resolved_table", None)
+    if table is not None and table != deployment.table:  # --table, or JOBGUARD_TABLE
+        _, named_by = _stack(args, RECOVER_STACK)
+        raise CommandError(args.table_field, f"recover runs the recovery function of stack "
+                           f"{deployment.stack!r} ({named_by}), which recovers its own table "
+                           f"({deployment.table}), not {table}: name the stack of {table} with "
+                           "--stack, or pass --function-name, or --direct to recover it in "
+                           "this process")
     if execute and deployment.recovery_execute:
         return str(deployment.recovery_execute)
     if deployment.recovery_function:

@@ -394,3 +394,30 @@ def test_a_mistyped_job_is_refused_naming_the_stacks_jobs(aws, capsys):
     assert line.endswith(f"did you mean {JOB!r}?"), line
     assert _count(ddb, fresh) == 0
     assert main(["pause", JOB, "--reason", "x", "--stack", "Fresh"]) == 0
+
+
+@pytest.mark.parametrize("named", ["--table", "JOBGUARD_TABLE"])
+def test_recover_never_invokes_a_stack_whose_table_is_not_the_one_named(
+        aws, capsys, monkeypatch, named):
+    """GIVEN the production stack JobGuard (recover's default) and the operator working on
+    another table (--table, or JOBGUARD_TABLE left in the shell) WHEN they recover
+    --execute THEN nothing is invoked: the function would recover production's table, not
+    the one every check ran against (it invoked JobGuard's execute alias before)."""
+    ddb, cfn = aws["ddb"], aws["cfn"]
+    create_jobguard_stack(cfn, "JobGuard", table=_table(ddb), jobs=[DEPLOYED],
+                          recovery="prod-recovery")
+    argv = ["recover", JOB, "--from", "0", "--to", "5", "--execute"]
+    if named == "--table":
+        argv += ["--table", aws["table"]]
+    else:
+        monkeypatch.setenv("JOBGUARD_TABLE", aws["table"])
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {named}: recover runs the recovery function of stack "
+                           "'JobGuard' (the default: no --stack or JOBGUARD_STACK), which "
+                           "recovers its own table"), line
+    assert "prod-recovery" not in line and "--stack" in line and "--direct" in line
+    # the stack named too, its own table: recovered through its function as before
+    assert main(["recover", JOB, "--from", "0", "--to", "5", "--stack", "Mine",
+                 "--table", aws["table"]]) == 1
+    assert "inv-recovery" in capsys.readouterr().err
