@@ -137,14 +137,21 @@ def test_e_mail_alarms_subscribe_each_address_to_one_encrypted_topic_every_alarm
     assert template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic_id}
 
 
-@pytest.mark.parametrize("addresses", [(), ("oncall",), ("a@example.com, b@example.com",)])
+@pytest.mark.parametrize("addresses", [
+    (), ("oncall",), ("a@example.com, b@example.com",),
+    # twice: a jsii traceback at synth (SubscriptionAlreadyExistsUnder), or two mails each
+    ("a@example.com", " a@example.com"), ("a@example.com", "A@Example.com"),
+    ("a@example.com\x1b[2J",)])
 def test_an_e_mail_destination_that_is_no_address_is_refused_when_defined(
         addresses: tuple[str, ...]) -> None:
     with pytest.raises(ConfigError, match="^alarms: "):
         alarms_to_email(*addresses)
 
 
-@pytest.mark.parametrize("reason", ["", "   ", "...", "line\nbreak"])
+@pytest.mark.parametrize("reason", [
+    "", "   ", "...", "line\nbreak",
+    # one line of text: it is in every alarm's description, its e-mails and the output
+    "carriage\rreturn", "escape\x1b[2Jcleared", "tab\there", "line\u2028separator"])
 def test_alarms_off_without_a_reason_in_words_is_refused_naming_reason(reason: str) -> None:
     with pytest.raises(ConfigError, match="^reason: "):
         alarms_off(reason=reason)
@@ -436,3 +443,6 @@ def test_the_longest_reason_and_runbook_link_allowed_fit_every_description(
     assert lengths and max(lengths) <= 1024
     with pytest.raises(ConfigError, match="^runbook: "):
         alarms_off(reason="a test", runbook=link + "r")
+    for control in ("\r", "\x1b[31m", "\x07"):  # one line of text, as the reason
+        with pytest.raises(ConfigError, match="^runbook: "):
+            alarms_off(reason="a test", runbook=f"https://wiki.example.com/{control}x")
