@@ -446,3 +446,34 @@ def test_the_longest_reason_and_runbook_link_allowed_fit_every_description(
     for control in ("\r", "\x1b[31m", "\x07"):  # one line of text, as the reason
         with pytest.raises(ConfigError, match="^runbook: "):
             alarms_off(reason="a test", runbook=f"https://wiki.example.com/{control}x")
+
+
+@pytest.mark.parametrize("body", ["raise SystemExit('SENT_TABLE is not set')",
+                                  "import os\nTABLE = os.environ['SENT_TABLE_NOT_SET']"])
+def test_a_handler_that_does_not_import_at_synth_is_said_not_silently_granted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """RecoveryFunction imports each handler module at synth to grant a plain @guarded
+    job reads only. A module that reads its Lambda variables at import exited the synth
+    (SystemExit, no message) or was granted writes silently before: now the synth goes on,
+    the writes are granted, and a warning names the job and why."""
+    import dataclasses
+
+    package = tmp_path / f"userjobs_{abs(hash(body)) % 10**6}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mailer.py").write_text(body + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    job = dataclasses.replace(CRM_SYNC, name="mailer", handler=f"{package.name}.mailer.handler",
+                              environment={})
+    stack = cdk.Stack(cdk.App(), "Billing")
+    off = alarms_off(reason="only to build the parts")
+    table = JobTable(stack, "Jobs", alarms=off)
+    code = LambdaBundle(stack, "Code", packages=[*HANDLER_PACKAGES, package],
+                        build_dir=tmp_path / "build", run=_fake_pip)
+    recovery = RecoveryFunction(stack, "Recovery", jobs=[job], table=table, bundle=code,
+                                alarms=off)
+    assert "mailer" not in recovery.plan_only and "mailer" in recovery.not_judged
+    warnings = [m for m in cdk.assertions.Annotations.from_stack(stack).find_warning(
+        "*", cdk.assertions.Match.string_like_regexp("job mailer: its handler module"))]
+    assert len(warnings) == 1, warnings
+    assert "did not import here" in str(warnings[0].entry.data)
