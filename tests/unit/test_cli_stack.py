@@ -254,6 +254,23 @@ def test_runbook_without_a_link_prints_none(aws, capsys):
     assert text.startswith(f"# Runbook: {JOB}") and "lease 2 min" in text, text
 
 
+def test_runbook_of_a_drillable_stack_says_it_is_a_drill_deployment(aws, capsys):
+    """A drill deployment has no running schedule and no dead-man alarm: the operator
+    reading its runbook is told first, never left to think it is production's."""
+    create_jobguard_stack(aws["cfn"], "Drillable", table=aws["table"], jobs=[DEPLOYED],
+                          drills=True)
+    assert main(["runbook", JOB, "--stack", "Drillable"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"# Runbook: {JOB}" and lines[2].startswith("A drill deployment"), lines
+    assert "no dead-man alarm" in lines[2]
+    assert main(["--json", "runbook", JOB, "--stack", "Drillable"]) == 0
+    assert json.loads(capsys.readouterr().out)["drills"] is True
+    assert main(["runbook", JOB, "--stack", "Mine"]) == 0  # built without the option
+    assert "drill deployment" not in capsys.readouterr().out
+    assert main(["--json", "runbook", JOB, "--stack", "Mine"]) == 0
+    assert json.loads(capsys.readouterr().out)["drills"] is False
+
+
 def test_runbook_of_a_job_not_in_the_stack_says_did_you_mean(aws, capsys):
     assert main(["runbook", "invoice-mailr", "--stack", "Mine"]) == 2
     assert capsys.readouterr().err == (
