@@ -240,11 +240,34 @@ def test_two_jobs_with_one_output_key_are_refused_in_one_line(second: str) -> No
     table = JobTable(stack, "Jobs", alarms=off)
     code = LambdaBundle(stack, "Code", packages=HANDLER_PACKAGES)
     GuardedJob(stack, "First", job=CRM_SYNC, table=table, bundle=code, alarms=off)
-    with pytest.raises(ConfigError, match=rf"^job: '{second}': its stack output CrmSyncJob "
-                                          r"names one job of stack 'Twice', and job "
-                                          r"'crm-sync' has it already"):
+    with pytest.raises(ConfigError, match=rf"^job: job '{second}' .*: its stack output "
+                                          r"CrmSyncJob is one per stack 'Twice', and job "
+                                          r"'crm-sync' has it already$"):
         GuardedJob(stack, "Second", job=dataclasses.replace(CRM_SYNC, name=second),
                    table=table, bundle=code, alarms=off)
+
+
+def test_a_second_reconciler_or_recovery_function_is_refused_in_one_line() -> None:
+    """Their outputs are one per job / per stack: a jsii traceback before."""
+    stack = cdk.Stack(cdk.App(), "Twice")
+    off = alarms_off(reason="only to build the parts")
+    table = JobTable(stack, "Jobs", alarms=off)
+    code = LambdaBundle(stack, "Code", packages=HANDLER_PACKAGES)
+    Reconciler(stack, "One", job=CRM_SYNC, table=table, bundle=code, alarms=off)
+    with pytest.raises(ConfigError, match=r"^job: Reconciler 'Two' of job 'crm-sync': its "
+                                          r"stack output CrmSyncReconcilerFunctionName is one "
+                                          r"per stack 'Twice', and Reconciler 'One' of job "
+                                          r"'crm-sync' has it already$"):
+        Reconciler(stack, "Two", job=CRM_SYNC, table=table, bundle=code, alarms=off)
+    RecoveryFunction(stack, "Recovery", jobs=[CRM_SYNC], table=table, bundle=code, alarms=off)
+    with pytest.raises(ConfigError, match=r"^output_name: RecoveryFunction 'Again': its stack "
+                                          r"output RecoveryFunctionName .* RecoveryFunction "
+                                          r"'Recovery' has it already$"):
+        RecoveryFunction(stack, "Again", jobs=[CRM_SYNC], table=table, bundle=code,
+                         alarms=off)
+    # with outputs of its own names, a second one is fine
+    RecoveryFunction(stack, "Again", jobs=[CRM_SYNC], table=table, bundle=code, alarms=off,
+                     output_name="SecondRecovery", execute_output_name=None)
 
 
 USER_APP = '''

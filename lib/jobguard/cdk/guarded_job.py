@@ -52,6 +52,7 @@ from jobguard.runbook import ASYNC_RETRIES, busy_metric, busy_window, job_alarms
 
 from ._context import local_deployment
 from ._function import check_extra_environment, python_function, seconds
+from ._outputs import check_free, mark
 from ._queues import (
     FAILED_EVENT_ACTIONS,
     RETENTION,
@@ -147,24 +148,6 @@ def _clamp(value: timedelta, low: timedelta, high: timedelta) -> timedelta:
     return max(low, min(value, high))
 
 
-def _one_output_per_job(scope: Construct, job: JobDefinition) -> None:
-    """Refuse a second job whose stack output would have the same key (the same job
-    twice, or names that differ only in ``-``, ``_`` and ``.``: ``crm-sync`` and
-    ``crm_sync`` are both ``CrmSyncJob``), or an output of the user's by that name."""
-    stack = Stack.of(scope)
-    key = job_output_key(job.name)
-    taken = stack.node.try_find_child(key)
-    if taken is None:
-        return
-    other = getattr(taken, "jobguard_job", None)
-    said = (f"job {other!r} has it already" if other == job.name
-            else f"job {other!r} has it already: names that differ only in '-', '_' "
-            "and '.' share one" if other is not None
-            else "the stack has an output by that name already")
-    raise ConfigError("job", f"{job.name!r}: its stack output {key} names one job of "
-                      f"stack {stack.stack_name!r}, and {said} (one GuardedJob per job)")
-
-
 class GuardedJob(Construct):
     """One job, wired exactly as jobguard expects.
 
@@ -208,7 +191,8 @@ class GuardedJob(Construct):
         trigger_max_concurrency: int | None = None,
     ) -> None:
         destination = require(alarms, f"GuardedJob {construct_id!r}")
-        _one_output_per_job(scope, job)
+        check_free(scope, job_output_key(job.name), field="job", what=(
+            f"job {job.name!r} (names that differ only in '-', '_' and '.' share one)"))
         super().__init__(scope, construct_id)
         self.definition = job
         """The job as given (:attr:`job` is the job as deployed)."""
@@ -318,7 +302,7 @@ class GuardedJob(Construct):
                 queue_url=self.trigger_queue.queue_url if self.trigger_queue else None,
                 drills=self.drills, runbook=destination.runbook)),
             description=f"jobguard job {job.name} as deployed (jobguard --stack reads it)")
-        self.output.jobguard_job = job.name  # type: ignore[attr-defined]
+        mark(self.output, f"job {job.name!r}")
 
     # -- checks ----------------------------------------------------------------------------
 

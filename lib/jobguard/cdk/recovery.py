@@ -59,6 +59,7 @@ from jobguard.recovery import EXECUTE_ALIAS
 from jobguard.runbook import recovery_alarms
 
 from ._function import check_extra_environment, python_function
+from ._outputs import check_free, mark
 from ._text import module_of
 from .alarms import errors_alarm, from_text, throttles_alarm
 from .bundle import LambdaBundle
@@ -133,6 +134,10 @@ class RecoveryFunction(Construct):
         execute_output_name: str | None = EXECUTE_OUTPUT_NAME,
     ) -> None:
         destination = require(alarms, f"RecoveryFunction {construct_id!r}")
+        for key in (output_name, execute_output_name):
+            if key is not None:
+                check_free(scope, key, field="output_name",
+                           what=f"RecoveryFunction {construct_id!r}")
         super().__init__(scope, construct_id)
         if not jobs:
             raise ConfigError("jobs", "recovery needs at least one job")
@@ -201,13 +206,15 @@ class RecoveryFunction(Construct):
         for principal in invokers:
             self.execute_alias.grant_invoke(principal)
         if output_name is not None:
-            CfnOutput(Stack.of(self), output_name, value=self.function.function_name,
-                      description="the jobguard recovery function (jobguard recover --stack)")
+            mark(CfnOutput(Stack.of(self), output_name, value=self.function.function_name,
+                           description="the jobguard recovery function (jobguard recover "
+                                       "--stack)"), f"RecoveryFunction {construct_id!r}")
         if execute_output_name is not None:
-            CfnOutput(Stack.of(self), execute_output_name,
-                      value=self.execute_alias.function_arn,
-                      description="the jobguard recovery function's execute alias: name it "
-                                  "in the IAM policy of those who may execute a recovery")
+            mark(CfnOutput(Stack.of(self), execute_output_name,
+                           value=self.execute_alias.function_arn,
+                           description="the jobguard recovery function's execute alias: "
+                                       "name it in the IAM policy of those who may execute "
+                                       "a recovery"), f"RecoveryFunction {construct_id!r}")
         texts = recovery_alarms()
         alarm_action = destination.bind(self)
         self.alarms = {
