@@ -430,6 +430,19 @@ def test_a_drills_bundle_for_the_local_aws_needs_no_account(tmp_path: Path) -> N
     assert Deployment.from_outputs("Billing", _outputs(template)).jobs[CRM_SYNC.name].drills
 
 
+def test_the_local_context_for_a_stack_bound_to_a_real_account_is_refused(
+        tmp_path: Path) -> None:
+    """-c jobguard:local=true left in a cdk.json deployed a real account's stack with
+    every schedule disabled and nobody subscribed, silently, before."""
+    with pytest.raises(ConfigError, match=r"^jobguard:local: stack 'Billing' is bound to "
+                                          r"account 444455556666, and jobguard:local=true "
+                                          r"builds for the local AWS"):
+        user_stack(tmp_path, lambda _: alarms_to_email("oncall@example.com"),
+                   context={"jobguard:local": "true"}, account=TEST_ACCOUNT)
+    user_stack(tmp_path, lambda _: alarms_to_email("oncall@example.com"),
+               context={"jobguard:local": "true"}, account="000000000000")
+
+
 def test_without_drills_no_function_honours_switches_and_none_may_read_them(
         emailed: tuple[cdk.Stack, dict[str, Any]]) -> None:
     _, template = emailed

@@ -25,6 +25,8 @@ from constructs import Construct
 from jobguard.errors import ConfigError
 
 LOCAL = "jobguard:local"
+LOCAL_ACCOUNT = "000000000000"
+"""The local AWS's account: a stack bound to another is not for it."""
 DRILLS_ACCOUNTS = "jobguard:drillsAccounts"
 _ACCOUNT = re.compile(r"\d{12}")
 
@@ -77,3 +79,16 @@ def check_drills_account(scope: Construct) -> None:
                       f"them with -c {DRILLS_ACCOUNTS}=<account>,... and bind the stack to "
                       f"one, or deploy to the local AWS with -c {LOCAL}=true "
                       f"(allowed: {', '.join(accounts) or 'none'})")
+
+
+def check_local_account(scope: Construct) -> None:
+    """Refuse ``-c jobguard:local=true`` for a stack bound to a real account: it would
+    deploy there with every schedule disabled and no e-mail subscribed, silently."""
+    if not local_deployment(scope):
+        return
+    stack = Stack.of(scope)
+    if not Token.is_unresolved(stack.account) and stack.account != LOCAL_ACCOUNT:
+        raise ConfigError(LOCAL, f"stack {stack.stack_name!r} is bound to account "
+                          f"{stack.account}, and {LOCAL}=true builds for the local AWS "
+                          f"(account {LOCAL_ACCOUNT}): schedules disabled, nobody subscribed. "
+                          f"Leave {LOCAL} out for a real account")

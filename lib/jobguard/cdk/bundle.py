@@ -45,7 +45,7 @@ from constructs import Construct
 import jobguard
 from jobguard.errors import ConfigError
 
-from ._context import LOCAL, check_drills_account, local_deployment
+from ._context import LOCAL, check_drills_account, check_local_account, local_deployment
 
 __all__ = [
     "ARCHITECTURE",
@@ -173,6 +173,7 @@ class LambdaBundle(Construct):
         if drills:  # never a production deployment because a flag leaked: refused, and
             check_drills_account(self)  # a drillable stack says so in its tags
             Tags.of(Stack.of(self)).add(DRILLS_TAG, "true")
+        check_local_account(self)
         local = local_deployment(self)
         if dependencies is None:
             dependencies = Dependencies.HOST if local else Dependencies.POWERTOOLS_LAYER
