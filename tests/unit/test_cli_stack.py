@@ -254,6 +254,23 @@ def test_runbook_without_a_link_prints_none(aws, capsys):
     assert text.startswith(f"# Runbook: {JOB}") and "lease 2 min" in text, text
 
 
+def test_runbook_of_a_drillable_stack_says_it_is_a_drill_deployment(aws, capsys):
+    """A drill deployment has no running schedule and no dead-man alarm: the operator
+    reading its runbook is told first, never left to think it is production's."""
+    create_jobguard_stack(aws["cfn"], "Drillable", table=aws["table"], jobs=[DEPLOYED],
+                          drills=True)
+    assert main(["runbook", JOB, "--stack", "Drillable"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"# Runbook: {JOB}" and lines[2].startswith("A drill deployment"), lines
+    assert "no dead-man alarm" in lines[2]
+    assert main(["--json", "runbook", JOB, "--stack", "Drillable"]) == 0
+    assert json.loads(capsys.readouterr().out)["drills"] is True
+    assert main(["runbook", JOB, "--stack", "Mine"]) == 0  # built without the option
+    assert "drill deployment" not in capsys.readouterr().out
+    assert main(["--json", "runbook", JOB, "--stack", "Mine"]) == 0
+    assert json.loads(capsys.readouterr().out)["drills"] is False
+
+
 def test_runbook_of_a_job_not_in_the_stack_says_did_you_mean(aws, capsys):
     assert main(["runbook", "invoice-mailr", "--stack", "Mine"]) == 2
     assert capsys.readouterr().err == (
@@ -394,3 +411,30 @@ def test_a_mistyped_job_is_refused_naming_the_stacks_jobs(aws, capsys):
     assert line.endswith(f"did you mean {JOB!r}?"), line
     assert _count(ddb, fresh) == 0
     assert main(["pause", JOB, "--reason", "x", "--stack", "Fresh"]) == 0
+
+
+@pytest.mark.parametrize("named", ["--table", "JOBGUARD_TABLE"])
+def test_recover_never_invokes_a_stack_whose_table_is_not_the_one_named(
+        aws, capsys, monkeypatch, named):
+    """GIVEN the production stack JobGuard (recover's default) and the operator working on
+    another table (--table, or JOBGUARD_TABLE left in the shell) WHEN they recover
+    --execute THEN nothing is invoked: the function would recover production's table, not
+    the one every check ran against (it invoked JobGuard's execute alias before)."""
+    ddb, cfn = aws["ddb"], aws["cfn"]
+    create_jobguard_stack(cfn, "JobGuard", table=_table(ddb), jobs=[DEPLOYED],
+                          recovery="prod-recovery")
+    argv = ["recover", JOB, "--from", "0", "--to", "5", "--execute"]
+    if named == "--table":
+        argv += ["--table", aws["table"]]
+    else:
+        monkeypatch.setenv("JOBGUARD_TABLE", aws["table"])
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {named}: recover runs the recovery function of stack "
+                           "'JobGuard' (the default: no --stack or JOBGUARD_STACK), which "
+                           "recovers its own table"), line
+    assert "prod-recovery" not in line and "--stack" in line and "--direct" in line
+    # the stack named too, its own table: recovered through its function as before
+    assert main(["recover", JOB, "--from", "0", "--to", "5", "--stack", "Mine",
+                 "--table", aws["table"]]) == 1
+    assert "inv-recovery" in capsys.readouterr().err

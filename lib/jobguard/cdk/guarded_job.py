@@ -52,6 +52,7 @@ from jobguard.runbook import ASYNC_RETRIES, busy_metric, busy_window, job_alarms
 
 from ._context import local_deployment
 from ._function import check_extra_environment, python_function, seconds
+from ._outputs import check_free, mark
 from ._queues import (
     FAILED_EVENT_ACTIONS,
     RETENTION,
@@ -190,6 +191,8 @@ class GuardedJob(Construct):
         trigger_max_concurrency: int | None = None,
     ) -> None:
         destination = require(alarms, f"GuardedJob {construct_id!r}")
+        check_free(scope, job_output_key(job.name), field="job", what=(
+            f"job {job.name!r} (names that differ only in '-', '_' and '.' share one)"))
         super().__init__(scope, construct_id)
         self.definition = job
         """The job as given (:attr:`job` is the job as deployed)."""
@@ -299,6 +302,7 @@ class GuardedJob(Construct):
                 queue_url=self.trigger_queue.queue_url if self.trigger_queue else None,
                 drills=self.drills, runbook=destination.runbook)),
             description=f"jobguard job {job.name} as deployed (jobguard --stack reads it)")
+        mark(self.output, f"job {job.name!r}")
 
     # -- checks ----------------------------------------------------------------------------
 
