@@ -157,6 +157,15 @@ def _table(args: argparse.Namespace) -> str:
         from_stack, table = named, _deployment(args).table
     elif os.environ.get("JOBGUARD_TABLE"):  # set but empty: unset, as ${VAR:-}
         table, field = os.environ["JOBGUARD_TABLE"], "JOBGUARD_TABLE"
+        if named is not None:  # both variables set: a leftover export must not win silently
+            try:
+                theirs = _deployment(args).table
+            except CommandError:  # no such stack: the command says so where it reads it
+                theirs = table
+            if theirs != table:
+                raise CommandError("JOBGUARD_TABLE", f"{table!r}, but JOBGUARD_STACK "
+                                   f"{named[0]!r} has table {theirs!r}: unset one of them, "
+                                   "or pass --table or --stack to choose")
     elif named is not None:
         from_stack, table = named, _deployment(args).table
     else:
