@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["FLEET_DIMENSION", "JOB_DIMENSION", "JobLogger", "JobTelemetry", "METRICS",
+__all__ = ["AT_REST_METRICS", "FLEET_DIMENSION", "JOB_DIMENSION", "JobLogger", "JobTelemetry", "METRICS",
            "NAMESPACE", "RUNS_NEAR_INTERVAL"]
 
 NAMESPACE = "JobGuard"
@@ -38,6 +38,12 @@ METRICS = (
 )
 """Every metric name jobguard emits (a test reads the sources for them): the custom
 metrics a deployment can be billed for, one per name and dimension value."""
+
+AT_REST_METRICS = ("LeaseAcquireAttempts", "RunDuration", "RunSucceeded", "BatchSize",
+                   "ItemsCompleted")
+"""What a healthy run that completes items emits (a test runs one): the custom metrics a
+deployment is billed for at rest, per dimension value. The others have data only in the
+hours something happens (a skip, a failure, a sweep)."""
 
 
 @lru_cache(maxsize=1)
