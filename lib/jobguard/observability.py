@@ -18,14 +18,18 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["AT_REST_METRICS", "FLEET_DIMENSION", "JOB_DIMENSION", "JobLogger", "JobTelemetry", "METRICS",
-           "NAMESPACE", "RUNS_NEAR_INTERVAL"]
+__all__ = ["AT_REST_METRICS", "FLEET_DIMENSION", "JOB_DIMENSION", "METRICS", "NAMESPACE",
+           "JobLogger", "JobTelemetry", "RUNS_NEAR_INTERVAL", "TRIGGERS_MET_ACTIVE_RUN"]
 
 NAMESPACE = "JobGuard"
 JOB_DIMENSION = "job"
 FLEET_DIMENSION = "fleet"
 RUNS_NEAR_INTERVAL = "RunsNearInterval"
 """Counted, in a fleet, for a run longer than the job's overlap threshold."""
+TRIGGERS_MET_ACTIVE_RUN = "TriggersMetActiveRun"
+"""Counted, in a fleet, with each skipped, queued or coalesced trigger: one metric for
+the fleet's busy alarm (a metric-math sum of three would be billed three times)."""
+_BUSY = frozenset({"TriggersSkipped", "TriggersQueued", "TriggersCoalesced"})
 
 METRICS = (
     "LeaseAcquireAttempts", "TriggersSkipped", "TriggersQueued", "TriggersCoalesced",
@@ -34,7 +38,7 @@ METRICS = (
     "TriggerMessagesRejected", "CheckpointLagItems", "ItemsRejected", "PayloadConflicts",
     "ItemsRetried", "BatchSize", "UncertainOutcomes", "ReconciliationFindings",
     "ItemsCompleted", "ItemsFailed", "CompletionsRejected", "SweepSucceeded",
-    RUNS_NEAR_INTERVAL,
+    RUNS_NEAR_INTERVAL, TRIGGERS_MET_ACTIVE_RUN,
 )
 """Every metric name jobguard emits (a test reads the sources for them): the custom
 metrics a deployment can be billed for, one per name and dimension value."""
@@ -103,6 +107,9 @@ class JobTelemetry:
 
         self._start()
         self._metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        if self.fleet is not None and name in _BUSY:
+            self._metrics.add_metric(name=TRIGGERS_MET_ACTIVE_RUN, unit=MetricUnit.Count,
+                                     value=value)
 
     def milliseconds(self, name: str, value: float) -> None:
         from aws_lambda_powertools.metrics import MetricUnit

@@ -107,9 +107,8 @@ def fleet_alarms(fleet: str, *, queues: bool) -> dict[str, FleetAlarm]:
         "busy", "triggers meet active runs every hour",
         f"Triggers of fleet {fleet} met an active run (skipped, queued or coalesced) in "
         "each of the last 3 hours: some job's runs no longer fit its schedule.",
-        "shorten that job's batch or lengthen its interval. Which job: Logs Insights, "
-        "`filter ispresent(TriggersSkipped) or ispresent(TriggersQueued) or "
-        "ispresent(TriggersCoalesced) | stats count() by job`."), None)
+        f"shorten that job's batch or lengthen its interval. "
+        f"{_which('TriggersMetActiveRun')}"), "TriggersMetActiveRun")
     found["paused"] = FleetAlarm(AlarmText(
         "paused", "a job paused for hours",
         f"Ticks of fleet {fleet} found a job paused in each of the last 6 hours.",

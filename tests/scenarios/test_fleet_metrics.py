@@ -15,7 +15,13 @@ import pytest
 
 from jobguard import WorkId, current_run, environment
 from jobguard.errors import ConfigError
-from jobguard.observability import AT_REST_METRICS, METRICS, RUNS_NEAR_INTERVAL, JobTelemetry
+from jobguard.observability import (
+    AT_REST_METRICS,
+    METRICS,
+    RUNS_NEAR_INTERVAL,
+    TRIGGERS_MET_ACTIVE_RUN,
+    JobTelemetry,
+)
 from tests.conftest import emf_totals
 
 from ._support import make_job, tick
@@ -70,10 +76,18 @@ def test_a_bad_overlap_threshold_is_refused_naming_the_variable():
 def test_metrics_lists_every_metric_name_the_sources_emit():
     # what the cost model may be billed for: every count/milliseconds call's name, the
     # decision metrics and the reconciler's sweep
-    emitted = {RUNS_NEAR_INTERVAL}
+    emitted = {RUNS_NEAR_INTERVAL, TRIGGERS_MET_ACTIVE_RUN}
     for path in LIB.rglob("*.py"):
         text = path.read_text()
         emitted |= set(re.findall(r'(?:count|milliseconds)\(\s*"([A-Za-z]+)"', text))
         emitted |= set(re.findall(r'Decision\.[A-Z]+: "([A-Za-z]+)"', text))
         emitted |= set(re.findall(r'^SWEEP_SUCCEEDED = "([A-Za-z]+)"', text, re.M))
     assert emitted == set(METRICS)
+
+
+def test_a_fleet_counts_every_busy_trigger_once_for_its_busy_alarm(capsys):
+    telemetry = JobTelemetry("crm-sync", {environment.FLEET: "ops"})
+    for name in ("TriggersSkipped", "TriggersCoalesced", "TriggersStale"):
+        telemetry.count(name)
+    telemetry.flush()
+    assert emf_totals(capsys.readouterr().out)[TRIGGERS_MET_ACTIVE_RUN] == 2

@@ -33,8 +33,8 @@ except ImportError as exc:  # pragma: no cover - only without the extra
 
 from .bundle import Dependencies, LambdaBundle
 from .dashboard import JobGuardDashboard
-from .fleet import JobFleet
 from .destination import AlarmDestination, alarms_off, alarms_to_email, alarms_to_topic
+from .fleet import JobFleet
 from .guarded_job import GuardedJob
 from .reconciler import Reconciler
 from .recovery import RecoveryFunction

@@ -35,7 +35,7 @@ from constructs import Construct
 
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
-from jobguard.observability import FLEET_DIMENSION, NAMESPACE
+from jobguard.observability import FLEET_DIMENSION, NAMESPACE, TRIGGERS_MET_ACTIVE_RUN
 from jobguard.runbook_fleet import fleet_alarms
 
 from ._queues import dead_letter_queue
@@ -166,16 +166,11 @@ class JobFleet(Construct):
             runbook = from_text(alarm.text)
             construct_id = f"{pascal(key.replace('_', '-'))}Alarm"
             if key == "busy":
-                hour = Duration.hours(1)
-                metric: cloudwatch.IMetric = cloudwatch.MathExpression(
-                    expression="FILL(s, 0) + FILL(q, 0) + FILL(c, 0)",
-                    using_metrics={"s": self.metric("TriggersSkipped", period=hour),
-                                   "q": self.metric("TriggersQueued", period=hour),
-                                   "c": self.metric("TriggersCoalesced", period=hour)},
-                    period=hour, label="triggers that met an active run")
-                found[key] = runbook_alarm(self, construct_id, metric=metric, threshold=1,
-                                           evaluation_periods=_BUSY_HOURS, action=action,
-                                           runbook=runbook)
+                found[key] = runbook_alarm(
+                    self, construct_id,
+                    metric=self.metric(TRIGGERS_MET_ACTIVE_RUN, period=Duration.hours(1)),
+                    threshold=1, evaluation_periods=_BUSY_HOURS, action=action,
+                    runbook=runbook)
             elif key == "paused":
                 found[key] = runbook_alarm(
                     self, construct_id,

@@ -237,7 +237,7 @@ class GuardedJob(Construct):
         check_extra_environment(job.name, job.environment)
 
         self.trigger_queue: sqs.Queue | None = None
-        self.trigger_dlq: sqs.Queue | None = None
+        self.trigger_dlq: sqs.IQueue | None = None
         self.trigger_mapping: lambda_.EventSourceMapping | None = None
         env = {environment.TABLE: table.table_name}
         overlap = job.overlap_threshold(job.timeout)
@@ -249,14 +249,16 @@ class GuardedJob(Construct):
             if fleet is not None and fleet.trigger_dlq is None:
                 raise ConfigError("fleet", f"{job.name} has a trigger queue "
                                   f"({job.policy.value}): the fleet needs a trigger DLQ")
-            self.trigger_dlq = dead_letter_queue(
+            trigger_dlq = dead_letter_queue(
                 self, "TriggerDlq", fifo=True,
                 holds=f"trigger messages of {job.name} that never ran", for_queue=True,
                 encryption_key=encryption_key) if fleet is None else fleet.trigger_dlq
+            assert trigger_dlq is not None
+            self.trigger_dlq = trigger_dlq
             self.trigger_queue = secure_queue(
                 self, "TriggerQueue", fifo=True, visibility_timeout=seconds(visibility),
                 dead_letter_queue=sqs.DeadLetterQueue(
-                    queue=self.trigger_dlq, max_receive_count=receive_budget(job)),
+                    queue=trigger_dlq, max_receive_count=receive_budget(job)),
                 encryption_key=encryption_key,
             )
             env[environment.TRIGGER_QUEUE_URL] = self.trigger_queue.queue_url
