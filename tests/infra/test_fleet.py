@@ -62,6 +62,9 @@ def test_a_hundred_jobs_fit_cloudformation_in_one_stack_name(fleet: Fleet) -> No
     assert len(functions) == JOBS
     stacks = [r for r in root["Resources"].values() if r["Type"] == "AWS::CloudFormation::Stack"]
     assert len(stacks) == 4
+    # the figures docs/deploying.md and the README give for the example fleet
+    assert max(len(t["Resources"]) for t in nested) == 261
+    assert len(root["Outputs"]) == 105
 
 
 def test_cdk_nag_found_nothing_unacknowledged_in_the_fleet(fleet: Fleet) -> None:
