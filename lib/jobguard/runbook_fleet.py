@@ -134,7 +134,7 @@ def fleet_alarms(fleet: str, *, queues: bool) -> dict[str, FleetAlarm]:
             f"The fleet's trigger dead-letter queue is not empty: a queued trigger of a job "
             f"of fleet {fleet} was delivered its maximum number of times without "
             "completing (its run failed each time).",
-            "the message body names its job and trigger_id; start a manual run if the work "
+            "the message body's `job` and `trigger_id` name it; start a manual run if the work "
             "is still needed, then purge the queue."), None)
     found["throttles"] = FleetAlarm(AlarmText(
         "throttles", "functions throttled",

@@ -109,7 +109,12 @@ def test_every_alarm_notifies_and_says_what_to_decide(fleet: Fleet) -> None:
         assert alarm.get("AlarmActions") and alarm.get("OKActions"), alarm["AlarmDescription"]
         assert "Decide:" in alarm["AlarmDescription"]
     fleet_wide = fleet.stack.fleet.alarms
-    assert set(fleet_wide) == set(fleet_alarms(fleet.stack.fleet.name, queues=True))
+    texts = fleet_alarms(fleet.stack.fleet.name, queues=True)
+    assert set(fleet_wide) == set(texts)
+    # each says how to find the job: the Logs Insights query, or the message's `job`
+    for key, alarm in texts.items():
+        if key != "throttles":  # the account's, not a job's
+            assert "Which job:" in alarm.text.decide or "`job`" in alarm.text.decide, key
 
 
 def test_a_fleet_job_emits_fleet_metrics_and_watches_its_own_liveness(fleet: Fleet) -> None:
