@@ -186,6 +186,7 @@ class LambdaBundle(Construct):
         self.code_dir = stage_code(
             roots, build_dir, exclude=NEVER_SHIPPED if drills else NEVER_SHIPPED | DRILL_CODE)
         self.code = lambda_.Code.from_asset(str(self.code_dir))
+        self._codes: dict[str, lambda_.Code] = {}
         self.layers: list[lambda_.ILayerVersion]
         if self.dependencies is Dependencies.POWERTOOLS_LAYER:
             if not isinstance(powertools_layer_version, int) or powertools_layer_version < 1:
@@ -205,6 +206,18 @@ class LambdaBundle(Construct):
                 description=("jobguard dependencies for the local emulator (host wheels)"
                              if host else "jobguard dependencies (manylinux aarch64 wheels)"),
             )]
+
+    def code_for(self, scope: Construct) -> lambda_.Code:
+        """The code asset for a function in ``scope``: :attr:`code` in this bundle's stack,
+        one asset per other stack (a nested stack of a :class:`JobFleet`), which CDK
+        requires; the same files, so the same asset hash, uploaded once."""
+        stack = Stack.of(scope)
+        if stack is Stack.of(self):
+            return self.code
+        path = stack.node.path
+        if path not in self._codes:
+            self._codes[path] = lambda_.Code.from_asset(str(self.code_dir))
+        return self._codes[path]
 
     def has_module(self, module: str) -> bool:
         """Whether ``module`` (dotted) is in the code asset."""
