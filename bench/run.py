@@ -73,8 +73,9 @@ Figures (written to ``bench/results.json``):
 ``cold_start_ms`` / ``import_ms`` / ``first_invoke_ms`` (and ``powertools_*``)
     A fresh interpreter imports a minimal handler module (``bench/handlers/``) and
     completes its first invocation against the emulator; timed with ``perf_counter``
-    inside the child. Median of ``--repeats`` children per side, interleaved.
-    Target: ``cold_start_ms <= powertools_cold_start_ms``.
+    inside the child. Median of ``--repeats`` children per side, interleaved
+    (``python -m bench.coldstart [REPEATS]``: this figure alone, printed).
+    Target: ``cold_start_ms <= powertools_cold_start_ms`` (``cold_start_ratio`` <= 1).
 
 Work items (``bench/items.py``; the alternative is Powertools' ``idempotent_function``
 around each destination call, ``event_key_jmespath='id'``, Lambda context registered):
