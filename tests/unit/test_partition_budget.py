@@ -262,3 +262,36 @@ def in_process_client_without_retries(ddb: Any) -> Any:
     return boto3.session.Session().client(
         "dynamodb", region_name=ddb.meta.region_name,
         config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
+
+
+def test_the_testing_kit_sandbox_serves_a_guarded_job_under_the_budget():
+    from datetime import timedelta
+
+    from jobguard import JobConfig, guarded
+    from jobguard.errors import StoreError
+    from jobguard.testing import Sandbox
+
+    clock = Clock()
+    budget = PartitionBudget(PartitionThroughput(write_units_per_s=12), clock=clock)
+    with Sandbox.start(throughput=budget) as sandbox:
+        assert sandbox.throughput is budget
+
+        @guarded(JobConfig(name="capacity-demo", table_name=sandbox.table,
+                           lease=timedelta(minutes=5)))
+        def handler(event: Any, context: Any) -> str:
+            return "done"
+
+        job = sandbox.wire(handler)
+        assert job.tick() == "done"
+        # a run: acquisition and release, 12 units, all on the job's own partition key
+        # (its lease, job row, trigger and run rows share it)
+        assert budget.write_consumed == {(sandbox.table, "JOB#capacity-demo"): 12}
+        # the next minute's tick within the same second: the partition is spent
+        sandbox.clock.advance(timedelta(minutes=1))
+        with pytest.raises(StoreError, match="acquire"):
+            job.tick()  # jobguard retried the cancelled acquisition, then gave up
+        assert budget.throttled["TransactWriteItems"] >= 2
+        assert [r.decision.value for r in job.runs()] == ["ran"]  # nothing half-written
+        clock.now += 1  # a second later the sender's retry runs it
+        assert job.tick() == "done"
+        assert [r.decision.value for r in job.runs()] == ["ran", "ran"]
