@@ -24,13 +24,14 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from .definitions import JobDefinition
+from .definitions import AlarmWindow, JobDefinition
 from .runbook import ASYNC_RETRIES, AlarmText, _human
 
-__all__ = ["FleetAlarm", "fleet_alarms", "liveness_alarm", "logs_query"]
+__all__ = ["FleetAlarm", "fleet_alarms", "liveness_alarm", "logs_query", "paused_windows"]
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,10 @@ class FleetAlarm:
 
 def logs_query(metric: str) -> str:
     """The Logs Insights query (over the fleet's function log groups) that names the jobs
-    behind ``metric``."""
-    return f"filter ispresent({metric}) | stats sum({metric}) by job"
+    behind ``metric``: the EMF lines that carry it, counted by their ``job``. An EMF line
+    holds a metric's values as a list (``"LeaseLost":[1.0]``), which Logs Insights
+    flattens to ``LeaseLost.0``: a query on the field ``LeaseLost`` finds nothing."""
+    return f'filter @message like /"{metric}":/ | stats count(*) by job'
 
 
 def _which(metric: str) -> str:
@@ -95,8 +98,23 @@ _COUNTED = (
 )
 
 
-def fleet_alarms(fleet: str, *, queues: bool) -> dict[str, FleetAlarm]:
-    """The fleet-wide alarms of ``fleet``; ``queues``: some job has a trigger queue."""
+def paused_windows(jobs: Sequence[JobDefinition]) -> dict[str, AlarmWindow]:
+    """The fleet's paused alarms: one per distinct paused-too-long window of its jobs
+    (:meth:`JobDefinition.paused_window`: periods of two ticks covering the job's
+    ``paused_alarm_after``), keyed ``paused``, ``paused_2``... shortest period first. A
+    single window of hourly periods would never see a paused daily job (one paused tick
+    a day), and would page a job meant to stay paused for days."""
+    windows = sorted({job.paused_window() for job in jobs},
+                     key=lambda w: (w.period, w.periods))
+    return {("paused" if index == 0 else f"paused_{index + 1}"): window
+            for index, window in enumerate(windows)}
+
+
+def fleet_alarms(fleet: str, *, queues: bool,
+                 paused: Mapping[str, AlarmWindow] | None = None) -> dict[str, FleetAlarm]:
+    """The fleet-wide alarms of ``fleet``; ``queues``: some job has a trigger queue;
+    ``paused``: the paused alarms' windows (:func:`paused_windows`; by default one, of a
+    job ticking at most hourly and paused a day)."""
     found: dict[str, FleetAlarm] = {}
     for key, metric, title, means, decide in _COUNTED:
         if key in ("dropped", "messages_rejected") and not queues:
@@ -109,11 +127,16 @@ def fleet_alarms(fleet: str, *, queues: bool) -> dict[str, FleetAlarm]:
         "each of the last 3 hours: some job's runs no longer fit its schedule.",
         f"shorten that job's batch or lengthen its interval. "
         f"{_which('TriggersMetActiveRun')}"), "TriggersMetActiveRun")
-    found["paused"] = FleetAlarm(AlarmText(
-        "paused", "a job paused for hours",
-        f"Ticks of fleet {fleet} found a job paused in each of the last 6 hours.",
-        f"`jobguard status JOB` says who paused it and why; resume it once its destination "
-        f"is healthy. {_which('TriggersPaused')}"), "TriggersPaused")
+    if paused is None:
+        paused = {"paused": AlarmWindow(timedelta(hours=1), 24)}
+    for key, window in paused.items():
+        found[key] = FleetAlarm(AlarmText(
+            key, "a job paused too long",
+            f"Ticks of fleet {fleet} found a job paused in each of the last {window.periods} "
+            f"periods of {_human(window.period)} ({_human(window.span)}: the "
+            "paused_alarm_after of its jobs that tick this often).",
+            f"`jobguard status JOB` says who paused it and why; resume it once its "
+            f"destination is healthy. {_which('TriggersPaused')}"), "TriggersPaused")
     found["schedule_dlq"] = FleetAlarm(AlarmText(
         "schedule_dlq", "a tick was dead-lettered",
         f"The fleet's schedule dead-letter queue is not empty: Scheduler could not deliver "

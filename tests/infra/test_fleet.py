@@ -23,7 +23,7 @@ from jobguard.cdk import JobFleet, JobTable, LambdaBundle, alarms_off
 from jobguard.deployment import Deployment
 from jobguard.errors import ConfigError
 from jobguard.observability import AT_REST_METRICS, FLEET_DIMENSION
-from jobguard.runbook_fleet import fleet_alarms
+from jobguard.runbook_fleet import fleet_alarms, paused_windows
 
 from .test_nag import _violations
 
@@ -109,7 +109,8 @@ def test_every_alarm_notifies_and_says_what_to_decide(fleet: Fleet) -> None:
         assert alarm.get("AlarmActions") and alarm.get("OKActions"), alarm["AlarmDescription"]
         assert "Decide:" in alarm["AlarmDescription"]
     fleet_wide = fleet.stack.fleet.alarms
-    texts = fleet_alarms(fleet.stack.fleet.name, queues=True)
+    texts = fleet_alarms(fleet.stack.fleet.name, queues=True,
+                         paused=paused_windows(fleet_jobs(JOBS)))
     assert set(fleet_wide) == set(texts)
     # each says how to find the job: the Logs Insights query, or the message's `job`
     for key, alarm in texts.items():

@@ -132,3 +132,19 @@ def test_aws_data_path_comes_first_as_in_botocore(tmp_path: Path, monkeypatch):
     assert ours.search_paths == create_loader(str(tmp_path)).search_paths
     assert ours.load_service_model("dynamodb", "service-2")["metadata"][
         "serviceId"] == "DynamoDB"
+
+
+@pytest.mark.parametrize("missing", ["instance_cache"])
+def test_a_botocore_of_another_layout_gets_its_own_loader_back(monkeypatch, missing):
+    # GIVEN a botocore whose loaders module lacks a private name jobguard's loader builds
+    # on (an upgrade renames it; boto3 is not pinned): AWS clients still work, with
+    # botocore's own loader (it was an ImportError on every client)
+    import botocore.loaders
+
+    monkeypatch.delattr(botocore.loaders, missing)
+    monkeypatch.setattr(_clients, "_service_loader_class",
+                        _clients._service_loader_class.__wrapped__)
+    ours = _clients.shared_loader.__wrapped__()
+    assert type(ours) is botocore.loaders.Loader
+    assert ours.load_service_model("dynamodb", "service-2")["metadata"][
+        "serviceId"] == "DynamoDB"
