@@ -538,7 +538,16 @@ class GuardedJob:
             f"(stale_after {self.config.stale_after})",
         )
         # (never over a record of this delivery's own landed acquisition)
-        self.runtime().store.put_run(record, self._ttl(now_ms), only_if_absent=True)
+        rt = self.runtime()
+        rt.store.put_run(record, self._ttl(now_ms), only_if_absent=True)
+        # counted as every decision is: a job whose every tick is stale is invoked (its
+        # fleet's liveness alarm stays quiet) and never runs; the fleet's stale alarm
+        # watches this count
+        rt.telemetry.count(_METRIC_OF[Decision.STALE])
+        rt.telemetry.logger.info(
+            "trigger not run",
+            extra={"decision": Decision.STALE.value, "trigger_id": trigger.trigger_id,
+                   "scheduled_at": format_instant(trigger.scheduled_at)})
         return self._outcome(record)
 
     @staticmethod
