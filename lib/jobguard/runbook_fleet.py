@@ -30,10 +30,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from .config import OverlapPolicy
 from .definitions import AlarmWindow, JobDefinition
-from .runbook import ASYNC_RETRIES, AlarmText, _human
+from .runbook import ASYNC_RETRIES, AlarmText, _human, busy_metric, job_alarms
 
-__all__ = ["FleetAlarm", "fleet_alarms", "liveness_alarm", "logs_query", "paused_windows"]
+__all__ = ["FleetAlarm", "fleet_alarms", "fleet_job_alarms", "liveness_alarm", "logs_query",
+           "paused_windows"]
 
 
 @dataclass(frozen=True)
@@ -189,3 +191,24 @@ def liveness_alarm(job: JobDefinition, window_span: timedelta) -> AlarmText:
         f"check the schedule is enabled and the fleet's schedule dead-letter queue; "
         f"`jobguard status {job.name}` and `jobguard runs {job.name} --last 20`.")
 
+
+def fleet_job_alarms(fleet: str, job: JobDefinition) -> dict[str, AlarmText]:
+    """The alarms that page for ``job`` deployed in ``fleet`` (``jobguard runbook``):
+    its own (``liveness``; a QUEUE or COALESCE job's ``trigger_queue_age``), then the
+    fleet's whose metric or queue this job can feed, each with its which-job query. The
+    paused alarm is the one of this job's own window."""
+    queues = job.config().needs_queue
+    found: dict[str, AlarmText] = {}
+    window = job.no_success_window()
+    if window is not None:
+        found["liveness"] = liveness_alarm(job, window.span)
+    if queues:
+        found["trigger_queue_age"] = job_alarms(job)["trigger_queue_age"]
+    feeds = {"overlap": job.overlap_threshold(job.timeout) is not None,
+             "dropped": job.policy is OverlapPolicy.QUEUE,
+             "busy": busy_metric(job) is not None}
+    shared = fleet_alarms(fleet, queues=queues, paused={"paused": job.paused_window()})
+    for key, alarm in shared.items():
+        if feeds.get(key, True):
+            found[f"fleet/{key}"] = alarm.text
+    return found
