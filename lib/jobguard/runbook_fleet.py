@@ -10,7 +10,9 @@ A fleet keeps each failure mode detectable for a fraction of that:
 - one alarm per failure mode for the whole fleet, on a metric the whole fleet shares: the
   jobs' EMF metrics carry ``fleet`` instead of ``job`` (:mod:`jobguard.observability`);
   the fleet's dead-letter queues (undelivered ticks, failed ticks, dead-lettered
-  triggers) are one queue each; Lambda's account-wide ``Throttles``.
+  triggers) are one queue each; Lambda's account-wide ``Throttles``. A stale tick
+  (``TriggersStale``) pages too: it invokes the function without running the job, so
+  a job whose every tick is stale would never page otherwise.
 
 Which job: each fleet alarm's text names the CloudWatch Logs Insights query that lists
 the jobs behind it (every EMF line carries ``job`` as a property), or the queue whose
@@ -28,10 +30,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from .config import OverlapPolicy
 from .definitions import AlarmWindow, JobDefinition
-from .runbook import ASYNC_RETRIES, AlarmText, _human
+from .runbook import ASYNC_RETRIES, AlarmText, _human, busy_metric, job_alarms
 
-__all__ = ["FleetAlarm", "fleet_alarms", "liveness_alarm", "logs_query", "paused_windows"]
+__all__ = ["FleetAlarm", "fleet_alarms", "fleet_job_alarms", "liveness_alarm", "logs_query",
+           "paused_windows"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,14 @@ _COUNTED = (
      "already at the destination and recorded it completed.",
      "nothing if rare; if it repeats, that job's destination calls time out after "
      "landing."),
+    ("stale", "TriggersStale", "stale ticks",
+     "A tick of a job of fleet {fleet} arrived more than its stale_after after its "
+     "scheduled time and was recorded `stale`: it did not run. A job whose every tick is "
+     "stale never runs, and its liveness alarm stays quiet (the function is invoked).",
+     "`jobguard runs JOB --status stale` shows when its ticks arrive; find what holds them "
+     "up (throttles, Lambda's retries of failing ticks, a replay past stale_after), or "
+     "raise that job's stale_after if its ticks are meant to wait that long; start a "
+     "manual run if the missed window matters."),
     ("messages_rejected", "TriggerMessagesRejected", "trigger message rejected",
      "A message on a trigger queue of fleet {fleet} could never become a trigger; it was "
      "recorded `rejected` and deleted. Only jobguard writes these queues.",
@@ -178,3 +190,25 @@ def liveness_alarm(job: JobDefinition, window_span: timedelta) -> AlarmText:
         "alarms.)",
         f"check the schedule is enabled and the fleet's schedule dead-letter queue; "
         f"`jobguard status {job.name}` and `jobguard runs {job.name} --last 20`.")
+
+
+def fleet_job_alarms(fleet: str, job: JobDefinition) -> dict[str, AlarmText]:
+    """The alarms that page for ``job`` deployed in ``fleet`` (``jobguard runbook``):
+    its own (``liveness``; a QUEUE or COALESCE job's ``trigger_queue_age``), then the
+    fleet's whose metric or queue this job can feed, each with its which-job query. The
+    paused alarm is the one of this job's own window."""
+    queues = job.config().needs_queue
+    found: dict[str, AlarmText] = {}
+    window = job.no_success_window()
+    if window is not None:
+        found["liveness"] = liveness_alarm(job, window.span)
+    if queues:
+        found["trigger_queue_age"] = job_alarms(job)["trigger_queue_age"]
+    feeds = {"overlap": job.overlap_threshold(job.timeout) is not None,
+             "dropped": job.policy is OverlapPolicy.QUEUE,
+             "busy": busy_metric(job) is not None}
+    shared = fleet_alarms(fleet, queues=queues, paused={"paused": job.paused_window()})
+    for key, alarm in shared.items():
+        if feeds.get(key, True):
+            found[f"fleet/{key}"] = alarm.text
+    return found

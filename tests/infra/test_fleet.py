@@ -97,6 +97,7 @@ def test_every_job_is_reachable_by_its_stack_output(fleet: Fleet) -> None:
     for name, deployed in deployment.jobs.items():
         assert deployed.definition == expected[name]
         assert deployed.function  # a nested stack's output, reached through the parent
+        assert deployed.fleet == fleet.stack.fleet.name  # `jobguard runbook` lists its alarms
         assert (deployed.queue_url is not None) == expected[name].config().needs_queue
     assert deployment.recovery_function and deployment.alarm_topic
 

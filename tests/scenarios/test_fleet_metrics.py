@@ -147,3 +147,31 @@ def test_each_fleet_alarms_query_names_the_job_from_the_lines_the_code_emits(cap
     for key, alarm in fleet_alarms("ops", queues=True).items():
         if alarm.metric is not None:
             assert logs_query(alarm.metric) in alarm.text.decide, key
+
+
+def test_a_fleet_job_whose_every_tick_is_stale_pages(aws, clock, capsys, monkeypatch):
+    from datetime import timedelta
+
+    from jobguard.runbook_fleet import fleet_alarms, logs_query
+
+    # GIVEN a job of fleet "ops" whose ticks all arrive past its stale_after (1 hour):
+    # its function is invoked (the liveness alarm stays quiet) but it never runs
+    monkeypatch.setenv(environment.FLEET, "ops")
+    ran: list[Any] = []
+    job = make_job(aws, clock, lambda event, context: ran.append(event))
+    for late in (2, 3, 4):
+        job(tick("crm-sync", clock.now() - timedelta(hours=late)), None)
+    out = capsys.readouterr().out
+    assert not ran
+    emitted = emf_totals(out)
+    # THEN a fleet alarm watches a metric those ticks emitted, with the fleet dimension
+    paging = {key: alarm for key, alarm in fleet_alarms("ops", queues=False).items()
+              if alarm.metric is not None and emitted.get(alarm.metric, 0) >= 1}
+    assert set(paging) == {"stale"}, emitted
+    assert all(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["fleet", "service"]]
+               for b in _blobs(out))
+    # AND its text names the query, which finds the job in those lines
+    alarm = paging["stale"]
+    assert logs_query(alarm.metric) in alarm.text.decide  # type: ignore[arg-type]
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    assert _run_query(logs_query(alarm.metric), lines) == {"crm-sync": 3}  # type: ignore[arg-type]
