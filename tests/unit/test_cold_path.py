@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -56,8 +57,10 @@ def test_a_guarded_handlers_first_invocation_loads_no_ledger_no_boto3_and_lists_
                if not k.startswith(("AWS_", "JOBGUARD_", "POWERTOOLS_"))}
         env.update(aws.env(), JOBGUARD_TABLE=table)
         # GIVEN a fresh interpreter: a guarded handler module, then its first invocation
+        # (a tick of this minute: a fixed time would turn stale an hour later)
+        now = datetime.now(UTC).replace(second=0, microsecond=0)
         done = subprocess.run([sys.executable, "-c", _FIRST_INVOCATION,
-                               "2026-12-05T06:00:00Z"], env=env, capture_output=True,
+                               now.strftime("%Y-%m-%dT%H:%M:%SZ")], env=env, capture_output=True,
                               text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.splitlines()[-1])
