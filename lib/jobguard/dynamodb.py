@@ -893,11 +893,6 @@ class DynamoJobStore:
                                              else "")
         condition = (f"attribute_exists({e.n('paused_at_ms')})" if replace
                      else f"attribute_not_exists({e.n('paused_at_ms')})")
-        return self._update_lease_row_if(job, update, condition, e)
-
-    def _update_lease_row_if(self, job: str, update: str, condition: str, e: _Expr) -> bool:
-        """One conditional update of the job's lease row: True when it landed, False
-        (nothing written) when ``condition`` did not hold."""
         try:
             self._client.update_item(
                 TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
@@ -915,7 +910,16 @@ class DynamoJobStore:
         e = _Expr()
         update = f"REMOVE {e.n('paused_at_ms')}, {e.n('paused_reason')}, {e.n('paused_by')}"
         condition = f"attribute_exists({e.n('paused_at_ms')})"
-        return self._update_lease_row_if(job, update, condition, e)
+        try:
+            self._client.update_item(
+                TableName=self.table_name, Key=self._lease_key(job), UpdateExpression=update,
+                ConditionExpression=condition, **e.params(update, condition),
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def count_queued(self, job: str, now_ms: int) -> int:
         """The job's queued triggers, counted from their items (what :meth:`repair`
