@@ -36,7 +36,7 @@ RUN_STATUSES = ("succeeded", "incomplete", "failed", "lease_lost", "abandoned",
 """Statuses a bar can have, in the legend's order. ``expired`` is no record's status: a
 run holding the lease past its expiry, not taken over yet (its worker stopped)."""
 DECISIONS = ("skipped", "queued", "coalesced", "duplicate", "stale", "paused", "dropped",
-             "rejected")
+             "rejected", "superseded")
 """Decisions a mark can have, in the legend's order."""
 ITEM_COUNTS = ("selected", "completed", "failed", "uncertain", "reconciled", "already_done")
 """The work-item figures a run record carries (``BatchReport``), shown per bar."""

@@ -1,0 +1,56 @@
+"""The continuation invoke: a run that hands its job on starts the next link by an
+asynchronous invoke of its own function (``InvocationType=Event``).
+
+The hand-off is written first (:meth:`jobguard.dynamodb.DynamoJobStore.hand_off`); the
+invoke second. An invoke that fails, or is lost, leaves the hand-off to expire like a
+lease: the next trigger takes the job over from the checkpoint, nothing done twice. A
+duplicate delivery finds the link running (``duplicate``), a late one the hand-off gone
+(``superseded``). Imported only when a run hands off (not on the cold path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .callsites import SURFACE, Path, call_site
+from .errors import ConfigError, StoreError
+
+__all__ = ["LambdaContinuation", "function_name"]
+
+CONTINUE = call_site(
+    "lambda.continue", "lambda", "Invoke", "LambdaContinuation.send",
+    throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=SURFACE,
+    note="after the hand-off is written; a failed or lost invoke leaves the hand-off to "
+         "expire like a lease, then the next trigger takes over from the checkpoint; a "
+         "repeated one is a duplicate of the link",
+    paths=(Path.CONTINUE,),
+)
+
+
+def function_name() -> str | None:
+    """The function this code runs in (Lambda sets ``AWS_LAMBDA_FUNCTION_NAME``)."""
+    return os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or None
+
+
+class LambdaContinuation:
+    """Invoke ``function`` asynchronously with a continuation event."""
+
+    def __init__(self, function: str, *, client: Any | None = None) -> None:
+        if not function:
+            raise ConfigError("AWS_LAMBDA_FUNCTION_NAME", "is required to continue a chain")
+        self.function = function
+        self._client = client
+
+    def send(self, event: dict[str, Any]) -> None:
+        client = self._client
+        if client is None:
+            from ._clients import client as make
+
+            client = self._client = make("lambda")
+        try:
+            client.invoke(FunctionName=self.function, InvocationType="Event",
+                          Payload=json.dumps(event).encode())
+        except Exception as exc:  # noqa: BLE001 - named, the hand-off expires
+            raise StoreError("continue", str(event.get("job")), str(exc)[:300]) from exc
