@@ -568,7 +568,6 @@ class DynamoJobStore:
         # carries what waits behind it (wake-up, follow-up) as a recovery does.
         carry = trigger_kind == "continuation"
         if carry:
-            keep_follow_up = True
             pieces.append(f"{e.n('handed_from')} = {e.v(lease.handed_from or '-')}")
         if replace and held and lease.expires_at_ms is not None:
             # the live holder's expiry as read: a renewal since refuses this write (we
@@ -1290,7 +1289,9 @@ class DynamoJobStore:
             not_named = ""
         handed = (record.trigger_kind == "continuation" and lease.handed_from is not None
                   and lease.trigger_id == record.trigger_id)
-        if step is Next.SUPERSEDE:
+        if step is Next.SKIP:
+            lease_action = self._check(lease_key, e, f"{held} AND {not_paused}")
+        elif step is Next.SUPERSEDE:
             # the row does not name the continuation (its hand-off is gone)
             tid = e.n("trigger_id")
             lease_action = self._check(
@@ -1305,8 +1306,6 @@ class DynamoJobStore:
                 f"REMOVE {', '.join(e.n(n) for n in _HOLD_ATTRS)}",
                 f"attribute_exists({e.n('paused_at_ms')}) AND {self._lease_condition(e, lease)}"
                 f" AND {e.n('handed_from')} = {e.v(lease.handed_from)}")
-        elif step is Next.SKIP:
-            lease_action = self._check(lease_key, e, f"{held} AND {not_paused}")
         elif step is Next.QUEUE:
             condition = (f"(attribute_not_exists({queued_n}) OR {queued_n} < {e.v(max_queued)})"
                          f" AND ({held} OR {queued_n} > {e.v(0)}) AND {not_paused}")

@@ -329,7 +329,9 @@ class GuardedJob:
                     # (then only that holder: a new one is marked again)
                     record_ttl_s=self._ttl(now_ms),
                     mark_displaced=displacing is None or displacing != unmarkable,
-                    keep_follow_up=not self.serves_triggers and keep_follow_up,
+                    # (a chain's link, like a service run, carries the follow-up on: it
+                    # runs once after the chain)
+                    keep_follow_up=(not self.serves_triggers or continuing) and keep_follow_up,
                     origin=self._origin(trigger),
                 )
                 if isinstance(result, Acquired):
@@ -747,14 +749,12 @@ class GuardedJob:
                                              ended_ms)))
             if released is not None and released.released:
                 record, handed_to = handed, next_run_id
-        if released is None:
-            released = rt.store.release(
-                config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
-                outcome=outcome, record=record, record_ttl_s=self._ttl(ended_ms),
-                trigger_ttl_s=trigger_ttl_s, keep_follow_up=service,
-            )
-        if handed_to is not None and continuation is not None:
-            self._send_continuation(continuation, run_id, trigger.link + 1, handed_to)
+        released = released if released is not None else rt.store.release(
+            config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
+            outcome=outcome, record=record, record_ttl_s=self._ttl(ended_ms),
+            trigger_ttl_s=trigger_ttl_s,
+            keep_follow_up=service,
+        )
         if not released.released:
             if status is not RunStatus.FAILED:
                 status = RunStatus.LEASE_LOST
@@ -762,6 +762,8 @@ class GuardedJob:
                 record, status=status, detail=detail or "lease taken over before release"
             )
             rt.store.put_run(record, self._ttl(ended_ms), keep_operator_record=True)
+        if handed_to is not None and continuation is not None:
+            self._send_continuation(continuation, run_id, trigger.link + 1, handed_to)
         # The queue (and its SQS client) only when the release found something to do.
         queue = self._queue_if_configured() if released.wake_receipt or released.follow_up \
             else None

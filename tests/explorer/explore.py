@@ -270,6 +270,7 @@ MUTANT_SHAPES: dict[str, tuple[str, str]] = {
     "fence-restarts": ("damage", ""),
     "future-tick-runs": ("future_tick", "late"),
     "garbage-message-returned": ("QUEUE,sqs", "garbage"),
+    "link-ignores-hand-off": ("", "chain"),
 }
 
 
