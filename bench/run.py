@@ -139,6 +139,10 @@ arithmetic on ``jobguard runs``):
     view; ``timeline_10k_read_ms``: reading the records back through
     ``DynamoJobStore.runs_between`` from the emulator (moto's time, reported).
     ``--timeline-only`` measures just these and updates them in the results file.
+``backlog_10k_runs`` / ``backlog_10k_wall_s``
+    A backlog of 10,000 records, 1,000 a run, drained by a chain of continuation runs
+    started from one tick (``bench/backlog.py``): the runs in the chain and its wall
+    time on the in-process emulator. Reported, no target.
 ``timeline_dense_10k_*`` / ``timeline_badday_10k_*`` / ``timeline_month_43k_*``
     One job's lane alone: 10,000 runs over a day (5 % failed), the same day half
     failed, 30 days of a 1-minute job (43,200 runs). The two 10,000-run cases have the
@@ -183,6 +187,7 @@ LATENCY.install()  # idle until the overhead figure turns it on
 from aws_lambda_powertools.utilities import idempotency  # noqa: E402, F401
 
 import jobguard  # noqa: E402  (imported before the contention workers fork)
+from bench import backlog as backlog_bench  # noqa: E402
 from bench import coldstart, contention, items, request_counts  # noqa: E402
 from bench import timeline as timeline_bench  # noqa: E402
 from bench.common import (  # noqa: E402
@@ -443,7 +448,8 @@ def rows(f: Figures) -> list[Row]:
         row("import_ms", "powertools_import_ms"),
         row("first_invoke_ms", "powertools_first_invoke_ms"),
     ] + item_rows(f, row) + ([row(name) for name in TIMELINE_ROWS if name in f]
-                              if "timeline_10k_ms" in f else [])
+                              if "timeline_10k_ms" in f else []) + [
+        row(name) for name in ("backlog_10k_runs", "backlog_10k_wall_s") if name in f]
 
 
 def item_rows(f: Figures, row: Callable[..., Row]) -> list[Row]:
@@ -714,6 +720,7 @@ def main(argv: list[str] | None = None) -> int:
         stage("overhead", lambda: measure_overhead(aws, args.items, meta))
         say("timeline: 10,000 run records of three jobs over a day")
         stage("timeline", lambda: measure_timeline(aws))
+        stage("backlog", backlog_bench.measure)  # a chain drains 10,000 records (issue 30)
     if args.scale:
         with discard_stdout():
             stage("scale", lambda: measure_scale(args.scale_items, args.scale_per_run, meta))

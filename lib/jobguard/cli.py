@@ -429,8 +429,14 @@ def _run_log(rows: Sequence[Any], columns: Sequence[str]) -> tuple[list[dict[str
             table.append({"run_id": row.run_id, "status": "DAMAGED"})
             notes.append(f"damaged row {safe_text(row.sk)}: {safe_text(row.problem)}")
         else:
-            table.append(data[-1])
+            chain = {k: v for k, v in (data[-1].get("extra") or {}).items()
+                     if k in _CHAIN_KEYS}
+            table.append({**data[-1], **chain})
     return data, "\n".join([_table_text(table, columns), *notes])
+
+
+_CHAIN_KEYS = ("link", "continues", "continued_by")
+"""A chain link's place and neighbours, shown as columns of ``runs`` when present."""
 
 
 # -- commands ------------------------------------------------------------------------
@@ -501,9 +507,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.status:  # a damaged row's status is unknown: listed whatever is asked
         records = [r for r in records
                    if isinstance(r, DamagedRun) or r.status.value == args.status]
-    rows, table = _run_log(records[: args.last], ("run_id", "started_at", "status",
-                                                  "decision", "trigger_id", "fence",
-                                                  "holder_run_id", "duration_ms"))
+    columns: tuple[str, ...] = ("run_id", "started_at", "status", "decision", "trigger_id",
+                                "fence", "holder_run_id", "duration_ms")
+    shown = records[: args.last]
+    if any(not isinstance(r, DamagedRun) and ("continues" in r.extra
+                                              or "continued_by" in r.extra) for r in shown):
+        # a chain's links, each naming the one before and after it (README "Continuation")
+        columns += ("link", "continues", "continued_by")
+    rows, table = _run_log(shown, columns)
     _out(args, rows, table)
     return 0
 

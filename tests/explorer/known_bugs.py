@@ -1,5 +1,6 @@
 """The known bugs: issue 14's eleven trigger-state defects, issue 33's garbage message
-(#12) and issue 30's link that ignores its hand-off (#13), each kept here as source patches on ``lib/jobguard`` so that the explorer
+(#12) and issue 30's link that ignores its hand-off (#13), each
+kept here as source patches on ``lib/jobguard`` so that the explorer
 (``make explore MUTANTS=all``) and the tests can bring one back, in their own process,
 and prove they find it. Nothing under ``lib/jobguard`` knows about them.
 

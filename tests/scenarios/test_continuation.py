@@ -237,7 +237,7 @@ def test_coalesce_folds_into_the_chain_with_one_follow_up_after_it_ends(aws, clo
     assert mailbox.events == []
     # THEN exactly one follow-up runs after the chain (not absorbed by a link)
     follow_ups = 0
-    while (delivered := aws.deliver(JOB, handler)) is not None:
+    while aws.deliver(JOB, handler) is not None:
         follow_ups += 1
     runs = ran(aws)
     assert [r.trigger_kind for r in runs] == ["tick", "continuation", "continuation",

@@ -414,7 +414,7 @@ def test_link_ignores_hand_off_takes_the_lease_from_a_live_run(aws, clock, switc
         sent: list[dict[str, Any]] = []
 
         class Port:
-            def send(self, event: dict[str, Any]) -> None:
+            def send(self, event: dict[str, Any], sent: list[Any] = sent) -> None:
                 sent.append(event)
 
         def handler(event: Any, context: Any) -> str:

@@ -247,7 +247,7 @@ class GuardedJob(Construct):
         )
         self.paths = job_paths(job)
         table.grant_paths(self.function, jobs=[job.name], paths=self.paths)
-        if Path.CONTINUE in self.paths:
+        if Path.CONTINUE in self.paths and self.function.role is not None:
             # invoking itself for the next link of a chain: a policy of its own (the
             # function does not wait for it, so its own ARN makes no dependency cycle)
             iam.Policy(self, "ContinuePolicy", roles=[self.function.role], statements=[
