@@ -10,6 +10,7 @@ ledger and the destination.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -381,3 +382,27 @@ def test_a_continuation_event_made_by_hand_runs_nothing(aws, clock):
     with pytest.raises(Exception) as raised:
         handler({"job": JOB, "continues": "01FAKE", "link": 1}, None)
     assert getattr(raised.value, "field", None) == "link"
+
+
+# -- what operators see ------------------------------------------------------------------
+
+
+def test_runs_and_run_show_each_link_with_the_one_before_and_after_it(aws, clock, capsys):
+    from jobguard.cli import main
+
+    job, handler, mailbox, notes = make(aws, clock, 6)
+    link(job, handler, tick(JOB, clock.now()))
+    link(job, handler, mailbox.take())
+    first, second = ran(aws)
+    capsys.readouterr()
+    assert main(["--table", aws.table, "runs", JOB]) == 0
+    table = capsys.readouterr().out
+    header = table.splitlines()[0].split()
+    assert header[-3:] == ["link", "continues", "continued_by"]
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[2:]}
+    assert rows[first.run_id][-3:] == ["1", "-", second.run_id]
+    assert rows[second.run_id][-3:] == ["2", first.run_id, "-"]
+    assert main(["--table", aws.table, "--json", "run", second.run_id]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["continues"], shown["link"], shown["trigger_kind"]) == (
+        first.run_id, 2, "continuation")
