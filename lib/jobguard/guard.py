@@ -250,7 +250,7 @@ class GuardedJob:
         now_mono = self.clock.monotonic()  # read with now: the row's expiry counts from it
         now = self.clock.now()
         now_ms = to_ms(now)
-        run_id = new_run_id(now_ms)
+        run_id = own_run_id = new_run_id(now_ms)
         owed = False  # a late tick this job already accepted onto its queue
         if trigger.scheduled_at is not None and not trigger.is_from_queue:
             # EventBridge delivers a tick (a rule event) at or after its time; only the
@@ -305,8 +305,12 @@ class GuardedJob:
             if step is Next.DEFER:
                 raise _Deferred(lease)
             continuing = trigger.kind is TriggerKind.CONTINUATION
-            if continuing and names_hand_off(lease, trigger) and lease.run_id:
-                run_id = lease.run_id  # the link's run id, as the link before named it
+            if continuing:
+                # the link's run id, as the link before named it, while the row names the
+                # hand-off; any other decision is this delivery's own (never written over
+                # the record a takeover or a replacement wrote of the link)
+                run_id = lease.run_id if names_hand_off(lease, trigger) and lease.run_id \
+                    else own_run_id
             if step is Next.RUN:
                 rt.telemetry.count("LeaseAcquireAttempts")
                 acquired_mono = now_mono
@@ -345,7 +349,7 @@ class GuardedJob:
                     # under this run id: what is decided next is a new decision, with its
                     # own. (While nothing names the id, it is kept: an attempt still in
                     # flight may land, and the next attempt must know the row as ours.)
-                    run_id = new_run_id(now_ms)
+                    run_id = own_run_id = new_run_id(now_ms)
             else:
                 outcome, refused = self._decide(trigger, step, lease, item, run_id, now_ms,
                                                 event)

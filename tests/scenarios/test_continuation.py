@@ -406,3 +406,29 @@ def test_runs_and_run_show_each_link_with_the_one_before_and_after_it(aws, clock
     shown = json.loads(capsys.readouterr().out)
     assert (shown["continues"], shown["link"], shown["trigger_kind"]) == (
         first.run_id, 2, "continuation")
+
+
+def test_a_link_replaced_between_its_read_and_its_write_keeps_the_replacements_record(
+        aws, clock):
+    """GIVEN a continuation that read its hand-off WHEN a REPLACE tick takes the job
+    before the continuation's write THEN the continuation records ``superseded`` under a
+    run id of its own, and the record the replacement wrote of the link stays."""
+    from jobguard import hooks
+
+    job, handler, mailbox, notes = make(aws, clock, 12, policy=OverlapPolicy.REPLACE)
+    link(job, handler, tick(JOB, clock.now()))
+    pending = lease(aws)["run_id"]
+    event = mailbox.take()
+    raced: list[Any] = []
+
+    def replace(**ctx: Any) -> None:
+        if ctx["trigger_id"].endswith(event["continues"]) and not raced:
+            raced.append(link(job, handler, tick(JOB, clock.now() + timedelta(seconds=5)),
+                              calls=20))
+
+    with hooks.on("after_lease_read", replace):
+        outcome = link(job, handler, event)
+    assert outcome["decision"] == "superseded" and outcome["run_id"] != pending
+    record = next(r for r in aws.runs(JOB) if r.run_id == pending)
+    assert record.status is RunStatus.LEASE_LOST and "replaced" in (record.detail or "")
+    assert_each_once(aws, notes, 12)
