@@ -369,3 +369,13 @@ def test_a_chain_is_drawn_as_one_chain():
                                 generated_at_ms=T0 + 600_000))
     assert page.count('data-kind="chain"') == 2
     assert "link 3 of the chain of run A, continues B" in page
+
+
+def test_a_superseded_continuation_is_a_mark_of_its_own():
+    from jobguard.timeline import render_page
+    from jobguard.timeline.model import Timeline
+
+    records = [ran("A", 0, 60, continued_by="B", link=1), decided("S", 90, "superseded")]
+    page = render_page(Timeline(window=WINDOW, lanes=(lane(*records),),
+                                generated_at_ms=T0 + 600_000))
+    assert '<symbol id="m-superseded"' in page and 'href="#m-superseded"' in page

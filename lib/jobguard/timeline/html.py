@@ -155,6 +155,9 @@ patternTransform="rotate(45)"><rect width="10" height="10" fill="#2b8fd6"/>\
 <symbol id="m-rejected" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
 <path d="M0-5.5 5.5 4.5-5.5 4.5z" fill="#fff" stroke="#c7361a" stroke-width="1.6"/>\
 <path d="M0-1.5V1.8" stroke="#c7361a" stroke-width="1.6"/></symbol>
+<symbol id="m-superseded" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<circle r="4.5" fill="#fff" stroke="#2f6f3e" stroke-width="1.6"/>\
+<path d="M-3 0H3" stroke="#2f6f3e" stroke-width="1.6"/></symbol>
 <symbol id="m-other" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
 <circle r="4" fill="#bbb"/></symbol>
 </defs>"""
