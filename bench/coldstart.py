@@ -46,7 +46,9 @@ def _child_env(aws_env: dict[str, str], tables: dict[str, str]) -> dict[str, str
     env.update(aws_env)
     env["JOBGUARD_TABLE"] = tables["jobguard"]
     env["IDEMPOTENCY_TABLE"] = tables["powertools"]
-    env["PYTHONPATH"] = str(ROOT)
+    # The checkout's own library first: an editable install may point at another
+    # checkout (a worktree), and the figure is of the code beside this bench.
+    env["PYTHONPATH"] = os.pathsep.join((str(ROOT / "lib"), str(ROOT)))
     return env
 
 
@@ -104,3 +106,33 @@ def _medians(samples: list[dict[str, float]]) -> ColdStart:
         client_ms=median([s["client_ms"] for s in samples]),
         samples=[round(s["total_ms"], 1) for s in samples],
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.coldstart [REPEATS]``: this figure alone, on its own emulator,
+    printed (not written to the results file: ``make bench`` records it)."""
+    import argparse
+
+    from bench.common import create_idempotency_table, create_jobguard_table
+    from jobguard.local.emulator import LocalAWS
+
+    parser = argparse.ArgumentParser(prog="python -m bench.coldstart")
+    parser.add_argument("repeats", type=int, nargs="?", default=5)
+    args = parser.parse_args(argv)
+    with LocalAWS() as aws:
+        ddb = aws.client("dynamodb")
+        tables = {"jobguard": create_jobguard_table(ddb),
+                  "powertools": create_idempotency_table(ddb)}
+        result = run(aws.env(), tables, Ticks(), args.repeats,
+                     service_s=lambda: aws.dynamodb_service_s)
+    ours, theirs = result["jobguard"], result["powertools"]
+    for side, r in result.items():
+        print(f"{side:10} total {r.total_ms:6.1f} ms (import {r.import_ms:5.1f}, first "
+              f"invoke {r.first_invoke_ms:5.1f}; emulator {r.emulator_ms:4.1f}, client "
+              f"{r.client_ms:5.1f}) samples {r.samples}")
+    print(f"cold_start_ratio {ours.total_ms / theirs.total_ms:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

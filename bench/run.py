@@ -73,8 +73,9 @@ Figures (written to ``bench/results.json``):
 ``cold_start_ms`` / ``import_ms`` / ``first_invoke_ms`` (and ``powertools_*``)
     A fresh interpreter imports a minimal handler module (``bench/handlers/``) and
     completes its first invocation against the emulator; timed with ``perf_counter``
-    inside the child. Median of ``--repeats`` children per side, interleaved.
-    Target: ``cold_start_ms <= powertools_cold_start_ms``.
+    inside the child. Median of ``--repeats`` children per side, interleaved
+    (``python -m bench.coldstart [REPEATS]``: this figure alone, printed).
+    Target: ``cold_start_ms <= powertools_cold_start_ms`` (``cold_start_ratio`` <= 1).
 
 Work items (``bench/items.py``; the alternative is Powertools' ``idempotent_function``
 around each destination call, ``event_key_jmespath='id'``, Lambda context registered):
@@ -147,6 +148,16 @@ arithmetic on ``jobguard runs``):
     One job's lane alone: 10,000 runs over a day (5 % failed), the same day half
     failed, 30 days of a 1-minute job (43,200 runs). The two 10,000-run cases have the
     targets above; the month is reported.
+
+A fleet of 100 jobs (``bench/fleet.py``: ``infra.fleet`` synthesized with cdk-nag):
+
+``fleet_100_resources_max_per_stack`` / ``fleet_100_outputs`` / ``fleet_100_synth_s``
+    The most resources in one template of the 100-job ``JobFleet`` (target: <= 500),
+    its stack's outputs (target: <= 200), and its synthesis time (warm, reported).
+``fleet_fixed_cost_per_job_usd`` / ``fleet_per_job_alarms_cost_per_job_usd``
+    Fixed monthly cost per job at list price of that fleet, counted in its templates
+    (``bench/cost.py``; target: <= $0.30), and of the same jobs with their own alarms.
+    The README's cost table (1, 10 and 100 jobs) is printed at the end.
 
 Both libraries run with their default settings: their log lines and EMF metrics are
 formatted and written as in Lambda, but to ``/dev/null`` while a stage runs (the
@@ -252,6 +263,15 @@ TARGETS: dict[str, Target] = {
     "timeline_badday_10k_bytes": Target(
         "< 2000000", lambda f: f["timeline_badday_10k_bytes"] < 2_000_000),
 }
+FLEET_ROWS = ("fleet_100_resources_max_per_stack", "fleet_100_outputs", "fleet_100_synth_s",
+              "fleet_fixed_cost_per_job_usd", "fleet_per_job_alarms_cost_per_job_usd")
+TARGETS.update({
+    "fleet_100_resources_max_per_stack": Target(
+        "<= 500", lambda f: f["fleet_100_resources_max_per_stack"] <= 500),
+    "fleet_100_outputs": Target("<= 200", lambda f: f["fleet_100_outputs"] <= 200),
+    "fleet_fixed_cost_per_job_usd": Target(
+        "<= 0.30", lambda f: f["fleet_fixed_cost_per_job_usd"] <= 0.30),
+})
 TIMELINE_TARGETS = ("timeline_10k_ms", "timeline_10k_bytes", "timeline_dense_10k_ms",
                     "timeline_dense_10k_bytes", "timeline_badday_10k_ms",
                     "timeline_badday_10k_bytes")
@@ -449,7 +469,8 @@ def rows(f: Figures) -> list[Row]:
         row("first_invoke_ms", "powertools_first_invoke_ms"),
     ] + item_rows(f, row) + ([row(name) for name in TIMELINE_ROWS if name in f]
                               if "timeline_10k_ms" in f else []) + [
-        row(name) for name in ("backlog_10k_runs", "backlog_10k_wall_s") if name in f]
+        row(name) for name in ("backlog_10k_runs", "backlog_10k_wall_s", *FLEET_ROWS)
+        if name in f]
 
 
 def item_rows(f: Figures, row: Callable[..., Row]) -> list[Row]:
@@ -721,6 +742,18 @@ def main(argv: list[str] | None = None) -> int:
         say("timeline: 10,000 run records of three jobs over a day")
         stage("timeline", lambda: measure_timeline(aws))
         stage("backlog", backlog_bench.measure)  # a chain drains 10,000 records (issue 30)
+    say("fleet: 100 jobs synthesized as a JobFleet and with per-job alarms (1, 10, 100)")
+    fleet_table = ""
+
+    def fleet() -> Figures:
+        nonlocal fleet_table
+        from bench import fleet as fleet_bench
+
+        found, fleet_table = fleet_bench.measure()
+        return found
+
+    with discard_stdout():
+        stage("fleet", fleet)
     if args.scale:
         with discard_stdout():
             stage("scale", lambda: measure_scale(args.scale_items, args.scale_per_run, meta))
@@ -744,6 +777,8 @@ def main(argv: list[str] | None = None) -> int:
 
         say("\nDynamoDB a month at on-demand list price (us-east-1), batch 100 "
             "(docs/deploying.md):\n" + render(_rounded(figures)))
+    if fleet_table:
+        say("\nFixed monthly cost at list price (us-east-1), README:\n" + fleet_table)
     say(f"\ncold start: jobguard / powertools = {figures['cold_start_ratio']:.2f}; "
           f"total {meta['runtime_s']} s ("
           + ", ".join(f"{k} {v:.0f} s" for k, v in stage_s.items())

@@ -10,9 +10,10 @@ Example:
     ...     return {"synced": 0}
 """
 
+from typing import TYPE_CHECKING, Any
+
 from . import _launch  # noqa: F401 - first: `python -m jobguard.cli` drops the cwd here
 from ._clients import client as aws_client
-from .batch import BatchJob, BatchReport, ClaimedItem, Page
 from .clock import Clock, SystemClock
 from .config import JobConfig, OverlapPolicy
 from .errors import ConfigError, InvalidTriggerError, JobGuardError, LeaseLostError, StoreError
@@ -21,7 +22,33 @@ from .lease import LeaseState
 from .records import Decision, Outcome, RunRecord, RunStatus
 from .run import Run, current_run
 from .triggers import Trigger, TriggerKind
-from .workitems import ItemRecord, ItemState, OutcomeUnknown, WorkId
+
+if TYPE_CHECKING:
+    from .batch import BatchJob, BatchReport, ClaimedItem, Page
+    from .workitems import ItemRecord, ItemState, OutcomeUnknown, WorkId
+
+_LAZY = {
+    "BatchJob": "batch", "BatchReport": "batch", "ClaimedItem": "batch", "Page": "batch",
+    "ItemRecord": "workitems", "ItemState": "workitems", "OutcomeUnknown": "workitems",
+    "WorkId": "workitems",
+}
+"""Names imported when first asked for: a guarded handler that claims no work items
+never loads the ledger's modules on its cold start (``tests/unit/test_cold_path.py``)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "BatchJob",

@@ -157,6 +157,15 @@ def _table(args: argparse.Namespace) -> str:
         from_stack, table = named, _deployment(args).table
     elif os.environ.get("JOBGUARD_TABLE"):  # set but empty: unset, as ${VAR:-}
         table, field = os.environ["JOBGUARD_TABLE"], "JOBGUARD_TABLE"
+        if named is not None:  # both variables set: a leftover export must not win silently
+            try:
+                theirs = _deployment(args).table
+            except CommandError:  # no such stack: the command says so where it reads it
+                theirs = table
+            if theirs != table:
+                raise CommandError("JOBGUARD_TABLE", f"{table!r}, but JOBGUARD_STACK "
+                                   f"{named[0]!r} has table {theirs!r}: unset one of them, "
+                                   "or pass --table or --stack to choose")
     elif named is not None:
         from_stack, table = named, _deployment(args).table
     else:
@@ -172,7 +181,7 @@ def _table(args: argparse.Namespace) -> str:
         if from_stack is not None:
             said = f"stack {from_stack[0]!r} ({from_stack[1]}): its TableName output {said}"
         raise CommandError(field, said) from None
-    args.resolved_table = table
+    args.resolved_table, args.table_field = table, field
     return table
 
 
@@ -726,6 +735,12 @@ def cmd_repair(args: argparse.Namespace) -> int:
     return 0
 
 
+DRILL_DEPLOYMENT = ("A drill deployment (LambdaBundle(drills=True)): its schedule is disabled "
+                    "(only `jobguard drill` delivers ticks), it runs on the drill clock, its "
+                    "function honours drill fault switches, and it has no dead-man alarm. "
+                    "Never production.")
+
+
 def cmd_runbook(args: argparse.Namespace) -> int:
     """The job's runbook: from the deployed stack's outputs (the definition as deployed,
     and the runbook link its author set), or from the named jobs module. Flags before
@@ -745,17 +760,21 @@ def cmd_runbook(args: argparse.Namespace) -> int:
                                f"{_nearest(job, known)}")
         deployed = deployment.jobs[job]
         text = render(deployed.definition)
+        if deployed.drills:  # said first: its alarms and schedule are not production's
+            title, _, rest = text.partition("\n")
+            text = f"{title}\n\n{DRILL_DEPLOYMENT}\n{rest}"
         if deployed.runbook:
             text = f"Runbook: {deployed.runbook}\n\n{text}"
         _out(args, {"job": job, "stack": deployment.stack, "link": deployed.runbook,
-                    "runbook": text}, text)
+                    "drills": deployed.drills, "runbook": text}, text)
         return 0
     definitions = _definitions(args, needed_by="runbook")
     if job not in definitions:
         raise CommandError("JOB", f"{job!r} is not defined in {args.jobs_module} "
                            f"(known: {', '.join(definitions)}){_nearest(job, list(definitions))}")
     text = render(definitions[job])
-    _out(args, {"job": job, "stack": None, "link": None, "runbook": text}, text)
+    _out(args, {"job": job, "stack": None, "link": None, "drills": None,
+                "runbook": text}, text)
     return 0
 
 
@@ -1045,6 +1064,14 @@ def _recovery_function(args: argparse.Namespace, *, execute: bool) -> str:
         args, RECOVER_STACK, field="--function-name",
         wrap=lambda said: (f"not given, and {said}; or pass --function-name, or --direct "
                            "to run the recovery in this process"))
+    table = getattr(args, "resolved_table", None)
+    if table is not None and table != deployment.table:  # --table, or JOBGUARD_TABLE
+        _, named_by = _stack(args, RECOVER_STACK)
+        raise CommandError(args.table_field, f"recover runs the recovery function of stack "
+                           f"{deployment.stack!r} ({named_by}), which recovers its own table "
+                           f"({deployment.table}), not {table}: name the stack of {table} with "
+                           "--stack, or pass --function-name, or --direct to recover it in "
+                           "this process")
     if execute and deployment.recovery_execute:
         return str(deployment.recovery_execute)
     if deployment.recovery_function:

@@ -124,6 +124,9 @@ def definition_from_fields(fields: Mapping[str, Any], *, where: str = "definitio
     durations = _timedelta_fields()
     known = {item.name for item in dataclasses.fields(JobDefinition)} - _LEFT_OUT
     options: dict[str, Any] = {}
+    if not isinstance(fields, Mapping):
+        raise DeploymentError(where, f"not a job definition (a JSON object), got "
+                              f"{type(fields).__name__}")
     try:
         for name, value in fields.items():
             if name not in known:
@@ -134,7 +137,7 @@ def definition_from_fields(fields: Mapping[str, Any], *, where: str = "definitio
                 value = OverlapPolicy(value)
             options[name] = value
         return JobDefinition(**options)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ArithmeticError) as exc:  # 1e300 seconds: OverflowError
         raise DeploymentError(where, f"not a job definition ({exc})") from None
 
 
@@ -194,10 +197,15 @@ class Deployment:
                 continue
             try:
                 value = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested deep
                 continue  # some other output of the user's that ends in "Job"
             if not isinstance(value, dict) or "definition" not in value or "job" not in value:
                 continue
+            version = value.get("v")
+            if version != FORMAT:  # a newer jobguard's: its fields may mean something else
+                raise DeploymentError(key, f"is format {version!r}; this jobguard reads "
+                                      f"format {FORMAT}: use the jobguard version that built "
+                                      "the stack")
             definition = definition_from_fields(value["definition"], where=key)
             if job_output_key(definition.name) != key or value["job"] != definition.name:
                 raise DeploymentError(key, f"describes job {value['job']!r}, not its key's")

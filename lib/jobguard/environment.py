@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 
 from .errors import ConfigError
 
-__all__ = ["JOB_FUNCTION", "JOB_NAME", "RECONCILER_FUNCTION", "RECOVERY_CONFIRM_ABOVE",
+__all__ = ["FLEET", "FLEET_JOB_FUNCTION", "JOB_FUNCTION", "JOB_NAME", "OVERLAP_AFTER_MS",
+           "RECONCILER_FUNCTION", "RECOVERY_CONFIRM_ABOVE",
            "RECOVERY_FUNCTION", "RECOVERY_MODULES", "TABLE", "TRACING", "TRIGGER_QUEUE_URL",
            "check_table_name", "check_trigger_queue_url", "confirm_above", "job_name",
            "optional", "recovery_modules", "table_name", "tracing", "trigger_queue_url"]
@@ -46,8 +47,22 @@ TRACING = "JOBGUARD_TRACING"
 """``1``: trace runs with the Powertools Tracer (the stack sets it with X-Ray active
 tracing, ``-c jobguard:tracing=true``), as :attr:`jobguard.JobConfig.tracing` does."""
 
+FLEET = "JOBGUARD_FLEET"
+"""Set by :class:`jobguard.cdk.JobFleet` on its jobs' functions: the fleet's name. The
+job's metrics then carry the dimension ``fleet`` instead of ``job`` (one billed metric per
+name for the whole fleet), and the job's name rides in each EMF line as a property."""
+
+OVERLAP_AFTER_MS = "JOBGUARD_OVERLAP_AFTER_MS"
+"""Set with :data:`FLEET` where the job has an overlap alarm: a run longer than this many
+milliseconds also counts ``RunsNearInterval`` (the fleet's overlap alarm watches that
+count, since one threshold cannot fit every job's interval)."""
+
 JOB_FUNCTION = (TABLE, TRIGGER_QUEUE_URL, TRACING)
 """Read by a guarded job's function (the queue only for QUEUE/COALESCE jobs)."""
+
+FLEET_JOB_FUNCTION = (FLEET, OVERLAP_AFTER_MS)
+"""Read too by the function of a job in a :class:`jobguard.cdk.JobFleet` (the overlap
+threshold only where the job has an overlap alarm)."""
 
 RECOVERY_FUNCTION = (TABLE, RECOVERY_MODULES, TRACING)
 RECONCILER_FUNCTION = (TABLE, RECOVERY_MODULES, JOB_NAME, TRIGGER_QUEUE_URL, TRACING)

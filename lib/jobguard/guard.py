@@ -141,8 +141,15 @@ class _Runtime:
     store: JobStore
     queue: TriggerQueuePort | None
     telemetry: Any
-    items: Any
     config: JobConfig
+
+    @functools.cached_property
+    def items(self) -> Any:
+        """The work-item ledger, made when a run first claims or recovers items: a run
+        that claims none never imports it (tests/unit/test_cold_path.py)."""
+        from .dynamodb_items import DynamoItemStore
+
+        return DynamoItemStore(self.store.table_name, client=self.store.client)
 
 
 class GuardedJob:
@@ -204,11 +211,8 @@ class GuardedJob:
                 # missing, empty or malformed: refused naming the variable, before a write
                 table = environment.table_name(self.config.table_name)
                 store = DynamoJobStore(table, client=client("dynamodb"))
-            from .dynamodb_items import DynamoItemStore
-
             self._runtime = _Runtime(
                 store=store, queue=queue, telemetry=JobTelemetry(self.config.name),
-                items=DynamoItemStore(store.table_name, client=store.client),
                 config=self.config,
             )
         return self._runtime

@@ -3,16 +3,51 @@
 Metrics use ``EphemeralMetrics`` so jobguard's EMF blob never mixes with (or flushes)
 the user's own Powertools ``Metrics``. The Tracer is imported only when a job asks for
 tracing: it pulls in the X-Ray SDK (about half a second of cold start).
+
+EMF dimensions decide what CloudWatch bills: every distinct (name, dimensions) pair with
+data in an hour is one custom metric. A job's metrics carry ``job`` (and Powertools'
+``service``): one metric per name per job. A job of a :class:`jobguard.cdk.JobFleet`
+(``JOBGUARD_FLEET`` set) carries ``fleet`` instead, so the whole fleet shares one metric
+per name, and the job's name rides in each EMF line as a property (``job``), which the
+fleet's alarm texts query with CloudWatch Logs Insights to name the job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["JobLogger", "JobTelemetry", "NAMESPACE"]
+__all__ = ["AT_REST_METRICS", "FLEET_DIMENSION", "JOB_DIMENSION", "METRICS", "NAMESPACE",
+           "JobLogger", "JobTelemetry", "RUNS_NEAR_INTERVAL", "TRIGGERS_MET_ACTIVE_RUN"]
 
 NAMESPACE = "JobGuard"
+JOB_DIMENSION = "job"
+FLEET_DIMENSION = "fleet"
+RUNS_NEAR_INTERVAL = "RunsNearInterval"
+"""Counted, in a fleet, for a run longer than the job's overlap threshold."""
+TRIGGERS_MET_ACTIVE_RUN = "TriggersMetActiveRun"
+"""Counted, in a fleet, with each skipped, queued or coalesced trigger: one metric for
+the fleet's busy alarm (a metric-math sum of three would be billed three times)."""
+_BUSY = frozenset({"TriggersSkipped", "TriggersQueued", "TriggersCoalesced"})
+
+METRICS = (
+    "LeaseAcquireAttempts", "TriggersSkipped", "TriggersQueued", "TriggersCoalesced",
+    "TriggersDropped", "TriggersStale", "TriggersDuplicate", "TriggersPaused", "QueueDepth",
+    "LeaseTakeovers", "RunsIncomplete", "RunDuration", "RunSucceeded", "LeaseLost",
+    "TriggerMessagesRejected", "CheckpointLagItems", "ItemsRejected", "PayloadConflicts",
+    "ItemsRetried", "BatchSize", "UncertainOutcomes", "ReconciliationFindings",
+    "ItemsCompleted", "ItemsFailed", "CompletionsRejected", "SweepSucceeded",
+    RUNS_NEAR_INTERVAL, TRIGGERS_MET_ACTIVE_RUN,
+)
+"""Every metric name jobguard emits (a test reads the sources for them): the custom
+metrics a deployment can be billed for, one per name and dimension value."""
+
+AT_REST_METRICS = ("LeaseAcquireAttempts", "RunDuration", "RunSucceeded", "BatchSize",
+                   "ItemsCompleted")
+"""What a healthy run that completes items emits (a test runs one): the custom metrics a
+deployment is billed for at rest, per dimension value. The others have data only in the
+hours something happens (a skip, a failure, a sweep)."""
 
 
 @lru_cache(maxsize=1)
@@ -54,31 +89,46 @@ class JobLogger:
 class JobTelemetry:
     """Logger and metrics of one job, with run keys appended while a run is active."""
 
-    def __init__(self, job: str) -> None:
+    def __init__(self, job: str, environ: Mapping[str, str] | None = None) -> None:
         from aws_lambda_powertools.metrics import EphemeralMetrics
+
+        from . import environment
 
         self.job = job
         self.logger = JobLogger(_logger(), job)
         self._metrics = EphemeralMetrics(namespace=NAMESPACE, service="jobguard")
         self._has_metrics = False
+        self.fleet = environment.optional(environment.FLEET, environ)
+        overlap = environment.optional(environment.OVERLAP_AFTER_MS, environ)
+        self._overlap_after_ms = _milliseconds(overlap) if overlap is not None else None
 
     def count(self, name: str, value: float = 1) -> None:
         from aws_lambda_powertools.metrics import MetricUnit
 
         self._start()
         self._metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        if self.fleet is not None and name in _BUSY:
+            self._metrics.add_metric(name=TRIGGERS_MET_ACTIVE_RUN, unit=MetricUnit.Count,
+                                     value=value)
 
     def milliseconds(self, name: str, value: float) -> None:
         from aws_lambda_powertools.metrics import MetricUnit
 
         self._start()
         self._metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
+        if (name == "RunDuration" and self._overlap_after_ms is not None
+                and value > self._overlap_after_ms):
+            self.count(RUNS_NEAR_INTERVAL)
 
     def _start(self) -> None:
-        # The job dimension goes on with the first value, so that every EMF blob carries
-        # it (Powertools may flush on its own before ours).
+        # The dimension goes on with the first value, so that every EMF blob carries it
+        # (Powertools may flush on its own before ours); in a fleet the job is a property.
         if not self._has_metrics:
-            self._metrics.add_dimension(name="job", value=self.job)
+            if self.fleet is None:
+                self._metrics.add_dimension(name=JOB_DIMENSION, value=self.job)
+            else:
+                self._metrics.add_dimension(name=FLEET_DIMENSION, value=self.fleet)
+                self._metrics.add_metadata(key=JOB_DIMENSION, value=self.job)
             self._has_metrics = True
 
     def flush(self) -> None:
@@ -94,3 +144,18 @@ class JobTelemetry:
 
     def unbind(self, *keys: str) -> None:
         self.logger.thread_safe_remove_keys(list(keys))
+
+
+def _milliseconds(raw: str) -> float:
+    from .errors import ConfigError
+
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        from . import environment
+
+        raise ConfigError(environment.OVERLAP_AFTER_MS, f"{raw!r} is not a positive number "
+                          "of milliseconds (the stack sets it from the job's overlap alarm)")
+    return value

@@ -39,6 +39,7 @@ from jobguard.errors import ConfigError
 from .conftest import NIGHTLY, ROOT, TOPIC, Synth
 
 RUNBOOK = "https://wiki.example.com/billing/jobs"
+TEST_ACCOUNT = "444455556666"
 JOBS = (CRM_SYNC, NIGHTLY)
 
 
@@ -47,11 +48,11 @@ def _fake_pip(command: list[str]) -> None:
 
 
 def user_stack(tmp: Path, alarms: Callable[[cdk.Stack], AlarmDestination], *,
-               drills: bool = False, context: dict[str, Any] | None = None
-               ) -> tuple[cdk.Stack, dict[str, Any]]:
+               drills: bool = False, context: dict[str, Any] | None = None,
+               account: str | None = None) -> tuple[cdk.Stack, dict[str, Any]]:
     """A user's stack: two jobs of theirs, a reconciler, recovery; one ``alarms``."""
     app = cdk.App(context=context or {})
-    stack = cdk.Stack(app, "Billing")
+    stack = cdk.Stack(app, "Billing", env=cdk.Environment(account=account) if account else None)
     destination = alarms(stack)
     table = JobTable(stack, "Jobs", alarms=destination)
     code = LambdaBundle(stack, "Code", packages=HANDLER_PACKAGES, drills=drills,
@@ -104,7 +105,8 @@ def silenced(tmp_path_factory: pytest.TempPathFactory) -> tuple[cdk.Stack, dict[
 @pytest.fixture(scope="module")
 def drillable(tmp_path_factory: pytest.TempPathFactory) -> tuple[cdk.Stack, dict[str, Any]]:
     return user_stack(tmp_path_factory.mktemp("build"), lambda stack: alarms_to_topic(
-        sns.Topic.from_topic_arn(stack, "Pager", TOPIC)), drills=True)
+        sns.Topic.from_topic_arn(stack, "Pager", TOPIC)), drills=True,
+        context={"jobguard:drillsAccounts": f"111122223333,{TEST_ACCOUNT}"}, account=TEST_ACCOUNT)
 
 
 # -- alarms reach a person -------------------------------------------------------------
@@ -135,14 +137,21 @@ def test_e_mail_alarms_subscribe_each_address_to_one_encrypted_topic_every_alarm
     assert template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic_id}
 
 
-@pytest.mark.parametrize("addresses", [(), ("oncall",), ("a@example.com, b@example.com",)])
+@pytest.mark.parametrize("addresses", [
+    (), ("oncall",), ("a@example.com, b@example.com",),
+    # twice: a jsii traceback at synth (SubscriptionAlreadyExistsUnder), or two mails each
+    ("a@example.com", " a@example.com"), ("a@example.com", "A@Example.com"),
+    ("a@example.com\x1b[2J",)])
 def test_an_e_mail_destination_that_is_no_address_is_refused_when_defined(
         addresses: tuple[str, ...]) -> None:
     with pytest.raises(ConfigError, match="^alarms: "):
         alarms_to_email(*addresses)
 
 
-@pytest.mark.parametrize("reason", ["", "   ", "...", "line\nbreak"])
+@pytest.mark.parametrize("reason", [
+    "", "   ", "...", "line\nbreak",
+    # one line of text: it is in every alarm's description, its e-mails and the output
+    "carriage\rreturn", "escape\x1b[2Jcleared", "tab\there", "line\u2028separator"])
 def test_alarms_off_without_a_reason_in_words_is_refused_naming_reason(reason: str) -> None:
     with pytest.raises(ConfigError, match="^reason: "):
         alarms_off(reason=reason)
@@ -218,6 +227,47 @@ def test_one_stack_sends_its_alarms_to_one_destination() -> None:
     with pytest.raises(ConfigError, match="^alarms: .*another destination"):
         GuardedJob(stack, "Mailer", job=CRM_SYNC, table=table, bundle=code,
                    alarms=alarms_to_email("oncall@example.com"))
+
+
+@pytest.mark.parametrize("second", ["crm-sync", "crm_sync", "crm.sync"])
+def test_two_jobs_with_one_output_key_are_refused_in_one_line(second: str) -> None:
+    """``crm-sync`` twice, or beside ``crm_sync``: both would be output ``CrmSyncJob``
+    (a jsii traceback, "There is already a Construct with name", before)."""
+    import dataclasses
+
+    stack = cdk.Stack(cdk.App(), "Twice")
+    off = alarms_off(reason="only to build the parts")
+    table = JobTable(stack, "Jobs", alarms=off)
+    code = LambdaBundle(stack, "Code", packages=HANDLER_PACKAGES)
+    GuardedJob(stack, "First", job=CRM_SYNC, table=table, bundle=code, alarms=off)
+    with pytest.raises(ConfigError, match=rf"^job: job '{second}' .*: its stack output "
+                                          r"CrmSyncJob is one per stack 'Twice', and job "
+                                          r"'crm-sync' has it already$"):
+        GuardedJob(stack, "Second", job=dataclasses.replace(CRM_SYNC, name=second),
+                   table=table, bundle=code, alarms=off)
+
+
+def test_a_second_reconciler_or_recovery_function_is_refused_in_one_line() -> None:
+    """Their outputs are one per job / per stack: a jsii traceback before."""
+    stack = cdk.Stack(cdk.App(), "Twice")
+    off = alarms_off(reason="only to build the parts")
+    table = JobTable(stack, "Jobs", alarms=off)
+    code = LambdaBundle(stack, "Code", packages=HANDLER_PACKAGES)
+    Reconciler(stack, "One", job=CRM_SYNC, table=table, bundle=code, alarms=off)
+    with pytest.raises(ConfigError, match=r"^job: Reconciler 'Two' of job 'crm-sync': its "
+                                          r"stack output CrmSyncReconcilerFunctionName is one "
+                                          r"per stack 'Twice', and Reconciler 'One' of job "
+                                          r"'crm-sync' has it already$"):
+        Reconciler(stack, "Two", job=CRM_SYNC, table=table, bundle=code, alarms=off)
+    RecoveryFunction(stack, "Recovery", jobs=[CRM_SYNC], table=table, bundle=code, alarms=off)
+    with pytest.raises(ConfigError, match=r"^output_name: RecoveryFunction 'Again': its stack "
+                                          r"output RecoveryFunctionName .* RecoveryFunction "
+                                          r"'Recovery' has it already$"):
+        RecoveryFunction(stack, "Again", jobs=[CRM_SYNC], table=table, bundle=code,
+                         alarms=off)
+    # with outputs of its own names, a second one is fine
+    RecoveryFunction(stack, "Again", jobs=[CRM_SYNC], table=table, bundle=code, alarms=off,
+                     output_name="SecondRecovery", execute_output_name=None)
 
 
 USER_APP = '''
@@ -346,6 +396,53 @@ def test_a_drills_bundle_makes_the_whole_deployment_drillable(
             job.for_drills().lease, job.for_drills().timeout)
 
 
+def test_a_drillable_stack_says_so_on_every_resource(
+        drillable: tuple[cdk.Stack, dict[str, Any]]) -> None:
+    _, template = drillable
+    tagged = [r["Properties"]["Tags"] for r in template["Resources"].values()
+              if r["Type"] == "AWS::Lambda::Function"]
+    assert tagged and all({"Key": "jobguard:drills", "Value": "true"} in tags
+                          for tags in tagged)
+
+
+@pytest.mark.parametrize(("context", "account", "said"), [
+    ({}, None, "stack 'Billing' is bound to no account"),
+    ({"jobguard:drillsAccounts": TEST_ACCOUNT}, None, "stack 'Billing' is bound to no account"),
+    ({"jobguard:drillsAccounts": TEST_ACCOUNT}, "999988887777",
+     "account 999988887777 of stack 'Billing' is not on it"),
+    ({}, TEST_ACCOUNT, f"account {TEST_ACCOUNT} of stack 'Billing' is not on it"),
+], ids=["no-list", "unbound", "other-account", "bound-no-list"])
+def test_a_drills_bundle_outside_a_listed_test_account_is_refused_when_defined(
+        tmp_path: Path, context: dict[str, Any], account: str | None, said: str) -> None:
+    """A user's app that reads its drills flag from the environment (DRILLS=1 leaked into
+    a production pipeline) deployed with schedules disabled, fault switches on and no
+    dead-man alarm, silently, before: now one line names the allow-list."""
+    with pytest.raises(ConfigError) as info:
+        user_stack(tmp_path, lambda _: alarms_off(reason="a drill"), drills=True,
+                   context=context, account=account)
+    assert info.value.field == "jobguard:drillsAccounts"
+    assert said in str(info.value) and "-c jobguard:local=true" in str(info.value)
+
+
+def test_a_drills_bundle_for_the_local_aws_needs_no_account(tmp_path: Path) -> None:
+    _, template = user_stack(tmp_path, lambda _: alarms_off(reason="a drill"), drills=True,
+                             context={"jobguard:local": "true"})
+    assert Deployment.from_outputs("Billing", _outputs(template)).jobs[CRM_SYNC.name].drills
+
+
+def test_the_local_context_for_a_stack_bound_to_a_real_account_is_refused(
+        tmp_path: Path) -> None:
+    """-c jobguard:local=true left in a cdk.json deployed a real account's stack with
+    every schedule disabled and nobody subscribed, silently, before."""
+    with pytest.raises(ConfigError, match=r"^jobguard:local: stack 'Billing' is bound to "
+                                          r"account 444455556666, and jobguard:local=true "
+                                          r"builds for the local AWS"):
+        user_stack(tmp_path, lambda _: alarms_to_email("oncall@example.com"),
+                   context={"jobguard:local": "true"}, account=TEST_ACCOUNT)
+    user_stack(tmp_path, lambda _: alarms_to_email("oncall@example.com"),
+               context={"jobguard:local": "true"}, account="000000000000")
+
+
 def test_without_drills_no_function_honours_switches_and_none_may_read_them(
         emailed: tuple[cdk.Stack, dict[str, Any]]) -> None:
     _, template = emailed
@@ -382,3 +479,37 @@ def test_the_longest_reason_and_runbook_link_allowed_fit_every_description(
     assert lengths and max(lengths) <= 1024
     with pytest.raises(ConfigError, match="^runbook: "):
         alarms_off(reason="a test", runbook=link + "r")
+    for control in ("\r", "\x1b[31m", "\x07"):  # one line of text, as the reason
+        with pytest.raises(ConfigError, match="^runbook: "):
+            alarms_off(reason="a test", runbook=f"https://wiki.example.com/{control}x")
+
+
+@pytest.mark.parametrize("body", ["raise SystemExit('SENT_TABLE is not set')",
+                                  "import os\nTABLE = os.environ['SENT_TABLE_NOT_SET']"])
+def test_a_handler_that_does_not_import_at_synth_is_said_not_silently_granted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """RecoveryFunction imports each handler module at synth to grant a plain @guarded
+    job reads only. A module that reads its Lambda variables at import exited the synth
+    (SystemExit, no message) or was granted writes silently before: now the synth goes on,
+    the writes are granted, and a warning names the job and why."""
+    import dataclasses
+
+    package = tmp_path / f"userjobs_{abs(hash(body)) % 10**6}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mailer.py").write_text(body + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    job = dataclasses.replace(CRM_SYNC, name="mailer", handler=f"{package.name}.mailer.handler",
+                              environment={})
+    stack = cdk.Stack(cdk.App(), "Billing")
+    off = alarms_off(reason="only to build the parts")
+    table = JobTable(stack, "Jobs", alarms=off)
+    code = LambdaBundle(stack, "Code", packages=[*HANDLER_PACKAGES, package],
+                        build_dir=tmp_path / "build", run=_fake_pip)
+    recovery = RecoveryFunction(stack, "Recovery", jobs=[job], table=table, bundle=code,
+                                alarms=off)
+    assert "mailer" not in recovery.plan_only and "mailer" in recovery.not_judged
+    warnings = [m for m in cdk.assertions.Annotations.from_stack(stack).find_warning(
+        "*", cdk.assertions.Match.string_like_regexp("job mailer: its handler module"))]
+    assert len(warnings) == 1, warnings
+    assert "did not import here" in str(warnings[0].entry.data)

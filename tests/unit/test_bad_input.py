@@ -174,7 +174,7 @@ def test_a_malformed_command_names_the_option_and_writes_nothing(table, capsys, 
 
 
 @pytest.mark.parametrize(("variable", "value", "field"), [
-    ("JOBGUARD_TABLE", "", "JOBGUARD_TABLE"),
+    ("JOBGUARD_TABLE", "", "--table"),  # set but empty is unset (as ${VAR:-}): no table
     ("JOBGUARD_TABLE", "a/b", "JOBGUARD_TABLE"),
     ("AWS_ENDPOINT_URL", "ftp://127.0.0.1", "AWS_ENDPOINT_URL"),
 ])

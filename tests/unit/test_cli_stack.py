@@ -144,8 +144,8 @@ def test_every_command_finds_its_table_and_jobs_from_the_stack(aws, capsys, monk
 
 
 def test_table_precedence(aws, capsys, monkeypatch):
-    """--table, else --stack's table, else JOBGUARD_TABLE, else JOBGUARD_STACK's table;
-    none: one line saying both ways, exit 2."""
+    """--table, else --stack's table, else JOBGUARD_TABLE, else JOBGUARD_STACK's table
+    (both variables set must agree); none: one line saying both ways, exit 2."""
     ddb, cfn = aws["ddb"], aws["cfn"]
     tables = {who: _table(ddb, run_id=RUN_ID[:-1] + digit)
               for who, digit in (("--table", "1"), ("--stack", "2"), ("JOBGUARD_TABLE", "3"),
@@ -160,7 +160,15 @@ def test_table_precedence(aws, capsys, monkeypatch):
     monkeypatch.setenv("JOBGUARD_STACK", "Env")
     assert holder() == RUN_ID[:-1] + "5"
     monkeypatch.setenv("JOBGUARD_TABLE", tables["JOBGUARD_TABLE"])
+    # both variables set and disagreeing: a leftover export does not win silently
+    assert main(["status", JOB]) == 2
+    assert capsys.readouterr().err == (
+        f"error: JOBGUARD_TABLE: {tables['JOBGUARD_TABLE']!r}, but JOBGUARD_STACK 'Env' has "
+        f"table {tables['JOBGUARD_STACK']!r}: unset one of them, or pass --table or --stack "
+        "to choose\n")
+    monkeypatch.delenv("JOBGUARD_STACK")
     assert holder() == RUN_ID[:-1] + "3"
+    monkeypatch.setenv("JOBGUARD_STACK", "Env")
     assert holder("--stack", "Flag") == RUN_ID[:-1] + "2"
     assert holder("--stack", "Flag", "--table", tables["--table"]) == RUN_ID[:-1] + "1"
     # --table overrides: the stack is not even read (one that does not exist is not asked)
@@ -252,6 +260,23 @@ def test_runbook_without_a_link_prints_none(aws, capsys):
     assert main(["runbook", JOB, "--stack", "NoLink"]) == 0
     text = capsys.readouterr().out
     assert text.startswith(f"# Runbook: {JOB}") and "lease 2 min" in text, text
+
+
+def test_runbook_of_a_drillable_stack_says_it_is_a_drill_deployment(aws, capsys):
+    """A drill deployment has no running schedule and no dead-man alarm: the operator
+    reading its runbook is told first, never left to think it is production's."""
+    create_jobguard_stack(aws["cfn"], "Drillable", table=aws["table"], jobs=[DEPLOYED],
+                          drills=True)
+    assert main(["runbook", JOB, "--stack", "Drillable"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"# Runbook: {JOB}" and lines[2].startswith("A drill deployment"), lines
+    assert "no dead-man alarm" in lines[2]
+    assert main(["--json", "runbook", JOB, "--stack", "Drillable"]) == 0
+    assert json.loads(capsys.readouterr().out)["drills"] is True
+    assert main(["runbook", JOB, "--stack", "Mine"]) == 0  # built without the option
+    assert "drill deployment" not in capsys.readouterr().out
+    assert main(["--json", "runbook", JOB, "--stack", "Mine"]) == 0
+    assert json.loads(capsys.readouterr().out)["drills"] is False
 
 
 def test_runbook_of_a_job_not_in_the_stack_says_did_you_mean(aws, capsys):
@@ -394,3 +419,70 @@ def test_a_mistyped_job_is_refused_naming_the_stacks_jobs(aws, capsys):
     assert line.endswith(f"did you mean {JOB!r}?"), line
     assert _count(ddb, fresh) == 0
     assert main(["pause", JOB, "--reason", "x", "--stack", "Fresh"]) == 0
+
+
+@pytest.mark.parametrize("named", ["--table", "JOBGUARD_TABLE"])
+def test_recover_never_invokes_a_stack_whose_table_is_not_the_one_named(
+        aws, capsys, monkeypatch, named):
+    """GIVEN the production stack JobGuard (recover's default) and the operator working on
+    another table (--table, or JOBGUARD_TABLE left in the shell) WHEN they recover
+    --execute THEN nothing is invoked: the function would recover production's table, not
+    the one every check ran against (it invoked JobGuard's execute alias before)."""
+    ddb, cfn = aws["ddb"], aws["cfn"]
+    create_jobguard_stack(cfn, "JobGuard", table=_table(ddb), jobs=[DEPLOYED],
+                          recovery="prod-recovery")
+    argv = ["recover", JOB, "--from", "0", "--to", "5", "--execute"]
+    if named == "--table":
+        argv += ["--table", aws["table"]]
+    else:
+        monkeypatch.setenv("JOBGUARD_TABLE", aws["table"])
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {named}: recover runs the recovery function of stack "
+                           "'JobGuard' (the default: no --stack or JOBGUARD_STACK), which "
+                           "recovers its own table"), line
+    assert "prod-recovery" not in line and "--stack" in line and "--direct" in line
+    # the stack named too, its own table: recovered through its function as before
+    assert main(["recover", JOB, "--from", "0", "--to", "5", "--stack", "Mine",
+                 "--table", aws["table"]]) == 1
+    assert "inv-recovery" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("deployed", ["plain function", "no function"])
+def test_drill_refuses_a_function_the_outputs_call_drillable_but_is_not(aws, capsys,
+                                                                        deployed):
+    """GIVEN a stack whose output says its job is drillable (outputs are data whoever
+    deploys the stack writes) but whose function has no JOBGUARD_DRILLS=1 (or does not
+    exist) WHEN `jobguard drill --stack S --job J` THEN one line says so, and nothing is
+    armed or ticked: no switch row, no run, no invoke."""
+    emu, ddb, table = aws["emu"], aws["ddb"], aws["table"]
+    create_jobguard_stack(aws["cfn"], "Claims", table=table, jobs=[DEPLOYED])
+    lam = emu.client("lambda")
+    if deployed == "plain function":
+        role = emu.client("iam").create_role(
+            RoleName="fn", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17",
+                                                                "Statement": []}))["Role"]
+        import io
+        import zipfile
+
+        code = io.BytesIO()
+        with zipfile.ZipFile(code, "w") as archive:
+            archive.writestr("m.py", "def handler(event, context):\n    return 1\n")
+        lam.create_function(FunctionName="InvoiceMailerFunction", Runtime="python3.12",
+                            Role=role["Arn"], Handler="m.handler",
+                            Code={"ZipFile": code.getvalue()},
+                            Environment={"Variables": {"JOBGUARD_TABLE": table}})
+    before = _count(ddb, table)
+    assert main(["drill", "--stack", "Claims", "--job", JOB]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    if deployed == "plain function":
+        assert err == ("error: --stack: Claims's output says invoice-mailer is drillable, but "
+                       "its function 'InvoiceMailerFunction' has no JOBGUARD_DRILLS=1: it "
+                       "would run the real job for every tick a drill sends; nothing was "
+                       "armed or ticked\n")
+    else:
+        assert err.startswith("error: --job: invoice-mailer's function "
+                              "'InvoiceMailerFunction' (from stack 'Claims''s outputs) could "
+                              "not be read: ")
+    assert _count(ddb, table) == before

@@ -73,3 +73,39 @@ def test_an_unrelated_output_ending_in_job_is_ignored():
 def test_durations_are_seconds():
     fields = definition_fields(JOBS[0])
     assert fields["lease"] == JOBS[0].lease / timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("definition", ["x", [1], None, 5], ids=["text", "list", "null", "number"])
+def test_a_job_output_whose_definition_is_no_object_is_named_not_a_crash(definition):
+    """A stack's outputs are data anyone with deploy rights writes: the CLI says which
+    output is wrong, in one line, instead of a traceback (AttributeError before)."""
+    value = job_output(job=JOBS[0], function="f", queue_url=None, drills=False, runbook=None)
+    value["definition"] = definition
+    key = job_output_key(JOBS[0].name)
+    with pytest.raises(DeploymentError, match=f"^{key}: not a job definition"):
+        Deployment.from_outputs("S", {"TableName": "t", key: json.dumps(value)})
+
+
+def test_a_duration_no_clock_can_hold_is_named_not_a_crash():
+    value = job_output(job=JOBS[0], function="f", queue_url=None, drills=False, runbook=None)
+    value["definition"]["timeout"] = 1e300  # OverflowError before
+    key = job_output_key(JOBS[0].name)
+    with pytest.raises(DeploymentError, match=f"^{key}: not a job definition"):
+        Deployment.from_outputs("S", {"TableName": "t", key: json.dumps(value)})
+
+
+def test_a_deeply_nested_output_ending_in_job_is_someone_elses_not_a_crash():
+    deep = "[" * 5000 + "]" * 5000  # RecursionError before
+    found = Deployment.from_outputs("S", {"TableName": "t", "NestedJob": deep})
+    assert found.jobs == {}
+
+
+@pytest.mark.parametrize("version", [2, None, "1"])
+def test_a_job_output_in_a_format_this_jobguard_does_not_read_is_refused(version):
+    """A newer jobguard's output (its "v") may give a field another meaning: refused in
+    one line, never read as if it were this version's (it was not checked before)."""
+    value = job_output(job=JOBS[0], function="f", queue_url=None, drills=False, runbook=None)
+    value["v"] = version
+    key = job_output_key(JOBS[0].name)
+    with pytest.raises(DeploymentError, match=f"^{key}: is format .*this jobguard reads format 1"):
+        Deployment.from_outputs("S", {"TableName": "t", key: json.dumps(value)})

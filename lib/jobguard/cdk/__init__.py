@@ -10,6 +10,8 @@
 - :class:`Reconciler`: the scheduled reconciler of a job that asks for one;
 - :class:`RecoveryFunction`: the bounded recovery Lambda, invokable only by the
   principals you name;
+- :class:`JobFleet`: many jobs in nested stacks (CloudFormation's 500 resources a
+  stack), watched by fleet-wide alarms and one dashboard (a fraction of the cost);
 - :class:`JobGuardDashboard`: one dashboard, alarm states then a few rows per job;
 - :func:`alarms_to_email`, :func:`alarms_to_topic`, :func:`alarms_off`: where the alarms
   go, which every construct that makes alarms requires (``alarms=``).
@@ -32,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - only without the extra
 from .bundle import Dependencies, LambdaBundle
 from .dashboard import JobGuardDashboard
 from .destination import AlarmDestination, alarms_off, alarms_to_email, alarms_to_topic
+from .fleet import JobFleet
 from .guarded_job import GuardedJob
 from .reconciler import Reconciler
 from .recovery import RecoveryFunction
@@ -41,6 +44,7 @@ __all__ = [
     "AlarmDestination",
     "Dependencies",
     "GuardedJob",
+    "JobFleet",
     "JobGuardDashboard",
     "JobTable",
     "LambdaBundle",

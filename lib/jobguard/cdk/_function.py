@@ -87,7 +87,7 @@ def python_function(
         scope, construct_id,
         runtime=bundle.runtime,
         architecture=bundle.architecture,
-        code=bundle.code,
+        code=bundle.code_for(scope),
         layers=bundle.layers,
         handler=handler,
         timeout=seconds(timeout),

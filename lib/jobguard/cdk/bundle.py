@@ -38,14 +38,14 @@ from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 
-from aws_cdk import Aws
+from aws_cdk import Aws, Stack, Tags
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 import jobguard
 from jobguard.errors import ConfigError
 
-from ._context import LOCAL, local_deployment
+from ._context import LOCAL, check_drills_account, check_local_account, local_deployment
 
 __all__ = [
     "ARCHITECTURE",
@@ -109,6 +109,8 @@ NEVER_SHIPPED = frozenset({("jobguard", "cli.py"), ("jobguard", "faults.py"),
 """Operator, test and deployment tools no function imports: ``jobguard`` (the CLI), the
 fault harness, the testing kit and its pytest plugin (with its seal), the local emulator, these
 constructs, the timeline (``jobguard timeline``)."""
+DRILLS_TAG = "jobguard:drills"
+"""The tag (``true``) on every resource of a stack with a drills bundle."""
 DRILL_CODE = frozenset({("jobguard", "drill")})
 """The drill package: imported by a function only when ``JOBGUARD_DRILLS=1`` (a drill
 deployment), so only a drill deployment's asset carries it."""
@@ -145,7 +147,9 @@ class LambdaBundle(Construct):
         drills: a drill deployment: the asset carries the drill switches, and every
             :class:`GuardedJob`, :class:`Reconciler` and :class:`RecoveryFunction` built
             with it deploys its jobs' drill timings, sets ``JOBGUARD_DRILLS=1`` and may
-            read the jobs' drill switches (never for a production deployment).
+            read the jobs' drill switches. Outside the local AWS (``-c
+            jobguard:local=true``) the stack must be bound to an account listed in ``-c
+            jobguard:drillsAccounts``; the stack is tagged ``jobguard:drills=true``.
     """
 
     def __init__(
@@ -166,6 +170,10 @@ class LambdaBundle(Construct):
         if not isinstance(drills, bool):
             raise ConfigError("drills", f"must be True or False, got {drills!r}")
         self.drills = drills
+        if drills:  # never a production deployment because a flag leaked: refused, and
+            check_drills_account(self)  # a drillable stack says so in its tags
+            Tags.of(Stack.of(self)).add(DRILLS_TAG, "true")
+        check_local_account(self)
         local = local_deployment(self)
         if dependencies is None:
             dependencies = Dependencies.HOST if local else Dependencies.POWERTOOLS_LAYER
@@ -178,6 +186,7 @@ class LambdaBundle(Construct):
         self.code_dir = stage_code(
             roots, build_dir, exclude=NEVER_SHIPPED if drills else NEVER_SHIPPED | DRILL_CODE)
         self.code = lambda_.Code.from_asset(str(self.code_dir))
+        self._codes: dict[str, lambda_.Code] = {}
         self.layers: list[lambda_.ILayerVersion]
         if self.dependencies is Dependencies.POWERTOOLS_LAYER:
             if not isinstance(powertools_layer_version, int) or powertools_layer_version < 1:
@@ -197,6 +206,18 @@ class LambdaBundle(Construct):
                 description=("jobguard dependencies for the local emulator (host wheels)"
                              if host else "jobguard dependencies (manylinux aarch64 wheels)"),
             )]
+
+    def code_for(self, scope: Construct) -> lambda_.Code:
+        """The code asset for a function in ``scope``: :attr:`code` in this bundle's stack,
+        one asset per other stack (a nested stack of a :class:`JobFleet`), which CDK
+        requires; the same files, so the same asset hash, uploaded once."""
+        stack = Stack.of(scope)
+        if stack is Stack.of(self):
+            return self.code
+        path = stack.node.path
+        if path not in self._codes:
+            self._codes[path] = lambda_.Code.from_asset(str(self.code_dir))
+        return self._codes[path]
 
     def has_module(self, module: str) -> bool:
         """Whether ``module`` (dotted) is in the code asset."""

@@ -140,7 +140,7 @@ class BoundAlarms:
 def _runbook(runbook: str | None) -> str | None:
     if runbook is None:
         return None
-    if not isinstance(runbook, str) or not runbook.strip() or "\n" in runbook \
+    if not isinstance(runbook, str) or not runbook.strip() or not runbook.isprintable() \
             or len(runbook) > MAX_RUNBOOK:
         raise ConfigError("runbook", f"a link (one line, at most {MAX_RUNBOOK} characters) "
                           f"to your runbook, got {runbook!r}")
@@ -153,9 +153,14 @@ def alarms_to_email(*addresses: str, runbook: str | None = None,
     alarm topic (encrypted with ``key`` when given, else a key made for it)."""
     if not addresses:
         raise ConfigError(ALARMS_OPTION, "alarms_to_email needs at least one address")
+    seen: set[str] = set()
     for address in addresses:
-        if not isinstance(address, str) or not _EMAIL.fullmatch(address.strip()):
+        if not isinstance(address, str) or not _EMAIL.fullmatch(address.strip()) \
+                or not address.isprintable():
             raise ConfigError(ALARMS_OPTION, f"{address!r} is not an e-mail address")
+        if address.strip().lower() in seen:  # one subscription each: a second is refused
+            raise ConfigError(ALARMS_OPTION, f"{address.strip()!r} is given twice")
+        seen.add(address.strip().lower())
     return AlarmDestination(addresses=tuple(a.strip() for a in addresses),
                             runbook=_runbook(runbook), key=key)
 
@@ -171,7 +176,7 @@ def alarms_to_topic(topic: sns.ITopic, runbook: str | None = None) -> AlarmDesti
 def alarms_off(*, reason: str, runbook: str | None = None) -> AlarmDestination:
     """No alarm notifies anyone; ``reason`` (words) is in every alarm's description and
     in the ``AlarmTopicArn`` output."""
-    if not isinstance(reason, str) or not _WORD.search(reason) or "\n" in reason \
+    if not isinstance(reason, str) or not _WORD.search(reason) or not reason.isprintable() \
             or len(reason.strip()) > MAX_REASON:
         raise ConfigError("reason", f"alarms_off needs the reason nobody is paged, in words "
                           f"(one line, at most {MAX_REASON} characters), got {reason!r}")

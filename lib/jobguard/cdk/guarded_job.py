@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import timedelta
 
 from aws_cdk import CfnOutput, Duration, Stack
@@ -52,6 +53,7 @@ from jobguard.runbook import ASYNC_RETRIES, busy_metric, busy_window, job_alarms
 
 from ._context import local_deployment
 from ._function import check_extra_environment, python_function, seconds
+from ._outputs import check_free, mark
 from ._queues import (
     FAILED_EVENT_ACTIONS,
     RETENTION,
@@ -77,6 +79,7 @@ from .table import JobTable
 
 __all__ = [
     "FAILED_EVENT_ACTIONS",
+    "FleetWiring",
     "MAPPING_ACTIONS",
     "SCHEDULER_MAX_EVENT_AGE",
     "GuardedJob",
@@ -145,6 +148,22 @@ def receive_budget(job: JobDefinition) -> int:
     return int(deferrals + 1 + RETRIES_AFTER_FAILURE)
 
 
+@dataclass(frozen=True)
+class FleetWiring:
+    """What a job of a :class:`jobguard.cdk.JobFleet` shares with the fleet (made by the
+    fleet, not by hand): its dead-letter queues, its alarm action, the stack its outputs go
+    to. A job wired so has one alarm of its own (and its trigger queue's age), the fleet the
+    rest."""
+
+    name: str
+    schedule_dlq: sqs.IQueue
+    failed_ticks: sqs.IQueue
+    trigger_dlq: sqs.IQueue | None
+    action: BoundAlarms
+    runbook: str | None
+    output_stack: Stack
+
+
 def _clamp(value: timedelta, low: timedelta, high: timedelta) -> timedelta:
     return max(low, min(value, high))
 
@@ -190,9 +209,14 @@ class GuardedJob(Construct):
         encryption_key: kms.IKey | None = None,
         tracing: bool = False,
         trigger_max_concurrency: int | None = None,
+        fleet: FleetWiring | None = None,
     ) -> None:
-        destination = require(alarms, f"GuardedJob {construct_id!r}")
+        destination = require(alarms, f"GuardedJob {construct_id!r}") if fleet is None else None
+        check_free(fleet.output_stack if fleet is not None else scope, job_output_key(job.name),
+                   field="job", what=(f"job {job.name!r} (names that differ only in '-', '_' "
+                                      "and '.' share one)"))
         super().__init__(scope, construct_id)
+        self.fleet = fleet
         self.definition = job
         """The job as given (:attr:`job` is the job as deployed)."""
         self.drills = bundle.drills
@@ -219,18 +243,28 @@ class GuardedJob(Construct):
         check_extra_environment(job.name, job.environment)
 
         self.trigger_queue: sqs.Queue | None = None
-        self.trigger_dlq: sqs.Queue | None = None
+        self.trigger_dlq: sqs.IQueue | None = None
         self.trigger_mapping: lambda_.EventSourceMapping | None = None
         env = {environment.TABLE: table.table_name}
+        overlap = job.overlap_threshold(job.timeout)
+        if fleet is not None:
+            env[environment.FLEET] = fleet.name
+            if overlap is not None:
+                env[environment.OVERLAP_AFTER_MS] = str(int(overlap.total_seconds() * 1000))
         if self.config.needs_queue:
-            self.trigger_dlq = dead_letter_queue(
+            if fleet is not None and fleet.trigger_dlq is None:
+                raise ConfigError("fleet", f"{job.name} has a trigger queue "
+                                  f"({job.policy.value}): the fleet needs a trigger DLQ")
+            trigger_dlq = dead_letter_queue(
                 self, "TriggerDlq", fifo=True,
                 holds=f"trigger messages of {job.name} that never ran", for_queue=True,
-                encryption_key=encryption_key)
+                encryption_key=encryption_key) if fleet is None else fleet.trigger_dlq
+            assert trigger_dlq is not None
+            self.trigger_dlq = trigger_dlq
             self.trigger_queue = secure_queue(
                 self, "TriggerQueue", fifo=True, visibility_timeout=seconds(visibility),
                 dead_letter_queue=sqs.DeadLetterQueue(
-                    queue=self.trigger_dlq, max_receive_count=receive_budget(job)),
+                    queue=trigger_dlq, max_receive_count=receive_budget(job)),
                 encryption_key=encryption_key,
             )
             env[environment.TRIGGER_QUEUE_URL] = self.trigger_queue.queue_url
@@ -278,7 +312,8 @@ class GuardedJob(Construct):
             self, "FailedTicks", fifo=False,
             holds=f"ticks of {job.name} that failed every attempt Lambda made",
             for_queue=False, of="the function's asynchronous invocations (on-failure "
-                                "destination)", encryption_key=encryption_key)
+                                "destination)", encryption_key=encryption_key,
+        ) if fleet is None else fleet.failed_ticks
         self.function.configure_async_invoke(
             retry_attempts=ASYNC_RETRIES,
             max_event_age=seconds(self.max_event_age),
@@ -287,7 +322,8 @@ class GuardedJob(Construct):
         self.schedule_dlq = dead_letter_queue(
             self, "ScheduleDlq", fifo=False,
             holds=f"ticks of {job.name} that EventBridge Scheduler could not deliver",
-            for_queue=False, encryption_key=encryption_key)
+            for_queue=False, encryption_key=encryption_key,
+        ) if fleet is None else fleet.schedule_dlq
         self.schedule = function_schedule(
             self, "Schedule",
             function=self.function, expression=job.schedule, payload=tick_input(job),
@@ -299,15 +335,21 @@ class GuardedJob(Construct):
         )
         self.schedule_enabled = schedule_enabled
         self.destination = destination
-        self.alarms = self._alarms(destination.bind(self, job=job.name))
-        stack = Stack.of(self)
+        if fleet is None:
+            assert destination is not None
+            self.alarms = self._alarms(destination.bind(self, job=job.name))
+            stack, runbook_link = Stack.of(self), destination.runbook
+        else:
+            self.alarms = self._fleet_alarms(fleet.action)
+            stack, runbook_link = fleet.output_stack, fleet.runbook
         self.output = CfnOutput(
             stack, job_output_key(job.name),
             value=stack.to_json_string(job_output(
                 job=job, function=self.function.function_name,
                 queue_url=self.trigger_queue.queue_url if self.trigger_queue else None,
-                drills=self.drills, runbook=destination.runbook)),
+                drills=self.drills, runbook=runbook_link)),
             description=f"jobguard job {job.name} as deployed (jobguard --stack reads it)")
+        mark(self.output, f"job {job.name!r}")
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -439,6 +481,32 @@ class GuardedJob(Construct):
         alarms["failed_ticks"] = dlq_alarm(
             self, "FailedTicksAlarm", self.failed_ticks, action=action,
             runbook=runbook("failed_ticks"))
+        return alarms
+
+    def _fleet_alarms(self, action: BoundAlarms) -> dict[str, cloudwatch.Alarm]:
+        """A fleet job's own alarms: the dead-man on its function's invocations (free
+        metric, where its schedule fires) and its trigger queue's age; the fleet watches
+        the rest (:mod:`jobguard.runbook_fleet`)."""
+        from jobguard.runbook_fleet import liveness_alarm
+
+        job, alarms = self.job, {}
+        window = job.no_success_window() if self.schedule_enabled else None
+        if window is not None:
+            alarms["liveness"] = runbook_alarm(
+                self, "LivenessAlarm",
+                metric=self.function.metric_invocations(
+                    period=seconds(window.period), statistic="Sum"),
+                threshold=1, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=window.periods,
+                missing_data=cloudwatch.TreatMissingData.BREACHING,
+                action=action, runbook=from_text(liveness_alarm(job, window.span)))
+        if self.trigger_queue is not None:
+            alarms["trigger_queue_age"] = runbook_alarm(
+                self, "TriggerQueueAgeAlarm",
+                metric=self.trigger_queue.metric_approximate_age_of_oldest_message(
+                    period=Duration.minutes(5), statistic="Maximum"),
+                threshold=queue_age_limit(job).total_seconds(), action=action,
+                runbook=from_text(job_alarms(job)["trigger_queue_age"]))
         return alarms
 
     # -- dashboard -------------------------------------------------------------------------

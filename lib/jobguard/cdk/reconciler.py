@@ -41,6 +41,7 @@ from jobguard.runbook import ASYNC_RETRIES, reconciler_alarms, sweep_window
 
 from ._context import local_deployment
 from ._function import check_extra_environment, python_function, seconds
+from ._outputs import check_free, mark
 from ._queues import SendOnlyDestination
 from ._queues import dead_letter_queue as new_dead_letter_queue
 from ._schedule import function_schedule
@@ -127,6 +128,8 @@ class Reconciler(Construct):
         trigger_queue: sqs.IQueue | None = None,
     ) -> None:
         destination = require(alarms, f"Reconciler {construct_id!r}")
+        check_free(scope, reconciler_output_key(job.name), field="job",
+                   what=f"Reconciler {construct_id!r} of job {job.name!r}")
         super().__init__(scope, construct_id)
         if job.reconciler_schedule is None:
             raise ConfigError("reconciler_schedule",
@@ -226,5 +229,7 @@ class Reconciler(Construct):
             self, "FailedSweepsAlarm", self.failed_sweeps, action=alarm_action,
             runbook=from_text(texts["failed_sweeps"]))
         stack = Stack.of(self)
-        CfnOutput(stack, reconciler_output_key(job.name), value=self.function.function_name,
-                  description=f"the jobguard reconciler of {job.name}")
+        output = CfnOutput(stack, reconciler_output_key(job.name),
+                           value=self.function.function_name,
+                           description=f"the jobguard reconciler of {job.name}")
+        mark(output, f"Reconciler {construct_id!r} of job {job.name!r}")

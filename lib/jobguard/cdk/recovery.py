@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -59,6 +59,7 @@ from jobguard.recovery import EXECUTE_ALIAS
 from jobguard.runbook import recovery_alarms
 
 from ._function import check_extra_environment, python_function
+from ._outputs import check_free, mark
 from ._text import module_of
 from .alarms import errors_alarm, from_text, throttles_alarm
 from .bundle import LambdaBundle
@@ -133,6 +134,10 @@ class RecoveryFunction(Construct):
         execute_output_name: str | None = EXECUTE_OUTPUT_NAME,
     ) -> None:
         destination = require(alarms, f"RecoveryFunction {construct_id!r}")
+        for key in (output_name, execute_output_name):
+            if key is not None:
+                check_free(scope, key, field="output_name",
+                           what=f"RecoveryFunction {construct_id!r}")
         super().__init__(scope, construct_id)
         if not jobs:
             raise ConfigError("jobs", "recovery needs at least one job")
@@ -168,7 +173,14 @@ class RecoveryFunction(Construct):
         )
         # Writes only to the rows of jobs it can execute a recovery of; a plain
         # @guarded job's rows are read (planned), never written.
-        self.plan_only = plan_only(jobs)
+        self.plan_only, self.not_judged = _judge(jobs)
+        for name, why in sorted(self.not_judged.items()):  # said, not silently granted
+            Annotations.of(self).add_warning_v2(
+                "jobguard:recovery-judged-at-synth",
+                f"job {name}: its handler module did not import here ({why}), so whether it "
+                "registers a BatchJob is unknown: recovery may write its rows. Make the "
+                "module importable without its Lambda environment (read variables inside "
+                "the handler) to grant a plain @guarded job reads only")
         self.paths = RECOVERY_PATHS
         self.paths_by_job = {job.name: PLAN_PATHS if job.name in self.plan_only
                              else RECOVERY_PATHS for job in jobs}
@@ -194,13 +206,15 @@ class RecoveryFunction(Construct):
         for principal in invokers:
             self.execute_alias.grant_invoke(principal)
         if output_name is not None:
-            CfnOutput(Stack.of(self), output_name, value=self.function.function_name,
-                      description="the jobguard recovery function (jobguard recover --stack)")
+            mark(CfnOutput(Stack.of(self), output_name, value=self.function.function_name,
+                           description="the jobguard recovery function (jobguard recover "
+                                       "--stack)"), f"RecoveryFunction {construct_id!r}")
         if execute_output_name is not None:
-            CfnOutput(Stack.of(self), execute_output_name,
-                      value=self.execute_alias.function_arn,
-                      description="the jobguard recovery function's execute alias: name it "
-                                  "in the IAM policy of those who may execute a recovery")
+            mark(CfnOutput(Stack.of(self), execute_output_name,
+                           value=self.execute_alias.function_arn,
+                           description="the jobguard recovery function's execute alias: "
+                                       "name it in the IAM policy of those who may execute "
+                                       "a recovery"), f"RecoveryFunction {construct_id!r}")
         texts = recovery_alarms()
         alarm_action = destination.bind(self)
         self.alarms = {
@@ -232,19 +246,27 @@ def plan_only(jobs: Sequence[JobDefinition]) -> frozenset[str]:
     here (a plain ``@guarded`` handler): recovery plans them and never executes, so it
     may read their rows and not write them. A module that does not import at synth is
     not judged (the function may recover its job: its writes are granted)."""
+    return _judge(jobs)[0]
+
+
+def _judge(jobs: Sequence[JobDefinition]) -> tuple[frozenset[str], dict[str, str]]:
+    """:func:`plan_only`'s jobs, and the jobs not judged with why (their module's import
+    failed here: raised, or exited, as a module that checks its variables may)."""
     import importlib
 
     from jobguard import registry
 
     found = set()
+    not_judged: dict[str, str] = {}
     for job in jobs:
         try:
             importlib.import_module(module_of(job.handler))
-        except Exception:  # noqa: BLE001 - not importable at synth: nothing to judge by
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - nothing to judge by
+            not_judged[job.name] = f"{type(exc).__name__}: {exc}"[:200]
             continue
         if job.name not in registry.names():
             found.add(job.name)
-    return frozenset(found)
+    return frozenset(found), not_judged
 
 
 def _refuse_public(stack: Stack, principal: iam.IPrincipal, field_name: str) -> None:

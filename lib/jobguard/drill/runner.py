@@ -71,6 +71,28 @@ NOT_DRILLABLE = ("--stack: {stack} is not drillable: build it with LambdaBundle(
 """The refusal of a stack whose job outputs say ``"drills": false``."""
 
 
+def check_drillable_function(stack: DeployedStack, job: str) -> None:
+    """Refuse, before anything is armed or ticked, a job whose function is not deployed
+    drillable, whatever the stack's outputs say (they are data anyone who deploys the
+    stack writes): its configuration must carry ``JOBGUARD_DRILLS=1``, which only a
+    drillable build sets, and without which the function honours no switch and runs the
+    real job for every tick a drill sends."""
+    from .switches import DRILLS as VARIABLE
+
+    function = stack.jobs[job].function
+    try:
+        config = stack.lambda_.get_function_configuration(FunctionName=function)
+    except Exception as exc:  # noqa: BLE001 - said in one line, nothing armed
+        raise ValueError(f"--job: {job}'s function {function!r} (from stack "
+                         f"{stack.name!r}'s outputs) could not be read: "
+                         f"{type(exc).__name__}: {exc}") from None
+    variables = (config.get("Environment") or {}).get("Variables") or {}
+    if variables.get(VARIABLE) != "1":
+        raise ValueError(f"--stack: {stack.name}'s output says {job} is drillable, but its "
+                         f"function {function!r} has no {VARIABLE}=1: it would run the real "
+                         "job for every tick a drill sends; nothing was armed or ticked")
+
+
 def run_drills(stack: DeployedStack, *, only: Sequence[str] = (), job: str | None = None,
                say: Callable[[str], None] = print) -> list[DrillResult]:
     """The example jobs' drills, or with ``job`` the drills for any deployed job."""
@@ -89,6 +111,8 @@ def run_drills(stack: DeployedStack, *, only: Sequence[str] = (), job: str | Non
                              "jobs with -c jobguard:drills=true, or drill yours with --job")
     if not all(stack.jobs[name].drills for name in drilled):
         raise ValueError(NOT_DRILLABLE.format(stack=stack.name))
+    for name in drilled:  # the outputs say drillable; the function itself must agree
+        check_drillable_function(stack, name)
     unknown = set(only) - {d.name for d in drills}
     if unknown:
         names = ", ".join(d.name for d in drills)
