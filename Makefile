@@ -158,7 +158,8 @@ MUTMUT_CHILDREN ?= 1
 mutate: $(STAMP)
 	@if [ ! -d $(MUTMUT_DIR) ]; then \
 		mkdir -p $(MUTMUT_DIR)/mutants/src && ln -s ../lib $(MUTMUT_DIR)/src && \
-		for f in tests bench handlers docs Makefile README.md pyproject.toml; do \
+		for f in tests bench handlers infra docs events tools requirements Makefile README.md \
+			pyproject.toml package.json package-lock.json cdk.json; do \
 			ln -s ../$$f $(MUTMUT_DIR)/$$f; done; fi
 	@# A first run generates every mutant (no names yet to sample from): mutmut writes
 	@# them and collects its stats, then stops on the filter that matches no mutant (its

@@ -26,13 +26,10 @@ nested stack, so that it fits at all), at 1, 10 and 100 jobs. From the templates
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from bench.cost import FLEET_SIZES, fixed_monthly, inventory, render_fleet  # noqa: E402
 

@@ -129,6 +129,11 @@ The load under faults (``jobguard.local.load``; ``--faults-load-only`` runs just
     emulator more than once (each is also a ONCE entry of ``violations``; target: none).
     ``--busy N`` runs it with N processes spinning on the CPU beside it and writes
     ``faults_load_busy`` instead (the same figures, plus ``busy_processes``).
+``fleet_100_decisions_per_s``, ``fleet_100_throttled_requests`` (``bench/fleet_load.py``)
+    100 jobs on one table whose partitions take 10 write / 30 read units a second
+    (DynamoDB's limits at 1/100 scale), a tick a second each for 10 s: decisions a
+    second, and requests the partitions refused; the section ``fleet_100`` keeps the
+    load's summary (its violations: none expected). See docs/capacity.md.
 
 The timeline (``bench/timeline.py``; no alternative: an operator today does the
 arithmetic on ``jobguard runs``):
@@ -199,7 +204,7 @@ from aws_lambda_powertools.utilities import idempotency  # noqa: E402, F401
 
 import jobguard  # noqa: E402  (imported before the contention workers fork)
 from bench import backlog as backlog_bench  # noqa: E402
-from bench import coldstart, contention, items, request_counts  # noqa: E402
+from bench import coldstart, contention, fleet_load, items, request_counts  # noqa: E402
 from bench import timeline as timeline_bench  # noqa: E402
 from bench.common import (  # noqa: E402
     BenchError,
@@ -762,13 +767,20 @@ def main(argv: list[str] | None = None) -> int:
         stage_started = time.perf_counter()
         faults_load = measure_faults_load(args.faults_triggers)
         stage_s["faults_load"] = round(time.perf_counter() - stage_started, 1)
+    say("a fleet of 100 jobs, a tick a second each, partitions throttled at 1/100 scale")
+    with discard_stdout():
+        stage_started = time.perf_counter()
+        fleet_100 = fleet_load.measure()
+        stage_s["fleet_100"] = round(time.perf_counter() - stage_started, 1)
+    figures.update(fleet_load.figures(fleet_100))
     lines = rows(figures)
     meta["targets_met"] = {r.figure: r.ok for r in lines if r.ok is not None}
     meta["targets_met"].update(faults_load_targets(faults_load))
     meta["runtime_s"] = round(time.perf_counter() - started, 1)
     meta["measured"] = {"bench": provenance()}
     merged = merge_results(json.loads(args.output.read_text()) if args.output.exists() else {},
-                           {**_rounded(figures), "faults_load": faults_load}, meta)
+                           {**_rounded(figures), "faults_load": faults_load,
+                            "fleet_100": fleet_100}, meta)
     args.output.write_text(json.dumps(merged, indent=2) + "\n")
     say("")
     say(table(lines))

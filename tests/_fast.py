@@ -44,6 +44,7 @@ LONG_TESTS = (
     "tests/scenarios/test_trigger_state.py::test_lease_row_stays_bounded",  # 33 s
     "tests/scenarios/test_item_model.py",  # 31 s: the ledger's state-machine model
     "tests/faults/test_load.py",  # 26 s: the fault load
+    "tests/faults/test_fleet_load.py",  # 23 s: 10 jobs under partition throttling
     "tests/faults/test_break_load_checker.py",  # 14 s: the load's own checks broken
     "tests/faults/test_valid_requests.py",  # 9 s: every request against the model
 )

@@ -10,9 +10,14 @@ Example:
     ...     return {"synced": 0}
 """
 
+# isort: off
+# First, before anything else is imported (the standard library's `typing` included):
+# `python -m jobguard.cli` drops the working folder from sys.path here.
+from . import _launch  # noqa: F401
+# isort: on
+
 from typing import TYPE_CHECKING, Any
 
-from . import _launch  # noqa: F401 - first: `python -m jobguard.cli` drops the cwd here
 from ._clients import client as aws_client
 from .clock import Clock, SystemClock
 from .config import JobConfig, OverlapPolicy

@@ -63,10 +63,14 @@ def _service_loader_class() -> tuple[type, type]:
     import json
     import os
 
+    from botocore import loaders
     from botocore.exceptions import DataNotFoundError
-    from botocore.loaders import JSONFileLoader, Loader, instance_cache, logger
 
-    class PlainJSONFileLoader(JSONFileLoader):
+    if not _known_layout(loaders):  # another botocore: its own loader, as it is
+        return loaders.Loader, loaders.JSONFileLoader
+    instance_cache, logger = loaders.instance_cache, loaders.logger
+
+    class PlainJSONFileLoader(loaders.JSONFileLoader):
         def _load_file(self, full_path: str, open_method: Any) -> Any:
             if not os.path.isfile(full_path):
                 return None
@@ -75,10 +79,12 @@ def _service_loader_class() -> tuple[type, type]:
             logger.debug("Loading JSON file: %s", full_path)
             return json.loads(payload)
 
-    class ServiceLoader(Loader):
+    class ServiceLoader(loaders.Loader):
         @instance_cache
         def load_service_model(self, service_name: str, type_name: str,
                                api_version: str | None = None) -> Any:
+            if not hasattr(self, "_extras_processor"):  # made otherwise: botocore's way
+                return super().load_service_model(service_name, type_name, api_version)
             try:
                 self.list_api_versions(service_name, type_name)
             except DataNotFoundError:  # not on the search path: botocore's own error
@@ -88,10 +94,23 @@ def _service_loader_class() -> tuple[type, type]:
             model = self.load_data(os.path.join(service_name, api_version, type_name))
             extras = self._find_extras(  # type: ignore[attr-defined]
                 service_name, type_name, api_version)
-            self._extras_processor.process(model, extras)  # type: ignore[attr-defined]
+            self._extras_processor.process(model, extras)
             return model
 
     return ServiceLoader, PlainJSONFileLoader
+
+
+_LAYOUT = {"": ("instance_cache", "logger", "Loader", "JSONFileLoader"),
+           "Loader": ("load_service_model", "list_api_versions", "determine_latest_version",
+                      "load_data", "_find_extras"),
+           "JSONFileLoader": ("_load_file", "load_file")}
+"""The parts of ``botocore.loaders`` the loader above builds on (private ones included):
+a botocore without one of them gets its own loader back, slower but working."""
+
+
+def _known_layout(loaders: Any) -> bool:
+    return all(hasattr(loaders if not owner else getattr(loaders, owner, None), name)
+               for owner, names in _LAYOUT.items() for name in names)
 
 
 def config() -> Any:

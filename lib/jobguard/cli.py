@@ -759,21 +759,22 @@ def cmd_runbook(args: argparse.Namespace) -> int:
                                f"({named[1]}; its jobs: {', '.join(known) or 'none'})"
                                f"{_nearest(job, known)}")
         deployed = deployment.jobs[job]
-        text = render(deployed.definition)
+        text = render(deployed.definition, fleet=deployed.fleet)
         if deployed.drills:  # said first: its alarms and schedule are not production's
             title, _, rest = text.partition("\n")
             text = f"{title}\n\n{DRILL_DEPLOYMENT}\n{rest}"
         if deployed.runbook:
             text = f"Runbook: {deployed.runbook}\n\n{text}"
         _out(args, {"job": job, "stack": deployment.stack, "link": deployed.runbook,
-                    "drills": deployed.drills, "runbook": text}, text)
+                    "drills": deployed.drills, "fleet": deployed.fleet, "runbook": text},
+             text)
         return 0
     definitions = _definitions(args, needed_by="runbook")
     if job not in definitions:
         raise CommandError("JOB", f"{job!r} is not defined in {args.jobs_module} "
                            f"(known: {', '.join(definitions)}){_nearest(job, list(definitions))}")
     text = render(definitions[job])
-    _out(args, {"job": job, "stack": None, "link": None, "drills": None,
+    _out(args, {"job": job, "stack": None, "link": None, "drills": None, "fleet": None,
                 "runbook": text}, text)
     return 0
 

@@ -19,7 +19,9 @@ output                          value
 
 A job's output is one JSON object (one output per job keeps a fleet of jobs inside
 CloudFormation's 200 outputs): its function, its trigger queue, whether the deployment
-is drillable, the runbook link the stack's author set, and the job's definition *as
+is drillable, the runbook link the stack's author set, for a job of a
+:class:`jobguard.cdk.JobFleet` the fleet's name (``fleet``, written only then: an output
+without it, an older one included, is a job with its own alarms), and the job's definition *as
 deployed* (a drills deployment's compressed clock, not the source's), without its
 ``environment`` (values the operator's tools do not need) or ``redact`` (code).
 
@@ -142,11 +144,15 @@ def definition_from_fields(fields: Mapping[str, Any], *, where: str = "definitio
 
 
 def job_output(*, job: JobDefinition, function: Any, queue_url: Any, drills: bool,
-               runbook: str | None) -> dict[str, Any]:
+               runbook: str | None, fleet: str | None = None) -> dict[str, Any]:
     """The value of a job's output (before the CDK turns its tokens into a JSON string):
-    ``function`` and ``queue_url`` may be CDK tokens."""
-    return {"v": FORMAT, "job": job.name, "function": function, "queue": queue_url,
-            "drills": drills, "runbook": runbook, "definition": definition_fields(job)}
+    ``function`` and ``queue_url`` may be CDK tokens; ``fleet`` the name of the
+    :class:`jobguard.cdk.JobFleet` the job is in (its alarms are the fleet's)."""
+    out = {"v": FORMAT, "job": job.name, "function": function, "queue": queue_url,
+           "drills": drills, "runbook": runbook, "definition": definition_fields(job)}
+    if fleet is not None:
+        out["fleet"] = fleet
+    return out
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,8 @@ class DeployedJob:
     drills: bool
     runbook: str | None
     definition: JobDefinition
+    fleet: str | None = None
+    """The :class:`jobguard.cdk.JobFleet` the job is in; None: a job with its own alarms."""
 
     @property
     def policy(self) -> str:
@@ -214,12 +222,15 @@ class Deployment:
                 raise DeploymentError(key, "has no function name")
             queue = value.get("queue")
             runbook = value.get("runbook")
+            fleet = value.get("fleet")
+            if fleet is not None and (not isinstance(fleet, str) or not fleet):
+                raise DeploymentError(key, f"fleet: not a fleet's name, got {fleet!r}")
             jobs[definition.name] = DeployedJob(
                 name=definition.name, function=function,
                 queue_url=queue if isinstance(queue, str) and queue else None,
                 drills=value.get("drills") is True,
                 runbook=runbook if isinstance(runbook, str) and runbook else None,
-                definition=definition)
+                definition=definition, fleet=fleet)
         reconcilers = {name: outputs[reconciler_output_key(name)] for name in jobs
                        if reconciler_output_key(name) in outputs}
         return cls(stack=stack, table=outputs[TABLE_OUTPUT], alarm_topic=topic,

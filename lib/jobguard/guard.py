@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -142,14 +143,27 @@ class _Runtime:
     queue: TriggerQueuePort | None
     telemetry: Any
     config: JobConfig
+    _items: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    _items_lock: threading.Lock = dataclasses.field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False)
 
-    @functools.cached_property
+    @property
     def items(self) -> Any:
         """The work-item ledger, made when a run first claims or recovers items: a run
-        that claims none never imports it (tests/unit/test_cold_path.py)."""
-        from .dynamodb_items import DynamoItemStore
+        that claims none never imports it (tests/unit/test_cold_path.py). Made once per
+        runtime under its own lock: two threads claiming at once share one store (from
+        Python 3.12 ``cached_property`` has no lock and may build two; before, its lock
+        was one for every instance, so one job's build held up another's)."""
+        items = self._items
+        if items is None:
+            with self._items_lock:
+                items = self._items
+                if items is None:
+                    from .dynamodb_items import DynamoItemStore
 
-        return DynamoItemStore(self.store.table_name, client=self.store.client)
+                    items = self._items = DynamoItemStore(self.store.table_name,
+                                                          client=self.store.client)
+        return items
 
 
 class GuardedJob:
@@ -564,7 +578,16 @@ class GuardedJob:
             f"(stale_after {self.config.stale_after})",
         )
         # (never over a record of this delivery's own landed acquisition)
-        self.runtime().store.put_run(record, self._ttl(now_ms), only_if_absent=True)
+        rt = self.runtime()
+        rt.store.put_run(record, self._ttl(now_ms), only_if_absent=True)
+        # counted as every decision is: a job whose every tick is stale is invoked (its
+        # fleet's liveness alarm stays quiet) and never runs; the fleet's stale alarm
+        # watches this count
+        rt.telemetry.count(_METRIC_OF[Decision.STALE])
+        rt.telemetry.logger.info(
+            "trigger not run",
+            extra={"decision": Decision.STALE.value, "trigger_id": trigger.trigger_id,
+                   "scheduled_at": format_instant(trigger.scheduled_at)})
         return self._outcome(record)
 
     @staticmethod

@@ -385,8 +385,10 @@ _POLICY_MEANING = {
 }
 
 
-def render(job: JobDefinition) -> str:
-    """The runbook of ``job`` as Markdown."""
+def render(job: JobDefinition, *, fleet: str | None = None) -> str:
+    """The runbook of ``job`` as Markdown; ``fleet``: the :class:`jobguard.cdk.JobFleet`
+    it is deployed in, whose alarms page for it instead of a job's own
+    (:func:`jobguard.runbook_fleet.fleet_job_alarms`)."""
     heartbeat = job.config().heartbeat
     lines = [
         f"# Runbook: {job.name}",
@@ -414,8 +416,18 @@ def render(job: JobDefinition) -> str:
         "## Alarms",
         "",
     ]
-    for alarm in job_alarms(job).values():
-        lines.append(f"- **{alarm.title}**: {alarm.means} Decide: {alarm.decide}")
+    if fleet is None:
+        alarms = job_alarms(job)
+    else:
+        from .runbook_fleet import fleet_job_alarms
+
+        alarms = fleet_job_alarms(fleet, job)
+        lines += [f"Deployed in fleet `{fleet}`: its own alarms, then the fleet's that page "
+                  "for it (`fleet/...`, shared by every job of the fleet: each says how to "
+                  "find the job).", ""]
+    for key, alarm in alarms.items():
+        shared = f" (`{key}`)" if key.startswith("fleet/") else ""
+        lines.append(f"- **{alarm.title}**{shared}: {alarm.means} Decide: {alarm.decide}")
     lines += [
         "",
         "## Recovery",

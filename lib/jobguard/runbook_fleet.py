@@ -10,7 +10,9 @@ A fleet keeps each failure mode detectable for a fraction of that:
 - one alarm per failure mode for the whole fleet, on a metric the whole fleet shares: the
   jobs' EMF metrics carry ``fleet`` instead of ``job`` (:mod:`jobguard.observability`);
   the fleet's dead-letter queues (undelivered ticks, failed ticks, dead-lettered
-  triggers) are one queue each; Lambda's account-wide ``Throttles``.
+  triggers) are one queue each; Lambda's account-wide ``Throttles``. A stale tick
+  (``TriggersStale``) pages too: it invokes the function without running the job, so
+  a job whose every tick is stale would never page otherwise.
 
 Which job: each fleet alarm's text names the CloudWatch Logs Insights query that lists
 the jobs behind it (every EMF line carries ``job`` as a property), or the queue whose
@@ -24,13 +26,16 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from .definitions import JobDefinition
-from .runbook import ASYNC_RETRIES, AlarmText, _human
+from .config import OverlapPolicy
+from .definitions import AlarmWindow, JobDefinition
+from .runbook import ASYNC_RETRIES, AlarmText, _human, busy_metric, job_alarms
 
-__all__ = ["FleetAlarm", "fleet_alarms", "liveness_alarm", "logs_query"]
+__all__ = ["FleetAlarm", "fleet_alarms", "fleet_job_alarms", "liveness_alarm", "logs_query",
+           "paused_windows"]
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,10 @@ class FleetAlarm:
 
 def logs_query(metric: str) -> str:
     """The Logs Insights query (over the fleet's function log groups) that names the jobs
-    behind ``metric``."""
-    return f"filter ispresent({metric}) | stats sum({metric}) by job"
+    behind ``metric``: the EMF lines that carry it, counted by their ``job``. An EMF line
+    holds a metric's values as a list (``"LeaseLost":[1.0]``), which Logs Insights
+    flattens to ``LeaseLost.0``: a query on the field ``LeaseLost`` finds nothing."""
+    return f'filter @message like /"{metric}":/ | stats count(*) by job'
 
 
 def _which(metric: str) -> str:
@@ -88,6 +95,14 @@ _COUNTED = (
      "already at the destination and recorded it completed.",
      "nothing if rare; if it repeats, that job's destination calls time out after "
      "landing."),
+    ("stale", "TriggersStale", "stale ticks",
+     "A tick of a job of fleet {fleet} arrived more than its stale_after after its "
+     "scheduled time and was recorded `stale`: it did not run. A job whose every tick is "
+     "stale never runs, and its liveness alarm stays quiet (the function is invoked).",
+     "`jobguard runs JOB --status stale` shows when its ticks arrive; find what holds them "
+     "up (throttles, Lambda's retries of failing ticks, a replay past stale_after), or "
+     "raise that job's stale_after if its ticks are meant to wait that long; start a "
+     "manual run if the missed window matters."),
     ("messages_rejected", "TriggerMessagesRejected", "trigger message rejected",
      "A message on a trigger queue of fleet {fleet} could never become a trigger; it was "
      "recorded `rejected` and deleted. Only jobguard writes these queues.",
@@ -95,8 +110,23 @@ _COUNTED = (
 )
 
 
-def fleet_alarms(fleet: str, *, queues: bool) -> dict[str, FleetAlarm]:
-    """The fleet-wide alarms of ``fleet``; ``queues``: some job has a trigger queue."""
+def paused_windows(jobs: Sequence[JobDefinition]) -> dict[str, AlarmWindow]:
+    """The fleet's paused alarms: one per distinct paused-too-long window of its jobs
+    (:meth:`JobDefinition.paused_window`: periods of two ticks covering the job's
+    ``paused_alarm_after``), keyed ``paused``, ``paused_2``... shortest period first. A
+    single window of hourly periods would never see a paused daily job (one paused tick
+    a day), and would page a job meant to stay paused for days."""
+    windows = sorted({job.paused_window() for job in jobs},
+                     key=lambda w: (w.period, w.periods))
+    return {("paused" if index == 0 else f"paused_{index + 1}"): window
+            for index, window in enumerate(windows)}
+
+
+def fleet_alarms(fleet: str, *, queues: bool,
+                 paused: Mapping[str, AlarmWindow] | None = None) -> dict[str, FleetAlarm]:
+    """The fleet-wide alarms of ``fleet``; ``queues``: some job has a trigger queue;
+    ``paused``: the paused alarms' windows (:func:`paused_windows`; by default one, of a
+    job ticking at most hourly and paused a day)."""
     found: dict[str, FleetAlarm] = {}
     for key, metric, title, means, decide in _COUNTED:
         if key in ("dropped", "messages_rejected") and not queues:
@@ -109,11 +139,16 @@ def fleet_alarms(fleet: str, *, queues: bool) -> dict[str, FleetAlarm]:
         "each of the last 3 hours: some job's runs no longer fit its schedule.",
         f"shorten that job's batch or lengthen its interval. "
         f"{_which('TriggersMetActiveRun')}"), "TriggersMetActiveRun")
-    found["paused"] = FleetAlarm(AlarmText(
-        "paused", "a job paused for hours",
-        f"Ticks of fleet {fleet} found a job paused in each of the last 6 hours.",
-        f"`jobguard status JOB` says who paused it and why; resume it once its destination "
-        f"is healthy. {_which('TriggersPaused')}"), "TriggersPaused")
+    if paused is None:
+        paused = {"paused": AlarmWindow(timedelta(hours=1), 24)}
+    for key, window in paused.items():
+        found[key] = FleetAlarm(AlarmText(
+            key, "a job paused too long",
+            f"Ticks of fleet {fleet} found a job paused in each of the last {window.periods} "
+            f"periods of {_human(window.period)} ({_human(window.span)}: the "
+            "paused_alarm_after of its jobs that tick this often).",
+            f"`jobguard status JOB` says who paused it and why; resume it once its "
+            f"destination is healthy. {_which('TriggersPaused')}"), "TriggersPaused")
     found["schedule_dlq"] = FleetAlarm(AlarmText(
         "schedule_dlq", "a tick was dead-lettered",
         f"The fleet's schedule dead-letter queue is not empty: Scheduler could not deliver "
@@ -155,3 +190,25 @@ def liveness_alarm(job: JobDefinition, window_span: timedelta) -> AlarmText:
         "alarms.)",
         f"check the schedule is enabled and the fleet's schedule dead-letter queue; "
         f"`jobguard status {job.name}` and `jobguard runs {job.name} --last 20`.")
+
+
+def fleet_job_alarms(fleet: str, job: JobDefinition) -> dict[str, AlarmText]:
+    """The alarms that page for ``job`` deployed in ``fleet`` (``jobguard runbook``):
+    its own (``liveness``; a QUEUE or COALESCE job's ``trigger_queue_age``), then the
+    fleet's whose metric or queue this job can feed, each with its which-job query. The
+    paused alarm is the one of this job's own window."""
+    queues = job.config().needs_queue
+    found: dict[str, AlarmText] = {}
+    window = job.no_success_window()
+    if window is not None:
+        found["liveness"] = liveness_alarm(job, window.span)
+    if queues:
+        found["trigger_queue_age"] = job_alarms(job)["trigger_queue_age"]
+    feeds = {"overlap": job.overlap_threshold(job.timeout) is not None,
+             "dropped": job.policy is OverlapPolicy.QUEUE,
+             "busy": busy_metric(job) is not None}
+    shared = fleet_alarms(fleet, queues=queues, paused={"paused": job.paused_window()})
+    for key, alarm in shared.items():
+        if feeds.get(key, True):
+            found[f"fleet/{key}"] = alarm.text
+    return found

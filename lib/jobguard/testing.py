@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .dynamodb import DynamoJobStore
     from .guard import GuardedJob
     from .lease import LeaseState
+    from .local.throughput import PartitionBudget, PartitionThroughput
     from .records import RunRecord
     from .workitems import ItemRecord
 
@@ -414,7 +415,9 @@ class Sandbox:
     @classmethod
     @contextmanager
     def start(cls, *, clock: ManualClock | None = None, table: str | None = None,
-              region: str = "us-east-1", set_table_env: bool = True) -> Iterator[Sandbox]:
+              region: str = "us-east-1", set_table_env: bool = True,
+              throughput: PartitionThroughput | PartitionBudget | None = None
+              ) -> Iterator[Sandbox]:
         """The emulator for the ``with`` block: fake credentials, ``JOBGUARD_TABLE`` set
         (unless ``set_table_env`` is false: a suite that tests that variable itself),
         every boto3/botocore client made meanwhile (yours too) sent to it, and every
@@ -422,7 +425,9 @@ class Sandbox:
         (:func:`jobguard.guard.forget_runtimes`), so a module's handler may also be
         called directly with :func:`tick_event`. The environment is restored on
         leaving (with every variable a wired job's definition set). One sandbox at a time:
-        the emulator's state is the process's."""
+        the emulator's state is the process's. ``throughput`` serves DynamoDB under
+        per-partition limits (:mod:`jobguard.local.throughput`): a handler then meets
+        throttling as a hot partition throttles it on AWS."""
         import importlib.util
 
         if importlib.util.find_spec("moto") is None:
@@ -434,7 +439,7 @@ class Sandbox:
 
         name = table or f"jobguard-{uuid.uuid4().hex[:8]}"
         with ExitStack() as stack:
-            emulator = stack.enter_context(in_process(region=region))
+            emulator = stack.enter_context(in_process(region=region, throughput=throughput))
             # a module's @guarded handler called directly builds its store anew: this
             # sandbox's table, not an earlier test's
             forget_runtimes()
@@ -446,6 +451,13 @@ class Sandbox:
             sandbox = cls(emulator, name, clock or ManualClock())
             stack.callback(sandbox._restore_environment)
             yield sandbox
+
+    @property
+    def throughput(self) -> PartitionBudget | None:
+        """The partition budget (``start(throughput=...)``): what it charged and
+        refused; None without one."""
+        budget: PartitionBudget | None = getattr(self._emulator, "throughput", None)
+        return budget
 
     def client(self, service: str) -> Any:
         """A client of the emulator (``dynamodb``, ``sqs``, ``s3``, ...)."""

@@ -23,7 +23,7 @@ from jobguard.cdk import JobFleet, JobTable, LambdaBundle, alarms_off
 from jobguard.deployment import Deployment
 from jobguard.errors import ConfigError
 from jobguard.observability import AT_REST_METRICS, FLEET_DIMENSION
-from jobguard.runbook_fleet import fleet_alarms
+from jobguard.runbook_fleet import fleet_alarms, paused_windows
 
 from .test_nag import _violations
 
@@ -97,6 +97,7 @@ def test_every_job_is_reachable_by_its_stack_output(fleet: Fleet) -> None:
     for name, deployed in deployment.jobs.items():
         assert deployed.definition == expected[name]
         assert deployed.function  # a nested stack's output, reached through the parent
+        assert deployed.fleet == fleet.stack.fleet.name  # `jobguard runbook` lists its alarms
         assert (deployed.queue_url is not None) == expected[name].config().needs_queue
     assert deployment.recovery_function and deployment.alarm_topic
 
@@ -109,7 +110,8 @@ def test_every_alarm_notifies_and_says_what_to_decide(fleet: Fleet) -> None:
         assert alarm.get("AlarmActions") and alarm.get("OKActions"), alarm["AlarmDescription"]
         assert "Decide:" in alarm["AlarmDescription"]
     fleet_wide = fleet.stack.fleet.alarms
-    texts = fleet_alarms(fleet.stack.fleet.name, queues=True)
+    texts = fleet_alarms(fleet.stack.fleet.name, queues=True,
+                         paused=paused_windows(fleet_jobs(JOBS)))
     assert set(fleet_wide) == set(texts)
     # each says how to find the job: the Logs Insights query, or the message's `job`
     for key, alarm in texts.items():

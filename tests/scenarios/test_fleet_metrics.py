@@ -91,3 +91,87 @@ def test_a_fleet_counts_every_busy_trigger_once_for_its_busy_alarm(capsys):
         telemetry.count(name)
     telemetry.flush()
     assert emf_totals(capsys.readouterr().out)[TRIGGERS_MET_ACTIVE_RUN] == 2
+
+
+def _insights_fields(line: str) -> dict[str, Any]:
+    """The fields CloudWatch Logs Insights discovers in a JSON log line: nested objects
+    and lists are flattened with dots (``{"a": [1.0]}`` is ``a.0``), as its CloudTrail
+    examples show (``items.0.instanceId``)."""
+    found: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}{key}.", inner)
+        elif isinstance(value, list):
+            for index, inner in enumerate(value):
+                walk(f"{prefix}{index}.", inner)
+        else:
+            found[prefix[:-1]] = value
+
+    walk("", json.loads(line))
+    return found
+
+
+def _run_query(query: str, lines: list[str]) -> dict[str, int]:
+    """The two shapes of query the fleet's alarm texts may name, run over ``lines``."""
+    like = re.fullmatch(r"filter @message like /(.+)/ \| stats count\(\*\) by (\w+)", query)
+    present = re.fullmatch(r"filter ispresent\((\w+)\) \| stats sum\(\1\) by (\w+)", query)
+    assert like or present, query
+    rows: dict[str, int] = {}
+    for line in lines:
+        fields = _insights_fields(line)
+        if like and re.search(like.group(1), line) and like.group(2) in fields:
+            key = fields[like.group(2)]
+            rows[key] = rows.get(key, 0) + 1
+        elif present and present.group(1) in fields and present.group(2) in fields:
+            key = fields[present.group(2)]
+            rows[key] = rows.get(key, 0) + int(fields[present.group(1)])
+    return rows
+
+
+def test_each_fleet_alarms_query_names_the_job_from_the_lines_the_code_emits(capsys):
+    from jobguard.runbook_fleet import fleet_alarms, logs_query
+
+    # GIVEN two jobs of fleet "ops", one losing its lease, the other healthy, and the
+    # Powertools log line every job's logger writes beside the EMF blob
+    for job, name in (("crm-sync", "LeaseLost"), ("report-export", "RunSucceeded")):
+        telemetry = JobTelemetry(job, {environment.FLEET: "ops"})
+        telemetry.logger.info(f"{name} happened")
+        telemetry.count(name)
+        telemetry.flush()
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    # THEN the lease-lost alarm's query names the job that lost it, and only that one
+    assert _run_query(logs_query("LeaseLost"), lines) == {"crm-sync": 1}
+    # AND every counted fleet alarm names its query in its text
+    for key, alarm in fleet_alarms("ops", queues=True).items():
+        if alarm.metric is not None:
+            assert logs_query(alarm.metric) in alarm.text.decide, key
+
+
+def test_a_fleet_job_whose_every_tick_is_stale_pages(aws, clock, capsys, monkeypatch):
+    from datetime import timedelta
+
+    from jobguard.runbook_fleet import fleet_alarms, logs_query
+
+    # GIVEN a job of fleet "ops" whose ticks all arrive past its stale_after (1 hour):
+    # its function is invoked (the liveness alarm stays quiet) but it never runs
+    monkeypatch.setenv(environment.FLEET, "ops")
+    ran: list[Any] = []
+    job = make_job(aws, clock, lambda event, context: ran.append(event))
+    for late in (2, 3, 4):
+        job(tick("crm-sync", clock.now() - timedelta(hours=late)), None)
+    out = capsys.readouterr().out
+    assert not ran
+    emitted = emf_totals(out)
+    # THEN a fleet alarm watches a metric those ticks emitted, with the fleet dimension
+    paging = {key: alarm for key, alarm in fleet_alarms("ops", queues=False).items()
+              if alarm.metric is not None and emitted.get(alarm.metric, 0) >= 1}
+    assert set(paging) == {"stale"}, emitted
+    assert all(b["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["fleet", "service"]]
+               for b in _blobs(out))
+    # AND its text names the query, which finds the job in those lines
+    alarm = paging["stale"]
+    assert logs_query(alarm.metric) in alarm.text.decide  # type: ignore[arg-type]
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    assert _run_query(logs_query(alarm.metric), lines) == {"crm-sync": 3}  # type: ignore[arg-type]

@@ -279,6 +279,40 @@ def test_runbook_of_a_drillable_stack_says_it_is_a_drill_deployment(aws, capsys)
     assert json.loads(capsys.readouterr().out)["drills"] is False
 
 
+def test_runbook_of_a_fleet_job_lists_the_alarms_the_fleet_gives_it(aws, capsys):
+    """GIVEN the job deployed in a JobFleet (its output names the fleet) WHEN `jobguard
+    runbook JOB --stack S` THEN it lists the alarms that really page for it: its own
+    liveness, then the fleet's with the query that finds the job; none of the per-job
+    alarms a fleet never creates."""
+    from jobguard.deployment import job_output, job_output_key
+    from jobguard.runbook_fleet import logs_query
+
+    output = job_output(job=MAILER, function="InvoiceMailerFunction", queue_url=None,
+                        drills=False, runbook=None)
+    output["fleet"] = "ops"  # as JobFleet writes it
+    create_jobguard_stack(aws["cfn"], "Fleet", table=aws["table"],
+                          extra={job_output_key(JOB): json.dumps(output)})
+    assert main(["runbook", JOB, "--stack", "Fleet"]) == 0
+    alarms = capsys.readouterr().out.split("## Alarms", 1)[1].split("## Recovery")[0]
+    titles = [line.split("**")[1] for line in alarms.splitlines() if line.startswith("- **")]
+    assert titles[0] == "no tick arrived", alarms  # liveness: the job's own
+    for title in ("lease lost", "stale ticks", "a job paused too long", "failed ticks",
+                  "a tick was dead-lettered", "functions throttled"):
+        assert title in titles, (title, alarms)
+    for never in ("no successful run", "function errors", "function throttled",
+                  "ticks dropped", "paused too long"):  # a job alone's, not a fleet job's
+        assert never not in titles, (never, alarms)
+    assert "trigger dropped" not in titles  # SKIP: no queue, nothing dropped
+    assert f"`{logs_query('LeaseLost')}`" in alarms and "fleet ops" in alarms
+    # the paused alarm that pages for it is the one of its own window
+    assert f"last {MAILER.paused_window().periods} periods" in alarms, alarms
+    assert main(["--json", "runbook", JOB, "--stack", "Fleet"]) == 0
+    assert json.loads(capsys.readouterr().out)["fleet"] == "ops"
+    assert main(["--json", "runbook", JOB, "--stack", "Mine"]) == 0  # a job alone
+    data = json.loads(capsys.readouterr().out)
+    assert data["fleet"] is None and "no successful run" in data["runbook"]
+
+
 def test_runbook_of_a_job_not_in_the_stack_says_did_you_mean(aws, capsys):
     assert main(["runbook", "invoice-mailr", "--stack", "Mine"]) == 2
     assert capsys.readouterr().err == (

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -56,8 +57,10 @@ def test_a_guarded_handlers_first_invocation_loads_no_ledger_no_boto3_and_lists_
                if not k.startswith(("AWS_", "JOBGUARD_", "POWERTOOLS_"))}
         env.update(aws.env(), JOBGUARD_TABLE=table)
         # GIVEN a fresh interpreter: a guarded handler module, then its first invocation
+        # (a tick of this minute: a fixed time would turn stale an hour later)
+        now = datetime.now(UTC).replace(second=0, microsecond=0)
         done = subprocess.run([sys.executable, "-c", _FIRST_INVOCATION,
-                               "2026-12-05T06:00:00Z"], env=env, capture_output=True,
+                               now.strftime("%Y-%m-%dT%H:%M:%SZ")], env=env, capture_output=True,
                               text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.splitlines()[-1])
@@ -130,5 +133,21 @@ def test_aws_data_path_comes_first_as_in_botocore(tmp_path: Path, monkeypatch):
     ours = _clients.shared_loader.__wrapped__()
     assert ours.load_service_model("mine", "service-2") == model
     assert ours.search_paths == create_loader(str(tmp_path)).search_paths
+    assert ours.load_service_model("dynamodb", "service-2")["metadata"][
+        "serviceId"] == "DynamoDB"
+
+
+@pytest.mark.parametrize("missing", ["instance_cache"])
+def test_a_botocore_of_another_layout_gets_its_own_loader_back(monkeypatch, missing):
+    # GIVEN a botocore whose loaders module lacks a private name jobguard's loader builds
+    # on (an upgrade renames it; boto3 is not pinned): AWS clients still work, with
+    # botocore's own loader (it was an ImportError on every client)
+    import botocore.loaders
+
+    monkeypatch.delattr(botocore.loaders, missing)
+    monkeypatch.setattr(_clients, "_service_loader_class",
+                        _clients._service_loader_class.__wrapped__)
+    ours = _clients.shared_loader.__wrapped__()
+    assert type(ours) is botocore.loaders.Loader
     assert ours.load_service_model("dynamodb", "service-2")["metadata"][
         "serviceId"] == "DynamoDB"

@@ -109,3 +109,20 @@ def test_a_job_output_in_a_format_this_jobguard_does_not_read_is_refused(version
     key = job_output_key(JOBS[0].name)
     with pytest.raises(DeploymentError, match=f"^{key}: is format .*this jobguard reads format 1"):
         Deployment.from_outputs("S", {"TableName": "t", key: json.dumps(value)})
+
+
+def test_a_fleet_jobs_output_names_its_fleet_and_an_older_output_reads_as_a_job_alone():
+    job = JOBS[0]
+    key = job_output_key(job.name)
+
+    def read(output: dict) -> object:
+        return Deployment.from_outputs("S", {"TableName": "t", key: json.dumps(output)})
+
+    alone = job_output(job=job, function="fn", queue_url=None, drills=False, runbook=None)
+    assert "fleet" not in alone  # the outputs of jobs alone are as before
+    assert read(alone).jobs[job.name].fleet is None  # type: ignore[attr-defined]
+    fleet = job_output(job=job, function="fn", queue_url=None, drills=False, runbook=None,
+                       fleet="ops")
+    assert read(fleet).jobs[job.name].fleet == "ops"  # type: ignore[attr-defined]
+    with pytest.raises(DeploymentError, match=rf"^{key}: fleet: not a fleet's name"):
+        read({**fleet, "fleet": 7})

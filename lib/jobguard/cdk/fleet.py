@@ -27,17 +27,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from aws_cdk import Duration, NestedStack, Stack
+import jsii
+from aws_cdk import CfnOutput, Duration, NestedStack, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from jobguard.definitions import JobDefinition
 from jobguard.errors import ConfigError
 from jobguard.observability import FLEET_DIMENSION, NAMESPACE, TRIGGERS_MET_ACTIVE_RUN
-from jobguard.runbook_fleet import fleet_alarms
+from jobguard.runbook_fleet import fleet_alarms, paused_windows
 
+from ._function import seconds
 from ._queues import dead_letter_queue
 from ._text import pascal
 from .alarms import SERVICE, dlq_alarm, from_text, runbook_alarm
@@ -53,8 +55,28 @@ DEFAULT_JOBS_PER_STACK = 25
 CloudFormation's 500 (``make bench``: ``fleet_100_resources_max_per_stack``)."""
 _MAX_JOBS_PER_STACK = 35
 _BUSY_HOURS = 3
-_PAUSED_HOURS = 6
 _ALARMS_PER_WIDGET = 100  # CloudWatch's limit for an alarm status widget
+_MAX_OUTPUTS = 200  # CloudFormation's limit per template (the CDK only warns)
+
+
+def _outputs(stack: Stack) -> int:
+    return sum(1 for c in stack.node.find_all()
+               if isinstance(c, CfnOutput) and Stack.of(c) is stack)
+
+
+@jsii.implements(IValidation)
+class _OutputLimit:
+    """Refuses the synthesis of a fleet whose stack (or a nested stack of it) has more
+    outputs than CloudFormation takes: the deployment would fail after the upload."""
+
+    def __init__(self, stacks: list[Stack]) -> None:
+        self.stacks = stacks
+
+    def validate(self) -> list[str]:
+        return [f"jobs: stack {stack.stack_name!r} has {count} outputs and CloudFormation "
+                f"takes at most {_MAX_OUTPUTS} (each job of a fleet is one): split the jobs "
+                "over two stacks" for stack in self.stacks
+                if (count := _outputs(stack)) > _MAX_OUTPUTS]
 
 
 class JobFleet(Construct):
@@ -106,6 +128,20 @@ class JobFleet(Construct):
             raise ConfigError("scope", "put the JobFleet in a stack, not in a nested stack: "
                               "its jobs' outputs belong to the stack the operator names")
         self.name = name or stack.stack_name
+        free = _MAX_OUTPUTS - _outputs(stack)
+        if len(jobs) > free:
+            raise ConfigError("jobs", f"{len(jobs)} jobs need {len(jobs)} outputs of stack "
+                              f"{stack.stack_name!r} (one each), which has room for {free} "
+                              f"(CloudFormation takes {_MAX_OUTPUTS}): split the jobs over "
+                              "two stacks")
+        for other in scope.node.root.node.find_all():
+            if (isinstance(other, JobFleet) and other is not self and other.name == self.name
+                    and (Stack.of(other).account, Stack.of(other).region)
+                    == (stack.account, stack.region)):
+                raise ConfigError("name", f"JobFleet {construct_id!r}: fleet {self.name!r} "
+                                  f"is {other.node.path!r} already (same account and "
+                                  "region): its metrics and alarms would mix with this "
+                                  "fleet's; give each fleet its own name=")
         self.destination = destination
         action = destination.bind(self)
         queues = any(job.config().needs_queue for job in jobs)
@@ -143,8 +179,10 @@ class JobFleet(Construct):
                     encryption_key=encryption_key, log_retention=log_retention,
                     tracing=tracing, trigger_max_concurrency=trigger_max_concurrency,
                     fleet=wiring)
-        self.alarms = self._alarms(action, queues=queues)
+        self.alarms = self._alarms(action, queues=queues,
+                                  jobs=[job.job for job in self.jobs.values()])
         self.dashboard = self._dashboard()
+        self.node.add_validation(_OutputLimit([stack, *self.stacks]))
 
     # -- alarms ----------------------------------------------------------------------------
 
@@ -156,11 +194,13 @@ class JobFleet(Construct):
             dimensions_map={FLEET_DIMENSION: self.name, "service": SERVICE},
             statistic=statistic, period=period or Duration.minutes(5))
 
-    def _alarms(self, action: object, *, queues: bool) -> dict[str, cloudwatch.Alarm]:
+    def _alarms(self, action: object, *, queues: bool, jobs: Sequence[JobDefinition]
+                ) -> dict[str, cloudwatch.Alarm]:
         from .destination import BoundAlarms
 
         assert isinstance(action, BoundAlarms)
-        texts = fleet_alarms(self.name, queues=queues)
+        paused = paused_windows(jobs)
+        texts = fleet_alarms(self.name, queues=queues, paused=paused)
         found: dict[str, cloudwatch.Alarm] = {}
         for key, alarm in texts.items():
             runbook = from_text(alarm.text)
@@ -171,11 +211,12 @@ class JobFleet(Construct):
                     metric=self.metric(TRIGGERS_MET_ACTIVE_RUN, period=Duration.hours(1)),
                     threshold=1, evaluation_periods=_BUSY_HOURS, action=action,
                     runbook=runbook)
-            elif key == "paused":
+            elif key in paused:
+                window = paused[key]
                 found[key] = runbook_alarm(
                     self, construct_id,
-                    metric=self.metric("TriggersPaused", period=Duration.hours(1)),
-                    threshold=1, evaluation_periods=_PAUSED_HOURS, action=action,
+                    metric=self.metric("TriggersPaused", period=seconds(window.period)),
+                    threshold=1, evaluation_periods=window.periods, action=action,
                     runbook=runbook)
             elif key in ("schedule_dlq", "failed_ticks", "trigger_dlq"):
                 queue = {"schedule_dlq": self.schedule_dlq, "failed_ticks": self.failed_ticks,

@@ -347,7 +347,8 @@ class GuardedJob(Construct):
             value=stack.to_json_string(job_output(
                 job=job, function=self.function.function_name,
                 queue_url=self.trigger_queue.queue_url if self.trigger_queue else None,
-                drills=self.drills, runbook=runbook_link)),
+                drills=self.drills, runbook=runbook_link,
+                fleet=fleet.name if fleet is not None else None)),
             description=f"jobguard job {job.name} as deployed (jobguard --stack reads it)")
         mark(self.output, f"job {job.name!r}")
 

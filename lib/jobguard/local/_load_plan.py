@@ -99,3 +99,21 @@ def plan_load(names: list[str], triggers: int, *, now: datetime, stale_after: ti
         if rng.random() < REDELIVERED and len(plan) < triggers:
             plan.append(Planned(name, dict(event), trigger_id, kind, again=True))
     return plan
+
+
+def plan_fleet(names: list[str], rounds: int, *, now: datetime,
+               rng: random.Random) -> list[Planned]:
+    """A tick a second per job: ``rounds`` rounds, round ``k`` holding every job's tick
+    scheduled ``rounds - k`` seconds before ``now`` (on time, in the accepted window),
+    in a shuffled order; the load delivers round ``k`` no earlier than ``k`` seconds
+    after it starts."""
+    first = now.replace(microsecond=0) - timedelta(seconds=rounds)
+    plan: list[Planned] = []
+    for k in range(rounds):
+        at = first + timedelta(seconds=k)
+        order = list(names)
+        rng.shuffle(order)
+        for name in order:
+            plan.append(Planned(name, {"job": name, "scheduled_at": format_instant(at)},
+                                tick_trigger_id(name, at), TICK))
+    return plan

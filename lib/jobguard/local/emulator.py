@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
     from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 
+    from .throughput import PartitionBudget, PartitionThroughput
+
 __all__ = [
     "DEFAULT_REGION",
     "ENDPOINT_LINE_PREFIX",
@@ -567,6 +569,9 @@ def _patch_stubber() -> None:
         ) -> AWSResponse | None:
             if _is_dynamodb_request(request):
                 with _DYNAMODB_LOCK:
+                    budget = _BUDGET[0]
+                    if budget is not None and budget.applies:
+                        return _budgeted(budget, original, self, event_name, request, kwargs)
                     return original(self, event_name, request, **kwargs)
             if _is_s3_request(request):
                 with _S3_LOCK:
@@ -574,6 +579,98 @@ def _patch_stubber() -> None:
             return original(self, event_name, request, **kwargs)
 
         BotocoreStubber.__call__ = serialized_call  # type: ignore[method-assign]
+
+
+# The budget the in-process emulator enforces (in_process(throughput=...)), or None.
+_BUDGET: list[PartitionBudget | None] = [None]
+
+
+class _MotoTables:
+    """The emulator's tables as :func:`jobguard.local.throughput.serve` reads them:
+    straight from moto's backend, under the DynamoDB lock, without a request."""
+
+    def __init__(self, region: str) -> None:
+        self._region = region
+
+    def _table(self, name: str) -> Any:
+        from moto.dynamodb.models import dynamodb_backends
+
+        for account in list(dynamodb_backends.keys()):
+            backend = dynamodb_backends[account][self._region]
+            if name in backend.tables:
+                return backend.tables[name]
+        raise KeyError(name)
+
+    def key_attributes(self, table: str, index: str | None = None) -> tuple[str, str | None]:
+        found = self._table(table)
+        if index is None:
+            return found.hash_key_attr, found.range_key_attr
+        for candidate in [*found.global_indexes, *found.indexes]:
+            if candidate.name == index:
+                schema = {k["KeyType"]: k["AttributeName"] for k in candidate.schema}
+                return schema["HASH"], schema.get("RANGE")
+        raise KeyError(f"{table}/{index}")
+
+    def read(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        found = self._table(table)
+        hash_key = DynamoType(key[found.hash_key_attr])
+        range_attr = found.range_key_attr
+        range_key = DynamoType(key[range_attr]) if range_attr is not None else None
+        item = found.get_item(hash_key, range_key)
+        if item is None:
+            return None
+        attributes: dict[str, Any] = item.to_json()["Attributes"]
+        return attributes
+
+
+def _budgeted(budget: PartitionBudget, original: Any, stubber: Any, event_name: str,
+              request: AWSPreparedRequest, kwargs: dict[str, Any]) -> AWSResponse | None:
+    """One DynamoDB request served under the partition budget (the lock is held)."""
+    import json
+
+    from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+    from botocore.compat import HTTPHeaders
+    from moto.core.botocore_stubber import MockRawResponse
+
+    from .throughput import serve
+
+    target: Any = request.headers.get("X-Amz-Target", b"")
+    if isinstance(target, bytes):
+        target = target.decode("latin-1")
+    operation = str(target).rsplit(".", 1)[-1]
+    body: Any = request.body or b"{}"
+    params = json.loads(body.decode() if isinstance(body, bytes) else body)
+    marker: Any = request.headers.get("amz-sdk-request", b"")
+    if isinstance(marker, bytes):
+        marker = marker.decode("latin-1")
+    found = re.search(r"attempt=(\d+)", str(marker))
+    region = (urlsplit(str(request.url)).hostname or "").split(".")[1:2] or [DEFAULT_REGION]
+
+    def send(served: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        if served == params:
+            forwarded = request
+        else:  # fewer keys than asked (a batch): a request of its own, the caller's intact
+            data = json.dumps(served).encode()
+            headers = HTTPHeaders()
+            for name, value in request.headers.items():
+                if name.lower() != "content-length":
+                    headers[name] = value
+            headers["Content-Length"] = str(len(data))
+            forwarded = AWSPreparedRequest(method=request.method, url=request.url,
+                                           headers=headers, body=data, stream_output=False)
+        answer = original(stubber, event_name, forwarded, **kwargs)
+        content = answer.content
+        return int(answer.status_code), dict(answer.headers.items()), (
+            content if isinstance(content, bytes) else str(content).encode())
+
+    status, headers, content = serve(budget, operation, params, tables=_MotoTables(region[0]),
+                                     send=send, attempt=int(found.group(1)) if found else 1)
+    answer_headers = HTTPHeaders()
+    for name, value in headers.items():
+        answer_headers[name] = value
+    return AWSResponse(request.url, status, answer_headers, MockRawResponse(content))
 
 
 def _unpatch_stubber() -> None:
@@ -619,9 +716,13 @@ class InProcessAWS:
         []
     """
 
-    def __init__(self, *, region: str = DEFAULT_REGION) -> None:
+    def __init__(self, *, region: str = DEFAULT_REGION,
+                 throughput: PartitionBudget | None = None) -> None:
         self._region = region
         self._clients = _ClientFactory(region=region, endpoint_url=None)
+        self.throughput = throughput
+        """The partition budget DynamoDB requests are served under, or None (no limit):
+        its counts say what it charged and refused."""
 
     @property
     def region(self) -> str:
@@ -652,7 +753,9 @@ class InProcessAWS:
 
 
 @contextmanager
-def in_process(*, region: str = DEFAULT_REGION) -> Iterator[InProcessAWS]:
+def in_process(*, region: str = DEFAULT_REGION,
+               throughput: PartitionThroughput | PartitionBudget | None = None
+               ) -> Iterator[InProcessAWS]:
     """``moto.mock_aws()`` with DynamoDB requests serialised, for single-process tests.
 
     For its duration: moto intercepts every boto3 call in this process; the fake
@@ -665,6 +768,11 @@ def in_process(*, region: str = DEFAULT_REGION) -> Iterator[InProcessAWS]:
 
     Args:
         region: Region for the environment and for :meth:`InProcessAWS.client`.
+        throughput: Per-partition limits DynamoDB requests are served under
+            (:mod:`jobguard.local.throughput`: units charged as DynamoDB bills them,
+            requests past a partition key's budget refused in DynamoDB's shapes); a
+            :class:`~jobguard.local.throughput.PartitionBudget` to keep its counts (or
+            give it a clock). None (the default): no limit.
 
     Yields:
         An :class:`InProcessAWS` handle.
@@ -685,17 +793,37 @@ def in_process(*, region: str = DEFAULT_REGION) -> Iterator[InProcessAWS]:
         # jobguard's own clients come from a new session: one cached earlier (before
         # moto was imported, or under another endpoint) would route around the mock
         _clients.reset()
+        budget = _budget_of(throughput)
         try:
             _patch_stubber()
             _patch_transactions()
+            if budget is not None:
+                if _BUDGET[0] is not None:
+                    raise RuntimeError("an in_process(throughput=...) block is already "
+                                       "running in this process: one budget at a time")
+                _BUDGET[0] = budget
             try:
-                yield InProcessAWS(region=region)
+                yield InProcessAWS(region=region, throughput=budget)
             finally:
+                if budget is not None:
+                    _BUDGET[0] = None
                 _unpatch_transactions()
                 _unpatch_stubber()
         finally:
             _restore_environ(saved)
             _clients.reset()
+
+
+def _budget_of(throughput: PartitionThroughput | PartitionBudget | None
+               ) -> PartitionBudget | None:
+    from .throughput import PartitionBudget, PartitionThroughput
+
+    if throughput is None or isinstance(throughput, PartitionBudget):
+        return throughput
+    if isinstance(throughput, PartitionThroughput):
+        return PartitionBudget(throughput)
+    raise TypeError(f"in_process(throughput=...) takes a PartitionThroughput or a "
+                    f"PartitionBudget, got {type(throughput).__name__}")
 
 
 # --------------------------------------------------------------------------- transactions

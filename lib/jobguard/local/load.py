@@ -37,7 +37,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -47,6 +48,7 @@ from ..config import JobConfig, OverlapPolicy
 from ..destinations import DynamoDBDestination
 from ..records import RunRecord
 from ..workitems import ItemRecord, ItemState, WorkId
+from .throughput import PartitionThroughput
 
 __all__ = ["Invariants", "NotesJob", "World", "check_invariants", "main", "run_load"]
 
@@ -127,6 +129,9 @@ class World:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+
+_ENDED_NOT_RUN = ("skipped", "coalesced", "dropped", "absorbed")
+"""A final trigger's ends that are not a run: it met a held lease."""
 
 # An item has ended once completed, or failed with a known outcome (reported on the run
 # record; replayed by a recovery). Claimed and uncertain items are unfinished.
@@ -257,13 +262,24 @@ def _decision_of(result: Any) -> str:
 def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
              fault_spec: str | None = None, fault_rate: float = 0.1, seed: int = 1,
              threads: int = 8, log: Callable[[str], None] | None = None,
-             job_class: type[NotesJob] | None = None) -> dict[str, Any]:
+             job_class: type[NotesJob] | None = None,
+             throughput: PartitionThroughput | None = None, rounds: int | None = None,
+             backoff_scale: float = 0.01) -> dict[str, Any]:
     """Fire ``triggers`` ticks across ``jobs`` jobs under faults; check the invariants.
 
     Args:
         job_class: the job the load runs (default :class:`NotesJob`); a subclass
             changes what a run does with each record, e.g. to see that the checks
             catch a job that calls its destination twice.
+        throughput: per-partition limits the emulator serves DynamoDB under
+            (:mod:`jobguard.local.throughput`); past them requests are throttled as on
+            AWS. The checker's own reads are not budgeted. The summary's
+            ``throughput`` says what was charged and refused.
+        rounds: a fleet's schedule instead of ``triggers`` random ticks: a tick a
+            second per job, ``rounds`` of them, round ``k`` delivered no earlier than
+            ``k`` seconds after the start (``jobguard.local._load_plan.plan_fleet``).
+        backoff_scale: multiplies botocore's retry backoff (throttling under a budget
+            wants the real one, 1.0: the buckets refill in real seconds).
 
     Returns the summary (also what ``jobguard local --json`` prints).
     """
@@ -274,15 +290,17 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
     from ..faults import Faults
     from ..runbook import ASYNC_RETRIES
     from ..triggerqueue import TriggerQueue
-    from ._load_plan import LATE_TICK, MALFORMED_TICK, TICKS_BEHIND, plan_load
+    from ._load_plan import LATE_TICK, MALFORMED_TICK, TICKS_BEHIND, plan_fleet, plan_load
     from .emulator import in_process
     from .esm import deliver_once
+    from .throughput import PartitionBudget
 
     say = log or (lambda text: None)
     spec = fault_spec if fault_spec is not None else f"any={fault_rate}"
     rng = random.Random(seed)
     job_type = job_class or NotesJob
-    with in_process():
+    budget = PartitionBudget(throughput) if throughput is not None else None
+    with in_process(throughput=budget):
         world = World.create()
         store = DynamoJobStore(world.table, client=world.ddb)
         notes = DynamoDBDestination(world.notes_table, client=world.ddb)
@@ -306,8 +324,10 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                 queues[name] = queue_url
         # Relative to the clock the handlers read (the system clock): inside the window
         # they accept, whatever the date.
-        plan = plan_load(names, triggers, now=SystemClock().now(),
-                         stale_after=configs[names[0]].stale_after, rng=rng)
+        plan = (plan_fleet(names, rounds, now=SystemClock().now(), rng=rng)
+                if rounds is not None else
+                plan_load(names, triggers, now=SystemClock().now(),
+                          stale_after=configs[names[0]].stale_after, rng=rng))
         outcomes: list[str] = [""] * len(plan)
         errors: Counter[str] = Counter()
         retries = Counter[str]()
@@ -316,11 +336,17 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
         lock = threading.Lock()
         cursor = {"next": 0}
 
-        faults = Faults.parse(spec, seed=seed, backoff_scale=0.01,
+        faults = Faults.parse(spec, seed=seed, backoff_scale=backoff_scale,
                               clients=[world.ddb, world.sqs])
 
+        @contextmanager
+        def checking() -> Iterator[None]:
+            """The checker's own calls: neither faulted nor budgeted."""
+            with faults.suspended(), (budget.suspended() if budget else nullcontext()):
+                yield
+
         def observe(job: str, **_: Any) -> None:
-            with faults.suspended():
+            with checking():
                 seq, at, ok = checkpoint_cursor_ok(world, job, [
                     str(WorkId(r["id"], "create-note")) for r in sources[job]])
             with lock:
@@ -361,6 +387,8 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                     cursor["next"] += 1
                 if n >= len(plan):
                     return
+                if rounds is not None:  # a tick a second per job: round k at k seconds
+                    time.sleep(max(0.0, started + n // jobs - time.perf_counter()))
                 outcomes[n] = invoke(plan[n].job, plan[n].event)
                 if n % 3 == 0:
                     deliver(plan[n].job)
@@ -376,73 +404,108 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
             faults.rules.clear()  # the faults end; the system settles
             say(f"{len(plan)} triggers in {elapsed:.1f} s; settling")
             # Queues drain (visibility may hide a deferred message for a few seconds).
-            for name in queues:
+            def drain(name: str) -> None:
                 deadline = time.monotonic() + 20
                 while time.monotonic() < deadline:
                     if not deliver_once(world.sqs, queues[name], handlers[name],
                                         wait_s=1, visibility_s=2):
-                        lease = store.read_lease(name)
+                        with checking():
+                            lease = store.read_lease(name)
                         if lease.queued_n <= 0 and lease.follow_up is None:
                             break
+
             # The next tick of every job: a clean run once any lease ends.
             finals: dict[str, Any] = {}
-            for name in names:
+
+            def final_run(name: str) -> None:
                 final_id = f"final-{uuid.uuid4().hex}"
                 tick: dict[str, Any] = {"job": name, "manual": True, "trigger_id": final_id}
                 trigger_id = f"{name}@manual:{final_id}"
-                for _ in range(80):
-                    lease = store.read_lease(name)
-                    item = store.read_trigger(name, trigger_id)
+                # under a budget each try may meet a throttled partition: more of them
+                for _ in range(80 if budget is None else 400):
+                    with checking():
+                        lease = store.read_lease(name)
+                        item = store.read_trigger(name, trigger_id)
                     if item is not None and item.state.value == "done":
                         finals[name] = lease
                         break
+                    if item is not None and item.state.value in _ENDED_NOT_RUN:
+                        # it met a lease still held (a run whose release never landed
+                        # holds it until it expires): the next tick, a new trigger
+                        if name in queues:  # a follow-up it folded into runs meanwhile
+                            deliver_once(world.sqs, queues[name], handlers[name],
+                                         visibility_s=2)
+                        final_id = f"final-{uuid.uuid4().hex}"
+                        tick = {"job": name, "manual": True, "trigger_id": final_id}
+                        trigger_id = f"{name}@manual:{final_id}"
+                        time.sleep(0.5)
+                        continue
                     if item is None or item.state.value in ("failed", "lost", "running"):
-                        handlers[name](tick, _Budget())
+                        try:
+                            handlers[name](tick, _Budget())
+                        except Exception as exc:  # noqa: BLE001 - throttled: tick again
+                            with lock:
+                                errors[f"final:{type(exc).__name__}"] += 1
                     elif name in queues:  # queued behind others: the mapping delivers it
                         deliver_once(world.sqs, queues[name], handlers[name], visibility_s=2)
                     time.sleep(0.1)
-            inv = Invariants()
-            for violation in ckpt_violations:
-                inv.violations.append(violation)
-            reached = puts_reached(faults)
-            stored = world.notes()
-            runs: Counter[str] = Counter()
-            items_done = failed_items = 0
-            from ..dynamodb_items import DynamoItemStore
 
-            store_items = DynamoItemStore(world.table, client=world.ddb)
-            sourced: set[str] = set()
-            for name in names:
-                work_ids = [str(WorkId(r["id"], "create-note")) for r in sources[name]]
-                sourced.update(work_ids)
-                lease = store.read_lease(name)
-                rows = store.list_runs(name, limit=1_000_000)
-                records = [r for r in rows if isinstance(r, RunRecord)]
-                damaged = [str(r) for r in rows if not isinstance(r, RunRecord)]
-                inv.require("RECORDS", not damaged, f"{name}: run-log rows jobguard cannot "
-                            f"read: {damaged[:3]}")
-                runs.update(r.status.value for r in records)
-                stale = next(((r.run_id, r.fence) for r in records
-                              if r.fence is not None and r.fence < lease.fence), None)
-                check_invariants(world, name, work_ids, stored, reached, checkpoints[name],
-                                 stale=stale, found=inv)
-                failed_items += len(store_items.unresolved(name, states=[ItemState.FAILED]))
-                items_done += len(work_ids)
-                inv.require("END", name in finals, f"{name}: no clean run after the faults")
-                recorded = {r.trigger_id for r in records}
-                for planned, outcome in zip(plan, outcomes, strict=True):
-                    if planned.job != name:
-                        continue
-                    if planned.kind == LATE_TICK:
-                        inv.require("STALE", outcome not in ("ran", "lease_lost"),
-                                    f"{planned.trigger_id} ran {outcome!r}, after stale_after")
-                    elif planned.kind == MALFORMED_TICK:
-                        inv.require(
-                            "REFUSED", outcome == INVALID and planned.trigger_id not in recorded
-                            and store.read_trigger(name, planned.trigger_id) is None,
-                            f"{planned.trigger_id} was not refused whole: {outcome!r}")
-            stray = sorted(set(reached) - sourced)
-            inv.require("ONCE", not stray, f"puts for work ids no source has: {stray[:5]}")
+            # each job on its own, the jobs side by side (as the fleet's functions are)
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=threads) as settle:
+                list(settle.map(drain, list(queues)))
+                say(f"queues drained at {time.perf_counter() - started:.1f} s")
+                list(settle.map(final_run, names))
+                say(f"every job's next tick ran at {time.perf_counter() - started:.1f} s")
+            settled = time.perf_counter() - started
+            with checking():  # the checker's reads: not the load under test
+                inv = Invariants()
+                for violation in ckpt_violations:
+                    inv.violations.append(violation)
+                reached = puts_reached(faults)
+                stored = world.notes()
+                runs: Counter[str] = Counter()
+                items_done = failed_items = 0
+                from ..dynamodb_items import DynamoItemStore
+
+                store_items = DynamoItemStore(world.table, client=world.ddb)
+                sourced: set[str] = set()
+                for name in names:
+                    work_ids = [str(WorkId(r["id"], "create-note")) for r in sources[name]]
+                    sourced.update(work_ids)
+                    lease = store.read_lease(name)
+                    rows = store.list_runs(name, limit=1_000_000)
+                    records = [r for r in rows if isinstance(r, RunRecord)]
+                    damaged = [str(r) for r in rows if not isinstance(r, RunRecord)]
+                    inv.require("RECORDS", not damaged, f"{name}: run-log rows jobguard cannot "
+                                f"read: {damaged[:3]}")
+                    runs.update(r.status.value for r in records)
+                    stale = next(((r.run_id, r.fence) for r in records
+                                  if r.fence is not None and r.fence < lease.fence), None)
+                    check_invariants(world, name, work_ids, stored, reached, checkpoints[name],
+                                     stale=stale, found=inv)
+                    # the source's items that ended failed (one read of them, by key: the
+                    # unresolved index is 16 queries a job, and the checks above made them)
+                    failed_items += sum(
+                        1 for row in store_items.get_many(name, work_ids).values()
+                        if row.state is ItemState.FAILED)
+                    items_done += len(work_ids)
+                    inv.require("END", name in finals, f"{name}: no clean run after the faults")
+                    recorded = {r.trigger_id for r in records}
+                    for planned, outcome in zip(plan, outcomes, strict=True):
+                        if planned.job != name:
+                            continue
+                        if planned.kind == LATE_TICK:
+                            inv.require("STALE", outcome not in ("ran", "lease_lost"),
+                                        f"{planned.trigger_id} ran {outcome!r}, after stale_after")
+                        elif planned.kind == MALFORMED_TICK:
+                            inv.require(
+                                "REFUSED", outcome == INVALID and planned.trigger_id not in recorded
+                                and store.read_trigger(name, planned.trigger_id) is None,
+                                f"{planned.trigger_id} was not refused whole: {outcome!r}")
+                stray = sorted(set(reached) - sourced)
+                inv.require("ONCE", not stray, f"puts for work ids no source has: {stray[:5]}")
         injected = faults.summary()
         by_kind: Counter[str] = Counter()
         for call in faults.injected:
@@ -461,6 +524,7 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
             "seed": seed,
             "faults": spec,
             "seconds": round(elapsed, 2),
+            "settled_s": round(settled, 2),
             "decisions_per_s": round(len(plan) / elapsed, 1),
             "decisions": dict(sorted(decisions.items())),
             "decided": decided,
@@ -489,6 +553,8 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
             "checks": dict(sorted(inv.checked.items())),
             "violations": inv.violations,
             "injected_by_site": injected,
+            **({"throttled_requests": budget.summary()["throttled_requests"],
+                "throughput": budget.summary()} if budget is not None else {}),
         }
 
 
