@@ -63,6 +63,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from jobguard.cdk import AlarmDestination, alarms_off, alarms_to_email, alarms_to_topic
+from jobguard.cdk._context import flag
 from jobguard.cdk.bundle import POWERTOOLS_LAYER_VERSION, Dependencies
 from jobguard.errors import ConfigError
 
@@ -171,7 +172,7 @@ class OperationsSettings:
             options["kms_key"] = str(key).strip()
         for name in ("tracing", "deletion_protection", "termination_protection"):
             if (value := get(OPERATIONS_CONTEXT[name])) is not None:
-                options[name] = _flag(value, OPERATIONS_CONTEXT[name])
+                options[name] = flag(value, OPERATIONS_CONTEXT[name])
         for name in ("trigger_max_concurrency", "log_retention_days"):
             if (value := get(OPERATIONS_CONTEXT[name])) is not None:
                 try:
@@ -338,13 +339,13 @@ class StackSettings:
         if (name := get(CONTEXT["stack_name"])) is not None:
             options["stack_name"] = str(name)
         dependencies = get(CONTEXT["dependencies"])
-        if _flag(get(CONTEXT["local"]), CONTEXT["local"]):
+        if flag(get(CONTEXT["local"]), CONTEXT["local"]):
             if dependencies not in (None, Dependencies.HOST.value):
                 raise ConfigError(CONTEXT["dependencies"], f"{dependencies!r} contradicts "
                                   f"{CONTEXT['local']}=true (local uses host wheels)")
             dependencies = Dependencies.HOST.value
             options["local"] = True
-        options["drills"] = _flag(get(CONTEXT["drills"]), CONTEXT["drills"])
+        options["drills"] = flag(get(CONTEXT["drills"]), CONTEXT["drills"])
         if dependencies is not None:
             options["dependencies"] = dependencies
         if (version := get(CONTEXT["powertools_layer_version"])) is not None:
@@ -396,17 +397,6 @@ def _enum(value: Any) -> Dependencies:
     except ValueError:
         names = ", ".join(d.value for d in Dependencies)
         raise ConfigError("dependencies", f"{value!r}: one of {names}") from None
-
-
-def _flag(value: Any, key: str) -> bool:
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", ""):
-        return False
-    raise ConfigError(key, f"{value!r} is not true or false")
 
 
 def _list(value: Any) -> tuple[str, ...]:

@@ -32,8 +32,9 @@ def _run(command: list[str], *, cwd: Path, env: dict[str, str] | None = None,
     return done
 
 
-def build_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The wheel, built from the repository's files and installed with its extras into
+def build_installed(tmp_path_factory: pytest.TempPathFactory, *, extras: str = "cdk,testing",
+                    timeout: float = 900) -> Iterator[Path]:
+    """The wheel, built from the repository's files and installed with ``extras`` into
     a virtual environment outside the repository; yields that environment's bin/."""
     work = tmp_path_factory.mktemp("user")
     clone = work / "clone"
@@ -53,7 +54,7 @@ def build_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         if not line.startswith(("jobguard", "-e")) and " @ " not in line))
     bin_dir = work / "venv" / "bin"
     _run([str(bin_dir / "pip"), "install", "-q", "--no-compile", "--disable-pip-version-check",
-          "--constraint", str(constraints), f"{wheel}[cdk,testing]"], cwd=work, timeout=900)
+          "--constraint", str(constraints), f"{wheel}[{extras}]"], cwd=work, timeout=timeout)
     yield bin_dir
 
 

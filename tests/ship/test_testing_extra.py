@@ -10,15 +10,13 @@ same install from the package index, for its time and size)."""
 
 from __future__ import annotations
 
-import shutil
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .test_as_a_user import ROOT, _run, _user_env
+from ._user import _run, _user_env, build_installed
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -29,27 +27,9 @@ SERVER_ONLY = ("flask", "flask_cors", "cfnlint", "docker", "sympy", "networkx",
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The wheel, built from the repository's files and installed with its ``testing``
-    extra only into a virtual environment outside the repository; yields its bin/."""
-    work = tmp_path_factory.mktemp("tester")
-    clone = work / "clone"
-    clone.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, clone / name)
-    shutil.copytree(ROOT / "lib", clone / "lib",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", "dist", "."], cwd=clone)
-    (wheel,) = (clone / "dist").glob("jobguard-*.whl")
-    _run([sys.executable, "-m", "venv", str(work / "venv")], cwd=work)
-    frozen = _run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"], cwd=work).stdout
-    constraints = work / "constraints.txt"
-    constraints.write_text("\n".join(
-        line for line in frozen.splitlines()
-        if not line.startswith(("jobguard", "-e")) and " @ " not in line))
-    bin_dir = work / "venv" / "bin"
-    _run([str(bin_dir / "pip"), "install", "-q", "--no-compile", "--disable-pip-version-check",
-          "--constraint", str(constraints), f"{wheel}[testing]"], cwd=work, timeout=600)
-    yield bin_dir
+    """The wheel installed with its ``testing`` extra only into a virtual environment
+    outside the repository; yields its bin/."""
+    yield from build_installed(tmp_path_factory, extras="testing", timeout=600)
 
 
 def test_the_testing_extra_brings_no_server(installed: Path, tmp_path: Path) -> None:
