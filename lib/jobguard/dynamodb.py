@@ -662,18 +662,20 @@ class DynamoJobStore:
         try:
             refused = self._transact("acquire", job, actions, kinds)
         except BotoCoreError as exc:
-            return self._acquire_unknown(job, run_id, exc)
+            return self._acquire_unknown(job, run_id, exc, shared_run_id=carry)
         except StoreError as exc:
             if exc.__cause__ is not None and transient(exc.__cause__):
-                return self._acquire_unknown(job, run_id, exc)
+                return self._acquire_unknown(job, run_id, exc, shared_run_id=carry)
             raise
         if refused is None:
             _fences[(self.table_name, job)] = fence
             return Acquired(fence=fence, displaced_run_id=None if carry else lease.run_id)
-        if refused.lease is not None and refused.lease.run_id == run_id \
-                and not (carry and refused.lease.handed_from is not None):
-            # (a continuation's run id is the hand-off's: landed once the hand-off is gone)
-            # Our own earlier attempt landed; its response was lost.
+        if refused.lease is not None and refused.lease.run_id == run_id and not carry:
+            # Our own earlier attempt landed; its response was lost. (Never for a
+            # continuation: its run id is the hand-off's, shared by every delivery of it,
+            # so a row naming it may be another delivery's run: decided again, it is a
+            # duplicate. An attempt of ours that landed unanswered holds the lease
+            # unrun until it expires, like a lost invoke: the next tick takes over.)
             return Acquired(fence=refused.lease.fence,
                             expires_at_ms=refused.lease.expires_at_ms,
                             displaced_run_id=refused.lease.prev_run_id
@@ -711,13 +713,15 @@ class DynamoJobStore:
                 high_water = result.high_water
         return Busy(lease)
 
-    def _acquire_unknown(self, job: str, run_id: str, exc: Exception) -> Acquired | Refused:
+    def _acquire_unknown(self, job: str, run_id: str, exc: Exception, *,
+                         shared_run_id: bool = False) -> Acquired | Refused:
         """The acquisition's answer was an error: no answer, or one after which an
         earlier attempt of the SDK's may have landed (its answer lost, the retries
-        throttled). Only a consistent read tells; the run starts only if the row names it.
+        throttled). Only a consistent read tells; the run starts only if the row names it
+        (never for a continuation, whose run id every delivery of it shares).
         """
         state = self.read_lease(job)
-        if state.run_id == run_id and state.handed_from is None:
+        if state.run_id == run_id and not shared_run_id:
             return Acquired(fence=state.fence, displaced_run_id=None,
                             expires_at_ms=state.expires_at_ms)
         return Refused(lease=state, unanswered=_error_text(exc))

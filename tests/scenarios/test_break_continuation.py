@@ -1,0 +1,76 @@
+"""Attacks on issue 30's continuation chains (reviewer's break pass): races and
+deliveries the chain must survive, each staged with hook points on the in-process
+emulator (the fixtures and helpers of ``test_continuation.py``)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+import pytest
+
+from jobguard import hooks
+from jobguard.callsites import Fault
+from jobguard.faults import Faults, Rule
+
+from ._support import in_thread, tick
+from .test_continuation import JOB, assert_each_once, lease, link, make, ran
+
+
+@pytest.mark.parametrize("answer", ["refused", "unanswered"])
+def test_two_deliveries_of_one_continuation_racing_run_the_link_once(aws, clock, answer):
+    """GIVEN a hand-off on the row and its continuation delivered twice (an async invoke
+    retried, or sent twice) WHEN both deliveries read the hand-off, and the second
+    tries its acquisition only after the first took the lease and while it runs
+    THEN the second records ``duplicate`` and runs nothing: the pre-assigned run id
+    the two share must not read as "our own earlier attempt landed", neither from its
+    write's refusal nor (``unanswered``: every attempt of its write timed out, unsent)
+    from the read that follows."""
+    job, handler, mailbox, notes = make(aws, clock, 10)
+    link(job, handler, tick(JOB, clock.now()))
+    event = mailbox.take()
+    pending = lease(aws)["run_id"]
+
+    second_read = threading.Event()
+    go_second = threading.Event()
+    first_runs = threading.Event()
+    second: list[threading.Thread] = []
+
+    def after_read(**ctx: Any) -> None:
+        # the second delivery: it has read the hand-off; it waits for the first to run
+        if threading.current_thread() is second[0] and not second_read.is_set():
+            second_read.set()
+            assert go_second.wait(30)
+
+    def after_acquire(**ctx: Any) -> None:
+        # the first delivery holds the link's lease: let the second try its write now,
+        # and hold the first here until the second is done
+        if threading.current_thread() is threading.main_thread() \
+                and ctx["run_id"] == pending and not first_runs.is_set():
+            first_runs.set()
+            go_second.set()
+            second[0].join(30)
+
+    # (unanswered: the second acquisition in the block, the second delivery's, times out)
+    faults = Faults([Rule(Fault.TIMEOUT, site="dynamodb.acquire", nth=2)], seed=7,
+                    backoff_scale=0.001, clients=[aws.ddb]) if answer == "unanswered" \
+        else contextlib.nullcontext()
+    with faults, hooks.on("after_lease_read", after_read), \
+            hooks.on("after_acquire", after_acquire):
+        thread, box = in_thread(lambda: link(job, handler, event))
+        second.append(thread)
+        assert second_read.wait(30)
+        link(job, handler, event)
+        thread.join(30)
+
+    assert "error" not in box, box.get("error")
+    if isinstance(faults, Faults):
+        assert [c.site for c in faults.injected] == ["dynamodb.acquire"], faults.summary()
+    assert box["result"]["decision"] == "duplicate", box["result"]
+    while mailbox.events:
+        link(job, handler, mailbox.take())
+    # one run of the link (fence 2), one of the link after it, every contact once
+    assert [(r.trigger_kind, r.fence) for r in ran(aws)] == [
+        ("tick", 1), ("continuation", 2), ("continuation", 3)]
+    assert_each_once(aws, notes, 10)
