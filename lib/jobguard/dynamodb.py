@@ -1055,7 +1055,8 @@ class DynamoJobStore:
         # The run's story, as its acquisition left it on its trigger's item (the item as
         # read is the run's own: the transaction ends it only while it still is).
         item = self.read_trigger(job, lease.trigger_id) if lease.trigger_id else None
-        own = item if item is not None and item.state is State.RUNNING \
+        # (a hand-off not started yet: its item ``handed``, the link before on the row)
+        own = item if item is not None and item.state in (State.RUNNING, State.HANDED) \
             and item.run_id == holder_run_id else None
         origin = own.origin if own is not None else None
         record = RunRecord(
@@ -1068,6 +1069,7 @@ class DynamoJobStore:
             requested_by=origin.requested_by if origin else None,
             delivery_id=origin.delivery_id if origin else None,
             detail=f"lease force-released by {by}" + (f": {reason}" if reason else ""),
+            extra={"continues": lease.handed_from} if lease.handed_from else {},
         )
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
         if self._operator_release(job, lease, new_fence, now_ms, by, record, ttl,

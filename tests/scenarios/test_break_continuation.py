@@ -35,11 +35,11 @@ def test_two_deliveries_of_one_continuation_racing_run_the_link_once(aws, clock,
     second_read = threading.Event()
     go_second = threading.Event()
     first_runs = threading.Event()
-    second: list[threading.Thread] = []
 
     def after_read(**ctx: Any) -> None:
         # the second delivery: it has read the hand-off; it waits for the first to run
-        if threading.current_thread() is second[0] and not second_read.is_set():
+        if threading.current_thread() is not threading.main_thread() \
+                and not second_read.is_set():
             second_read.set()
             assert go_second.wait(30)
 
@@ -50,7 +50,7 @@ def test_two_deliveries_of_one_continuation_racing_run_the_link_once(aws, clock,
                 and ctx["run_id"] == pending and not first_runs.is_set():
             first_runs.set()
             go_second.set()
-            second[0].join(30)
+            second.join(30)
 
     # (unanswered: the second acquisition in the block, the second delivery's, times out)
     faults = Faults([Rule(Fault.TIMEOUT, site="dynamodb.acquire", nth=2)], seed=7,
@@ -58,11 +58,10 @@ def test_two_deliveries_of_one_continuation_racing_run_the_link_once(aws, clock,
         else contextlib.nullcontext()
     with faults, hooks.on("after_lease_read", after_read), \
             hooks.on("after_acquire", after_acquire):
-        thread, box = in_thread(lambda: link(job, handler, event))
-        second.append(thread)
+        second, box = in_thread(lambda: link(job, handler, event))
         assert second_read.wait(30)
         link(job, handler, event)
-        thread.join(30)
+        second.join(30)
 
     assert "error" not in box, box.get("error")
     if isinstance(faults, Faults):
@@ -74,3 +73,18 @@ def test_two_deliveries_of_one_continuation_racing_run_the_link_once(aws, clock,
     assert [(r.trigger_kind, r.fence) for r in ran(aws)] == [
         ("tick", 1), ("continuation", 2), ("continuation", 3)]
     assert_each_once(aws, notes, 10)
+
+
+def test_a_force_released_hand_off_is_recorded_as_the_chains_link(aws, clock):
+    """GIVEN a hand-off on the row (the next link not started) WHEN an operator
+    force-releases it THEN the record written of the never-started link says what it
+    was: a continuation, naming the link before it (so ``runs`` and the timeline show it
+    in its chain), like the record a takeover or a REPLACE writes of it."""
+    job, handler, mailbox, notes = make(aws, clock, 10)
+    link(job, handler, tick(JOB, clock.now()))
+    row = lease(aws)
+    assert aws.store.force_release(JOB, holder_run_id=row["run_id"], fence=int(row["fence"]),
+                                   now_ms=0, by="alice")
+    record = next(r for r in aws.runs(JOB) if r.run_id == row["run_id"])
+    assert record.trigger_kind == "continuation"
+    assert record.extra.get("continues") == row["handed_from"]
