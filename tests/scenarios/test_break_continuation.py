@@ -5,6 +5,7 @@ emulator (the fixtures and helpers of ``test_continuation.py``)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from datetime import timedelta
 from typing import Any
@@ -91,8 +92,9 @@ def test_a_force_released_hand_off_is_recorded_as_the_chains_link(aws, clock):
     assert record.extra.get("continues") == row["handed_from"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="not fixed: a failed invoke leaves the hand-off to "
-                   "expire (issue 30 design); freeing it needs a new conditional store write")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="not fixed: a failed invoke leaves the hand-off to expire (issue 30 "
+                   "design); freeing it needs a new conditional store write")
 def test_an_invoke_that_surely_failed_does_not_hold_the_job_for_a_lease(aws, clock):
     """GIVEN a link whose invoke of the next link raised (no lambda:InvokeFunction
     outside the construct, a throttled function) WHEN the next tick comes within the
@@ -104,3 +106,30 @@ def test_an_invoke_that_surely_failed_does_not_hold_the_job_for_a_lease(aws, clo
     link(job, handler, tick(JOB, clock.now()))
     clock.advance(timedelta(seconds=30))  # within the 60 s hand-off
     assert link(job, handler, tick(JOB, clock.now()), calls=20).get("decision") != "skipped"
+
+
+def test_status_between_two_links_says_the_job_is_handed_not_held_by_a_running_run(
+        aws, clock, capsys):
+    """GIVEN a hand-off on the row WHEN an operator runs ``jobguard status`` THEN it says
+    the job is handed to a continuation not started yet, by which run, not that the next
+    link holds it with the link before's owner and heartbeat (an operator reading
+    "held ... last heartbeat" would look for a run that does not exist yet)."""
+    from jobguard.cli import main
+
+    job, handler, mailbox, notes = make(aws, clock, 10)
+    link(job, handler, tick(JOB, clock.now()))
+    row = lease(aws)
+    capsys.readouterr()
+    assert main(["--table", aws.table, "status", JOB]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"job {JOB}: handed by run {row['handed_from']} to its "
+                            f"continuation, run {row['run_id']}, not started yet"), first
+    assert "heartbeat" not in first
+    assert main(["--table", aws.table, "--json", "status", JOB]) == 0
+    assert json.loads(capsys.readouterr().out)["handed_from"] == row["handed_from"]
+    # AND once the link runs, it is held as any run
+    # AND between the next two links too (link 3 pending)
+    link(job, handler, mailbox.take())
+    capsys.readouterr()
+    assert main(["--table", aws.table, "status", JOB]) == 0
+    assert capsys.readouterr().out.startswith(f"job {JOB}: handed by run ")
