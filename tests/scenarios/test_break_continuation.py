@@ -133,3 +133,22 @@ def test_status_between_two_links_says_the_job_is_handed_not_held_by_a_running_r
     capsys.readouterr()
     assert main(["--table", aws.table, "status", JOB]) == 0
     assert capsys.readouterr().out.startswith(f"job {JOB}: handed by run ")
+
+
+def test_a_continuation_naming_the_wrong_link_cannot_lengthen_the_chain(aws, clock):
+    """GIVEN a chain of at most 3 links, link 2 handed to link 3 WHEN a continuation
+    event names the right run before it but an earlier place (``link: 2``; made by hand,
+    or by a sender that got it wrong) THEN it does not take the hand-off (``superseded``,
+    nothing run): the link counter is the chain's, not the event's, so ``max_chain``
+    holds; the true event then runs link 3, the last."""
+    job, handler, mailbox, notes = make(aws, clock, 20, max_chain=3)
+    link(job, handler, tick(JOB, clock.now()))
+    link(job, handler, mailbox.take())
+    true = mailbox.take()
+    assert true["link"] == 3
+    forged = {**true, "link": 2}
+    assert link(job, handler, forged)["decision"] == "superseded"
+    assert notes.calls and len(notes.calls) == 8  # nothing run by it
+    link(job, handler, true)
+    assert mailbox.events == []  # link 3 was the last
+    assert [r.extra.get("link") for r in ran(aws)] == [1, 2, 3]
