@@ -132,8 +132,10 @@ skew margin (no acquisition wrote one yet): twice the default skew margin."""
 ACQUIRE = call_site(
     "dynamodb.acquire", "dynamodb", "TransactWriteItems", "DynamoJobStore.acquire",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
-    note="a retry refused by its own write is recognised (the lease row names this run); "
-         "an unanswered attempt is resolved by the next attempt's refusal or a read",
+    note="a retry refused by its own write is recognised (the lease row names this run; "
+         "not a continuation's, whose run id its deliveries share: a duplicate, the "
+         "lease expires unrun); an unanswered attempt is resolved by the next attempt's "
+         "refusal or a read",
     paths=(Path.RUN,), parts=("Put", "Update"),
 )
 READ_LEASE = call_site(
