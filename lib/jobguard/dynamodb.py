@@ -1476,10 +1476,15 @@ class DynamoJobStore:
         except DamagedRowError:  # named by `jobguard status`; the run log is still read
             return rows[:limit]
         if lease.run_id and not any(r.run_id == lease.run_id for r in rows):
+            handed = lease.handed_from is not None  # the next link, not started yet
             active = RunRecord(
                 job=job, run_id=lease.run_id, trigger_id=lease.trigger_id or "",
-                trigger_kind="", policy="", decision=Decision.RAN, status=RunStatus.RUNNING,
-                started_at_ms=lease.acquired_at_ms or 0, fence=lease.fence, owner=lease.owner,
+                trigger_kind="continuation" if handed else "", policy="",
+                decision=Decision.RAN, status=RunStatus.RUNNING,
+                started_at_ms=lease.acquired_at_ms or 0, fence=lease.fence,
+                owner=None if handed else lease.owner,
+                detail="handed: the continuation has not started yet" if handed else None,
+                extra={"continues": lease.handed_from} if handed else {},
             )
             rows.insert(0, active)
         return rows[:limit]

@@ -152,3 +152,32 @@ def test_a_continuation_naming_the_wrong_link_cannot_lengthen_the_chain(aws, clo
     link(job, handler, true)
     assert mailbox.events == []  # link 3 was the last
     assert [r.extra.get("link") for r in ran(aws)] == [1, 2, 3]
+
+
+def test_runs_lists_a_pending_link_as_its_chains_continuation(aws, clock, capsys):
+    """GIVEN a hand-off on the row WHEN ``jobguard runs`` lists the job THEN the row
+    shown for the pending link names the link before it (``continues``), its trigger
+    kind and that it has not started, not the link before's owner as its own."""
+    from jobguard.cli import main
+
+    job, handler, mailbox, notes = make(aws, clock, 10)
+    link(job, handler, tick(JOB, clock.now()))
+    row = lease(aws)
+    pending = next(r for r in aws.store.list_runs(JOB, limit=5) if r.run_id == row["run_id"])
+    assert (pending.trigger_kind, pending.extra.get("continues"), pending.owner) == (
+        "continuation", row["handed_from"], None)
+    assert "not started" in (pending.detail or "")
+    capsys.readouterr()
+    assert main(["--table", aws.table, "runs", JOB]) == 0
+    shown = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()
+             if line.startswith(row["run_id"])}
+    assert shown[row["run_id"]][-2] == row["handed_from"]  # continues column
+    # AND the timeline draws it in the chain of the link before it
+    from jobguard.timeline.collect import collect
+    from jobguard.timeline.model import Window
+
+    now_ms = int(clock.now().timestamp() * 1000)
+    timeline = collect(aws.store, [JOB], Window(now_ms - 600_000, now_ms + 60_000),
+                       now_ms=now_ms)
+    bar = next(b for b in timeline.lanes[0].bars if b.run_id == row["run_id"])
+    assert (bar.continues, bar.chain) == (row["handed_from"], row["handed_from"])
