@@ -482,13 +482,22 @@ def cmd_status(args: argparse.Namespace) -> int:
         "pending_queued": lease.queued_n,
         "pending_follow_up": lease.follow_up,
         "paused": lease.paused_reason if lease.paused_at_ms else None,
+        "handed_from": lease.handed_from,
         "last_runs": runs,
     }
     d = _shown({**data, "last_run_id": lease.last_run_id})
-    holder = (f"held by run {d['holder_run_id']} (fence {d['fence']}, owner {d['owner']}), "
-              f"acquired {d['acquired_at']}, expires in {d['expires_in_s']} s, last "
-              f"heartbeat {d['last_heartbeat']}" if lease.run_id
-              else f"free (fence {d['fence']}, last run {d['last_run_id'] or '-'})")
+    if lease.run_id and lease.handed_from:
+        # a chain between two links: the holder named is the next link, not started yet
+        # (owner and heartbeat are the link before's)
+        holder = (f"handed by run {d['handed_from']} to its continuation, run "
+                  f"{d['holder_run_id']}, not started yet (fence {d['fence']}), handed "
+                  f"{d['acquired_at']}, expires in {d['expires_in_s']} s")
+    elif lease.run_id:
+        holder = (f"held by run {d['holder_run_id']} (fence {d['fence']}, owner "
+                  f"{d['owner']}), acquired {d['acquired_at']}, expires in "
+                  f"{d['expires_in_s']} s, last heartbeat {d['last_heartbeat']}")
+    else:
+        holder = f"free (fence {d['fence']}, last run {d['last_run_id'] or '-'})"
     human = "\n".join([
         f"job {job}: {holder}",
         f"pending: {d['pending_queued']} queued, follow-up {d['pending_follow_up'] or 'none'}; "

@@ -132,8 +132,10 @@ skew margin (no acquisition wrote one yet): twice the default skew margin."""
 ACQUIRE = call_site(
     "dynamodb.acquire", "dynamodb", "TransactWriteItems", "DynamoJobStore.acquire",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
-    note="a retry refused by its own write is recognised (the lease row names this run); "
-         "an unanswered attempt is resolved by the next attempt's refusal or a read",
+    note="a retry refused by its own write is recognised (the lease row names this run; "
+         "not a continuation's, whose run id its deliveries share: a duplicate, the "
+         "lease expires unrun); an unanswered attempt is resolved by the next attempt's "
+         "refusal or a read",
     paths=(Path.RUN,), parts=("Put", "Update"),
 )
 READ_LEASE = call_site(
@@ -662,18 +664,20 @@ class DynamoJobStore:
         try:
             refused = self._transact("acquire", job, actions, kinds)
         except BotoCoreError as exc:
-            return self._acquire_unknown(job, run_id, exc)
+            return self._acquire_unknown(job, run_id, exc, shared_run_id=carry)
         except StoreError as exc:
             if exc.__cause__ is not None and transient(exc.__cause__):
-                return self._acquire_unknown(job, run_id, exc)
+                return self._acquire_unknown(job, run_id, exc, shared_run_id=carry)
             raise
         if refused is None:
             _fences[(self.table_name, job)] = fence
             return Acquired(fence=fence, displaced_run_id=None if carry else lease.run_id)
-        if refused.lease is not None and refused.lease.run_id == run_id \
-                and not (carry and refused.lease.handed_from is not None):
-            # (a continuation's run id is the hand-off's: landed once the hand-off is gone)
-            # Our own earlier attempt landed; its response was lost.
+        if refused.lease is not None and refused.lease.run_id == run_id and not carry:
+            # Our own earlier attempt landed; its response was lost. (Never for a
+            # continuation: its run id is the hand-off's, shared by every delivery of it,
+            # so a row naming it may be another delivery's run: decided again, it is a
+            # duplicate. An attempt of ours that landed unanswered holds the lease
+            # unrun until it expires, like a lost invoke: the next tick takes over.)
             return Acquired(fence=refused.lease.fence,
                             expires_at_ms=refused.lease.expires_at_ms,
                             displaced_run_id=refused.lease.prev_run_id
@@ -711,13 +715,15 @@ class DynamoJobStore:
                 high_water = result.high_water
         return Busy(lease)
 
-    def _acquire_unknown(self, job: str, run_id: str, exc: Exception) -> Acquired | Refused:
+    def _acquire_unknown(self, job: str, run_id: str, exc: Exception, *,
+                         shared_run_id: bool = False) -> Acquired | Refused:
         """The acquisition's answer was an error: no answer, or one after which an
         earlier attempt of the SDK's may have landed (its answer lost, the retries
-        throttled). Only a consistent read tells; the run starts only if the row names it.
+        throttled). Only a consistent read tells; the run starts only if the row names it
+        (never for a continuation, whose run id every delivery of it shares).
         """
         state = self.read_lease(job)
-        if state.run_id == run_id and state.handed_from is None:
+        if state.run_id == run_id and not shared_run_id:
             return Acquired(fence=state.fence, displaced_run_id=None,
                             expires_at_ms=state.expires_at_ms)
         return Refused(lease=state, unanswered=_error_text(exc))
@@ -1051,7 +1057,8 @@ class DynamoJobStore:
         # The run's story, as its acquisition left it on its trigger's item (the item as
         # read is the run's own: the transaction ends it only while it still is).
         item = self.read_trigger(job, lease.trigger_id) if lease.trigger_id else None
-        own = item if item is not None and item.state is State.RUNNING \
+        # (a hand-off not started yet: its item ``handed``, the link before on the row)
+        own = item if item is not None and item.state in (State.RUNNING, State.HANDED) \
             and item.run_id == holder_run_id else None
         origin = own.origin if own is not None else None
         record = RunRecord(
@@ -1064,6 +1071,7 @@ class DynamoJobStore:
             requested_by=origin.requested_by if origin else None,
             delivery_id=origin.delivery_id if origin else None,
             detail=f"lease force-released by {by}" + (f": {reason}" if reason else ""),
+            extra={"continues": lease.handed_from} if lease.handed_from else {},
         )
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
         if self._operator_release(job, lease, new_fence, now_ms, by, record, ttl,
@@ -1468,10 +1476,15 @@ class DynamoJobStore:
         except DamagedRowError:  # named by `jobguard status`; the run log is still read
             return rows[:limit]
         if lease.run_id and not any(r.run_id == lease.run_id for r in rows):
+            handed = lease.handed_from is not None  # the next link, not started yet
             active = RunRecord(
                 job=job, run_id=lease.run_id, trigger_id=lease.trigger_id or "",
-                trigger_kind="", policy="", decision=Decision.RAN, status=RunStatus.RUNNING,
-                started_at_ms=lease.acquired_at_ms or 0, fence=lease.fence, owner=lease.owner,
+                trigger_kind="continuation" if handed else "", policy="",
+                decision=Decision.RAN, status=RunStatus.RUNNING,
+                started_at_ms=lease.acquired_at_ms or 0, fence=lease.fence,
+                owner=None if handed else lease.owner,
+                detail="handed: the continuation has not started yet" if handed else None,
+                extra={"continues": lease.handed_from} if handed else {},
             )
             rows.insert(0, active)
         return rows[:limit]

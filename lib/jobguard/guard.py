@@ -770,10 +770,11 @@ class GuardedJob:
             next_run_id = new_run_id(ended_ms)
             handed = dataclasses.replace(record, extra={
                 **record.extra, "continued_by": next_run_id, "link": trigger.link})
+            next_trigger_id = continuation_trigger_id(config.name, run_id, trigger.link + 1)
             released = rt.store.hand_off(HandOff(
                 job=config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
-                record=handed, next_trigger_id=continuation_trigger_id(config.name, run_id),
-                next_run_id=next_run_id, now_ms=handed.ended_at_ms or ended_ms,
+                record=handed, next_trigger_id=next_trigger_id, next_run_id=next_run_id,
+                now_ms=handed.ended_at_ms or ended_ms,
                 lease_ms=self._lease_ms, record_ttl_s=self._ttl(ended_ms),
                 trigger_ttl_s=trigger_ttl_s,
                 next_ttl_s=self._running_ttl(Trigger(config.name, "", TriggerKind.MANUAL),

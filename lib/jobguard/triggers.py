@@ -108,8 +108,10 @@ def follow_up_trigger_id(job: str, holder_run_id: str) -> str:
     return f"{job}@follow-up:{holder_run_id}"
 
 
-def continuation_trigger_id(job: str, previous_run_id: str) -> str:
-    return f"{job}@continue:{previous_run_id}"
+def continuation_trigger_id(job: str, previous_run_id: str, link: int) -> str:
+    """The next link's trigger id: the run before it and its place in the chain, so an
+    event naming another place never matches the hand-off (``max_chain`` holds)."""
+    return f"{job}@continue:{previous_run_id}:{link}"
 
 
 MAX_CHAIN = 100
@@ -306,7 +308,7 @@ def parse_event(
     if "continues" in event:
         cont = _validate("continuation", event)
         _same_job(cont["job"], job)
-        return Trigger(job, continuation_trigger_id(job, cont["continues"]),
+        return Trigger(job, continuation_trigger_id(job, cont["continues"], cont["link"]),
                        TriggerKind.CONTINUATION, continues=cont["continues"],
                        link=cont["link"])
     if "manual" in event:

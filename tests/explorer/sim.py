@@ -603,7 +603,9 @@ class Sim:
         self._deliver_continuation(event, "continue")
 
     def _deliver_continuation(self, event: dict[str, Any], label: str) -> Actor | None:
-        tid = f"{JOB}@continue:{event['continues']}"
+        from jobguard.triggers import continuation_trigger_id
+
+        tid = continuation_trigger_id(JOB, event["continues"], event["link"])
         c = self._container()
         if c is None:
             self.mailbox.insert(0, event)  # no free environment: Lambda tries again later

@@ -422,7 +422,7 @@ def test_a_link_replaced_between_its_read_and_its_write_keeps_the_replacements_r
     raced: list[Any] = []
 
     def replace(**ctx: Any) -> None:
-        if ctx["trigger_id"].endswith(event["continues"]) and not raced:
+        if ctx["trigger_id"].endswith(f"{event['continues']}:{event['link']}") and not raced:
             raced.append(link(job, handler, tick(JOB, clock.now() + timedelta(seconds=5)),
                               calls=20))
 

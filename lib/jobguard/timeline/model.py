@@ -244,10 +244,17 @@ def _assign_rows(spans: Sequence[tuple[int, int]], min_gap_ms: int) -> list[int]
     return rows
 
 
-def _chain_head(run_id: str, continues: dict[str, str | None]) -> str:
-    """The first run of ``run_id``'s chain, as far as the log shows it."""
+def _chain_head(run_id: str, continues: dict[str, str | None],
+                continued_by: dict[str, str]) -> str:
+    """The first run of ``run_id``'s chain, as far as the log shows it. A link whose
+    record is missing is stepped over through the record naming it as the one after
+    it (``continued_by``): one chain keeps one label."""
     seen = {run_id}
-    while (before := continues.get(run_id)) and before not in seen and before in continues:
+    while (before := continues.get(run_id)) and before not in seen:
+        if before not in continues:
+            before = continued_by.get(before)
+            if before is None or before in seen:
+                break
         seen.add(before)
         run_id = before
     return continues.get(run_id) or run_id
@@ -325,7 +332,9 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
     rows = _assign_rows([(max(s, window.from_ms), e) for _, _, s, e, _, _, _ in spans], gap)
 
     continues = {_key(r.run_id): _text(r.extra.get("continues")) for r in ran}
-    heads = {run_id: _chain_head(run_id, continues) for run_id in continues
+    continued_by = {by: _key(r.run_id) for r in ran
+                    if (by := _text(r.extra.get("continued_by")))}
+    heads = {run_id: _chain_head(run_id, continues, continued_by) for run_id in continues
              if continues[run_id] or any(c == run_id for c in continues.values())
              or _text(by_run[run_id].extra.get("continued_by"))}
     bars = []
