@@ -194,8 +194,9 @@ FORCE_RELEASE = call_site(
     "DynamoJobStore._operator_release",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="operator command, one transaction (lease, fence mark, the run's trigger and "
-         "record); a retry refused by its own write (released by this operator) counts",
-    paths=(Path.OPERATOR,), parts=("Put", "Update"),
+         "record); a retry refused by its own write (released by this operator) counts; "
+         "also a link withdrawing a hand-off whose invoke was refused (an error: it expires)",
+    paths=(Path.OPERATOR, Path.CONTINUE), parts=("Put", "Update"),
 )
 REPAIR = call_site(
     "dynamodb.repair", "dynamodb", "TransactWriteItems", "DynamoJobStore.repair",
@@ -1040,6 +1041,24 @@ class DynamoJobStore:
             released = self._force_release_seen(job, lease, holder_run_id=holder_run_id,
                                                 fence=fence, now_ms=now_ms, by=by,
                                                 reason=reason, record_ttl_s=record_ttl_s)
+            if released is not None:
+                return released
+        return False
+
+    def withdraw_hand_off(self, job: str, *, next_run_id: str, fence: int, now_ms: int,
+                          reason: str) -> bool:
+        """A link whose invoke of the next link was refused frees its hand-off at once:
+        the force release's transaction (fence moved on, the pending link's trigger
+        ``released``, its record naming the chain), only while the row still names that
+        hand-off, never a link that started (its fence is one more) or a newer holder.
+        A late delivery of the link then finds it ``superseded``."""
+        for _ in range(3):
+            lease = self.read_lease(job)
+            if lease.handed_from is None:
+                return False
+            released = self._force_release_seen(job, lease, holder_run_id=next_run_id,
+                                                fence=fence, now_ms=now_ms, by="jobguard",
+                                                reason=reason, record_ttl_s=None)
             if released is not None:
                 return released
         return False

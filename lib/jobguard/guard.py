@@ -27,6 +27,7 @@ from .clock import Clock, SystemClock, to_ms
 from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
 from .errors import (
     ConfigError,
+    ContinuationRefused,
     InvalidTriggerError,
     JobGuardError,
     LeaseLostError,
@@ -795,7 +796,8 @@ class GuardedJob:
             )
             rt.store.put_run(record, self._ttl(ended_ms), keep_operator_record=True)
         if handed_to is not None and continuation is not None:
-            self._send_continuation(continuation, run_id, trigger.link + 1, handed_to)
+            self._send_continuation(continuation, run_id, trigger.link + 1, handed_to,
+                                    fence=fence)
         # The queue (and its SQS client) only when the release found something to do.
         queue = self._queue_if_configured() if released.wake_receipt or released.follow_up \
             else None
@@ -840,22 +842,40 @@ class GuardedJob:
         return self._continuation
 
     def _send_continuation(self, port: ContinuationPort, run_id: str, link: int,
-                           next_run_id: str) -> None:
-        """Invoke the next link. A failure is logged and counted, never raised: the
-        hand-off expires like a lease and the next trigger takes over (nothing lost)."""
+                           next_run_id: str, *, fence: int) -> None:
+        """Invoke the next link. A failure is logged and counted, never raised: an invoke
+        refused outright (:class:`ContinuationRefused`: nothing queued) withdraws the
+        hand-off at once; any other leaves it to expire like a lease. Either way the next
+        trigger takes over from the checkpoint (nothing lost, nothing done twice)."""
         rt = self.runtime()
         try:
             port.send(continuation_event(self.config.name, run_id, link))
-        except Exception as exc:  # noqa: BLE001 - the hand-off expires; logged, counted
+        except Exception as exc:  # noqa: BLE001 - withdrawn or expiring; logged, counted
+            error = redacted(error_text(exc), self.config.redact)
             rt.telemetry.count("ContinuationsNotSent")
+            withdrawn = isinstance(exc, ContinuationRefused) and self._withdraw(
+                next_run_id, fence, error)
             rt.telemetry.logger.warning(
-                "continuation not sent: the hand-off expires, the next trigger takes over",
-                extra={"next_run_id": next_run_id,
-                       "error": redacted(error_text(exc), self.config.redact)})
+                "continuation not sent: " + (
+                    "the hand-off withdrawn" if withdrawn else "the hand-off expires")
+                + ", the next trigger takes over",
+                extra={"next_run_id": next_run_id, "error": error})
             return
         rt.telemetry.count("RunsContinued")
         rt.telemetry.logger.info("continued", extra={"next_run_id": next_run_id,
                                                      "link": link})
+
+    def _withdraw(self, next_run_id: str, fence: int, error: str) -> bool:
+        """Free a hand-off whose invoke was refused; on a store error it stays, to
+        expire like a lease (the run's outcome is already written: never raised)."""
+        try:
+            return self.runtime().store.withdraw_hand_off(
+                self.config.name, next_run_id=next_run_id, fence=fence,
+                now_ms=to_ms(self.clock.now()),
+                reason=f"the continuation's invoke was refused ({error}); the next trigger "
+                       "resumes from the checkpoint")
+        except Exception:  # noqa: BLE001 - a store or SDK error: the hand-off expires
+            return False
 
     def _resend_follow_up(self, queue: TriggerQueuePort, follow_up_id: str) -> None:
         """Send the pending follow-up's message again: the coalescing delivery may have

@@ -48,6 +48,9 @@ class JobStore(Protocol):
 
     def hand_off(self, request: HandOff) -> Released | None: ...
 
+    def withdraw_hand_off(self, job: str, *, next_run_id: str, fence: int, now_ms: int,
+                          reason: str) -> bool: ...
+
     def set_wake(self, job: str, *, holder_run_id: str, receipt: str) -> bool: ...
 
     def record_decision(self, record: RunRecord, *, step: Next, lease: LeaseState,
@@ -74,7 +77,9 @@ class TriggerQueuePort(Protocol):
 
 class ContinuationPort(Protocol):
     """Starts the next link of a chain: an asynchronous invoke of the job's own function
-    (see ``jobguard.continuation.LambdaContinuation``). ``send`` raises when the invoke
-    surely failed; the hand-off then expires like a lease and the next tick takes over."""
+    (see ``jobguard.continuation.LambdaContinuation``). ``send`` raises
+    :class:`~jobguard.errors.ContinuationRefused` when the invoke surely was not queued
+    (the link then withdraws its hand-off) and any other error when it may have been (the
+    hand-off then expires like a lease); either way the next tick takes over."""
 
     def send(self, event: dict[str, Any]) -> None: ...

@@ -116,6 +116,11 @@ just above the 10 s time margin)."""
 CONTINUE_WEIGHT = 8.0
 CONTINUE_ACTIONS = ("deliver", "delay", "duplicate", "lose")
 CONTINUE_WEIGHTS = (6, 2, 1, 1)
+# how a link's invoke of its function ends: queued; refused outright (a 4xx: the link
+# withdraws its hand-off); queued by an attempt whose answer was lost, then refused by the
+# SDK's retry (withdrawn, yet a continuation comes); no answer, queued or not (it expires)
+INVOKE_ACTIONS = ("queue", "refuse", "queue-then-refuse", "unanswered-queued", "unanswered")
+INVOKE_WEIGHTS = (3, 1, 1, 1, 1)
 GARBAGE = (
     ("not-json", "{job: crm-sync, scheduled_at: 2026-03-02T08:00:00Z"),
     ("another-job", json.dumps({"event": None, "jobguard": 1, "job": "report-export",
@@ -582,9 +587,18 @@ class Sim:
     def send(self, event: dict[str, Any]) -> None:
         """``chain``: the continuation port (an asynchronous invoke of the job's own
         function): the event waits in the mailbox for the ``continue`` event."""
-        self.mailbox.append(dict(event))
+        from jobguard.errors import ContinuationRefused
+
+        action = INVOKE_ACTIONS[self.chooser.draw(len(INVOKE_ACTIONS), INVOKE_WEIGHTS)]
+        self.coverage.add((self._row_state(), f"invoke:{action}"))
         self.log(f"{self._local.actor.name} invokes its function: continuation "
-                 f"{event.get('continues', '')[-6:]} link {event.get('link')}")
+                 f"{event.get('continues', '')[-6:]} link {event.get('link')} ({action})")
+        if action in ("queue", "queue-then-refuse", "unanswered-queued"):
+            self.mailbox.append(dict(event))
+        if action in ("refuse", "queue-then-refuse"):
+            raise ContinuationRefused("continue", JOB, "TooManyRequestsException")
+        if action.startswith("unanswered"):
+            raise ConnectionError("the invoke was not answered")
 
     def _ev_continue(self) -> None:
         """Lambda delivers the oldest pending continuation, or it is delayed (stays),

@@ -107,3 +107,66 @@ def test_cell(aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, site: str,
     rows = DynamoItemStore(aws.table, client=aws.ddb).get_many(JOB, keys)
     assert {r.state.value for r in rows.values()} == {"completed"} and len(rows) == N  # END
     assert "run_id" not in (aws.lease_item(JOB) or {})  # the lease free at the end
+
+
+def test_an_invoke_refused_outright_is_told_apart_from_one_of_unknown_fate(
+        aws: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 4xx answer (here the emulator's 404 for a function that does not exist) says
+    nothing was queued: ``ContinuationRefused``, and the link withdraws its hand-off. A
+    5xx or no answer may have queued the event: a plain ``StoreError``, and the hand-off
+    is left to expire (withdrawing it could let a tick run beside the continuation)."""
+    from jobguard.errors import ContinuationRefused, StoreError
+
+    lam = _function(aws, monkeypatch, [])
+    with pytest.raises(ContinuationRefused, match="no-such-function|not found|Function"):
+        LambdaContinuation("no-such-function", client=lam).send(
+            {"job": JOB, "continues": "r", "link": 2})
+    for fault in (Fault.SERVER_ERROR, Fault.TIMEOUT):
+        faults = Faults([Rule(fault, site="lambda.continue", nth=n) for n in range(1, 9)],
+                        seed=7, backoff_scale=0.001, clients=[lam])
+        with faults, pytest.raises(StoreError) as raised:
+            LambdaContinuation(JOB, client=lam).send({"job": JOB, "continues": "r",
+                                                      "link": 2})
+        assert not isinstance(raised.value, ContinuationRefused), fault
+
+
+@pytest.mark.parametrize("fault", [None, *Fault])
+def test_a_refused_invoke_withdraws_the_hand_off_and_a_failed_withdrawal_lets_it_expire(
+        aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, fault: Fault | None) -> None:
+    """GIVEN a function that cannot invoke its next link (its name is wrong: a 404)
+    WHEN a link hands off THEN it withdraws the hand-off (``dynamodb.force_release``'s
+    transaction) and a tick within the lease runs on from the checkpoint; WHEN that
+    withdrawal fails THEN the run's outcome stands (nothing raised) and the hand-off
+    expires like a lease instead. ONCE and END either way."""
+    lam = _function(aws, monkeypatch, [])
+    notes = NotesTable.create(aws.ddb)
+    config = JobConfig(name=JOB, table_name=aws.table, batch_size=4,
+                       lease=timedelta(seconds=60), max_chain=10)
+    job = CrmSync(config, contacts(N), notes, store=aws.store, clock=clock,
+                  continuation=LambdaContinuation("no-such-function", client=lam))
+    handler = job.handler()
+
+    def link(event: dict[str, Any]) -> Any:
+        budget = Budget()
+        job.before_call = budget.spend
+        return handler(event, budget)
+
+    rules = [Rule(fault, site="dynamodb.force_release", nth=n) for n in range(1, 9)] \
+        if fault is not None else []
+    faults = Faults(rules, seed=7, backoff_scale=0.001, clients=[aws.ddb, lam])
+    with faults:
+        outcome = link(tick(JOB, clock.now()))  # never raises: the notes are written
+    assert not (isinstance(outcome, dict) and outcome.get("jobguard")), outcome
+    withdrawn = "handed_from" not in (aws.lease_item(JOB) or {})
+    # a fault that loses only the answer still lands the withdrawal (read back: released)
+    assert withdrawn is (fault in (None, Fault.LOST)), (fault, faults.summary())
+    clock.advance(timedelta(seconds=30))
+    second = link(tick(JOB, clock.now()))
+    assert (isinstance(second, dict) and second.get("decision") == "skipped") is not withdrawn
+    for _ in range(4):
+        clock.advance(timedelta(seconds=70))
+        link(tick(JOB, clock.now()))
+    keys = [str(WorkId(f"contact-{i:05d}", "create-note")) for i in range(N)]
+    assert sorted(notes.calls) == keys  # ONCE
+    rows = DynamoItemStore(aws.table, client=aws.ddb).get_many(JOB, keys)
+    assert {r.state.value for r in rows.values()} == {"completed"} and len(rows) == N  # END

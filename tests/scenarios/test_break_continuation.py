@@ -15,6 +15,7 @@ import pytest
 from jobguard import hooks
 from jobguard.callsites import Fault
 from jobguard.faults import Faults, Rule
+from jobguard.records import RunStatus
 
 from ._support import in_thread, tick
 from .test_continuation import JOB, assert_each_once, lease, link, make, ran
@@ -92,20 +93,46 @@ def test_a_force_released_hand_off_is_recorded_as_the_chains_link(aws, clock):
     assert record.extra.get("continues") == row["handed_from"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="not fixed: a failed invoke leaves the hand-off to expire (issue 30 "
-                   "design); freeing it needs a new conditional store write")
-def test_an_invoke_that_surely_failed_does_not_hold_the_job_for_a_lease(aws, clock):
-    """GIVEN a link whose invoke of the next link raised (no lambda:InvokeFunction
-    outside the construct, a throttled function) WHEN the next tick comes within the
-    lease THEN it runs from the checkpoint: nothing will take the hand-off (a late
-    invoke that did land would find it gone: ``superseded``, nothing run). Today the
-    tick is skipped and every link of every run blocks the job for a whole lease."""
+def test_an_invoke_that_surely_failed_does_not_hold_the_job_for_a_lease(aws, clock, metrics):
+    """GIVEN a link whose invoke of the next link was refused outright (a 4xx: no
+    lambda:InvokeFunction outside the construct, a throttled function) WHEN the next
+    tick comes within the hand-off's lease THEN it runs from the checkpoint: the link
+    withdrew its hand-off at once (the never-started link recorded released, in its
+    chain), and a continuation that turns up anyway finds it gone (``superseded``,
+    nothing run). Every contact once."""
+    from jobguard.triggers import continuation_event
+
+    job, handler, mailbox, notes = make(aws, clock, 10)
+    mailbox.refuse = True
+    metrics()
+    link(job, handler, tick(JOB, clock.now()))
+    first = ran(aws)[0]
+    assert metrics().get("ContinuationsNotSent") == 1
+    row = lease(aws)
+    assert "handed_from" not in row and "run_id" not in row  # withdrawn, not expiring
+    pending = first.extra["continued_by"]
+    withdrawn = next(r for r in aws.runs(JOB) if r.run_id == pending)
+    assert withdrawn.status is RunStatus.RELEASED_BY_OPERATOR
+    assert withdrawn.extra.get("continues") == first.run_id
+    assert "invoke was refused" in (withdrawn.detail or "")
+    clock.advance(timedelta(seconds=30))  # within the 60 s hand-off
+    assert link(job, handler, tick(JOB, clock.now()), calls=20).get("decision") != "skipped"
+    assert_each_once(aws, notes, 10)
+    late = continuation_event(JOB, first.run_id, 2)
+    assert link(job, handler, late)["decision"] == "superseded"
+    assert_each_once(aws, notes, 10)
+
+
+def test_an_invoke_whose_fate_is_unknown_keeps_the_hand_off_until_it_expires(aws, clock):
+    """GIVEN a link whose invoke got no answer (it may have been queued) THEN the
+    hand-off stays: withdrawing it could let a tick run beside the continuation; a tick
+    within its lease is skipped."""
     job, handler, mailbox, notes = make(aws, clock, 10)
     mailbox.fail = True
     link(job, handler, tick(JOB, clock.now()))
-    clock.advance(timedelta(seconds=30))  # within the 60 s hand-off
-    assert link(job, handler, tick(JOB, clock.now()), calls=20).get("decision") != "skipped"
+    assert "handed_from" in lease(aws)
+    clock.advance(timedelta(seconds=30))
+    assert link(job, handler, tick(JOB, clock.now()))["decision"] == "skipped"
 
 
 def test_status_between_two_links_says_the_job_is_handed_not_held_by_a_running_run(

@@ -19,7 +19,7 @@ import pytest
 from jobguard import JobConfig, OverlapPolicy, WorkId
 from jobguard.definitions import JobDefinition
 from jobguard.dynamodb_items import DynamoItemStore
-from jobguard.errors import ConfigError
+from jobguard.errors import ConfigError, ContinuationRefused
 from jobguard.records import Decision, RunStatus
 from jobguard.triggerqueue import TriggerQueue
 
@@ -31,15 +31,20 @@ LEASE = timedelta(seconds=60)
 
 
 class Mailbox:
-    """The continuation port: keeps each invoke's event; ``fail`` makes the invoke raise."""
+    """The continuation port: keeps each invoke's event; ``fail`` makes the invoke raise
+    an error of unknown outcome (no answer), ``refuse`` one refused outright (a 4xx)."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
         self.fail = False
+        self.refuse = False
 
     def send(self, event: dict[str, Any]) -> None:
+        if self.refuse:
+            raise ContinuationRefused("continue", str(event.get("job")),
+                                      "AccessDeniedException: not authorized")
         if self.fail:
-            raise ConnectionError("invoke refused")
+            raise ConnectionError("invoke not answered")
         self.events.append(dict(event))
 
     def take(self) -> dict[str, Any]:
