@@ -174,3 +174,30 @@ def test_a_withdrawn_link_is_not_recorded_as_an_operators_force_release(aws, clo
     assert not [m for m in timeline.lanes[0].markers if m.kind == "force_release"]
     # AND a late delivery of the link is superseded, as before
     assert link(job, handler, port.events.pop(0))["decision"] == "superseded"
+
+
+def test_a_queue_tick_deferred_behind_a_withdrawn_hand_off_is_woken(aws, clock):
+    """GIVEN ``QUEUE``, a tick queued (its message deferred, its wake-up left on the row)
+    while a link ran, and the link's invoke of the next link refused WHEN the link
+    withdraws its hand-off THEN the queued tick is woken at once, as any release wakes
+    it; not left to wait out its message's visibility timeout behind a free lease."""
+    from jobguard import OverlapPolicy
+
+    from .test_continuation import make
+
+    job, handler, mailbox, notes = make(aws, clock, 10, policy=OverlapPolicy.QUEUE)
+    mailbox.refuse = True
+    seen: dict[str, Any] = {}
+
+    def before_item(**ctx: Any) -> None:
+        if not seen:
+            seen["queued"] = link(job, handler, tick(JOB, clock.now()))
+            seen["delivered"] = aws.deliver(JOB, handler)
+
+    with hooks.on("before_item", before_item):
+        link(job, handler, tick(JOB, clock.now() - timedelta(seconds=5)))
+    assert seen["queued"]["decision"] == "queued"
+    assert seen["delivered"] is not None and seen["delivered"][1] is True  # deferred
+    assert "handed_from" not in lease(aws)  # withdrawn
+    assert aws.deliver(JOB, handler) is not None  # woken: visible again at once
+    assert [r.trigger_kind for r in ran(aws)] == ["tick", "queued"]
