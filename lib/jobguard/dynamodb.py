@@ -24,6 +24,7 @@ fence without reading it back.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -1058,16 +1059,19 @@ class DynamoJobStore:
                 return False
             released = self._force_release_seen(job, lease, holder_run_id=next_run_id,
                                                 fence=fence, now_ms=now_ms, by="jobguard",
-                                                reason=reason, record_ttl_s=None)
+                                                reason=reason, record_ttl_s=None,
+                                                withdrawn=True)
             if released is not None:
                 return released
         return False
 
     def _force_release_seen(self, job: str, lease: LeaseState, *, holder_run_id: str,
                            fence: int, now_ms: int, by: str, reason: str | None,
-                           record_ttl_s: int | None) -> bool | None:
+                           record_ttl_s: int | None, withdrawn: bool = False) -> bool | None:
         """One force release from ``lease`` as read: True released, False not (another
-        holder, or none), None: the holder renewed since the read (read again)."""
+        holder, or none), None: the holder renewed since the read (read again).
+        ``withdrawn``: the link before frees its own hand-off (its invoke refused), so the
+        never-started link is recorded ``superseded`` (nothing ran, no operator did it)."""
         if lease.run_id != holder_run_id or lease.fence != fence:
             # True only when our own earlier attempt landed (its response was lost)
             return lease.released_by == f"operator:{by}" and lease.last_run_id == holder_run_id
@@ -1092,6 +1096,11 @@ class DynamoJobStore:
             detail=f"lease force-released by {by}" + (f": {reason}" if reason else ""),
             extra={"continues": lease.handed_from} if lease.handed_from else {},
         )
+        if withdrawn:
+            record = dataclasses.replace(
+                record, decision=Decision.SUPERSEDED, status=RunStatus.SUPERSEDED,
+                started_at_ms=now_ms, owner=None,
+                detail=f"withdrawn by run {lease.handed_from} before it started: {reason}")
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
         if self._operator_release(job, lease, new_fence, now_ms, by, record, ttl,
                                   offset_ms=offset_ms):

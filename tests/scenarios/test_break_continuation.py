@@ -112,7 +112,7 @@ def test_an_invoke_that_surely_failed_does_not_hold_the_job_for_a_lease(aws, clo
     assert "handed_from" not in row and "run_id" not in row  # withdrawn, not expiring
     pending = first.extra["continued_by"]
     withdrawn = next(r for r in aws.runs(JOB) if r.run_id == pending)
-    assert withdrawn.status is RunStatus.RELEASED_BY_OPERATOR
+    assert withdrawn.status is RunStatus.SUPERSEDED  # never started (not an operator's)
     assert withdrawn.extra.get("continues") == first.run_id
     assert "invoke was refused" in (withdrawn.detail or "")
     clock.advance(timedelta(seconds=30))  # within the 60 s hand-off
