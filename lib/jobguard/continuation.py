@@ -63,7 +63,9 @@ class LambdaContinuation:
 
 def _refused(exc: Exception) -> bool:
     """A 4xx answer says the event was not queued; anything else (a 5xx, no answer) may
-    have queued it, and only the hand-off's expiry is safe then."""
+    have queued it: the hand-off is then left to expire so that a queued continuation still
+    runs its link (withdrawing would be as safe, every write being conditioned on the row,
+    but would end a live chain early)."""
     response = getattr(exc, "response", None)
     meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
     status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None

@@ -114,7 +114,7 @@ def test_an_invoke_refused_outright_is_told_apart_from_one_of_unknown_fate(
     """A 4xx answer (here the emulator's 404 for a function that does not exist) says
     nothing was queued: ``ContinuationRefused``, and the link withdraws its hand-off. A
     5xx or no answer may have queued the event: a plain ``StoreError``, and the hand-off
-    is left to expire (withdrawing it could let a tick run beside the continuation)."""
+    is left to expire, so that a queued continuation still runs its link."""
     from jobguard.errors import ContinuationRefused, StoreError
 
     lam = _function(aws, monkeypatch, [])

@@ -125,8 +125,8 @@ def test_an_invoke_that_surely_failed_does_not_hold_the_job_for_a_lease(aws, clo
 
 def test_an_invoke_whose_fate_is_unknown_keeps_the_hand_off_until_it_expires(aws, clock):
     """GIVEN a link whose invoke got no answer (it may have been queued) THEN the
-    hand-off stays: withdrawing it could let a tick run beside the continuation; a tick
-    within its lease is skipped."""
+    hand-off stays, so that a queued continuation still runs its link (withdrawing would
+    be as safe, but would end a live chain early); a tick within its lease is skipped."""
     job, handler, mailbox, notes = make(aws, clock, 10)
     mailbox.fail = True
     link(job, handler, tick(JOB, clock.now()))
