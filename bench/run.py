@@ -70,6 +70,10 @@ Figures (written to ``bench/results.json``):
     The same children's total split in two: the time the emulator spent serving their
     DynamoDB requests (timed inside the server, around moto's handling) and the rest,
     which is what the Lambda itself spends (imports, client, its own work, the wire).
+``cold_start_cpu_ms`` (and ``powertools_*``, ``cold_start_cpu_ratio``)
+    The CPU time each child spent over that total (``time.process_time``): the Lambda's
+    own work, without the waits for the emulator's answers or for a core on a busy
+    machine. Not a target: ``cold_start_ratio`` is.
 ``cold_start_ms`` / ``import_ms`` / ``first_invoke_ms`` (and ``powertools_*``)
     A fresh interpreter imports a minimal handler module (``bench/handlers/``) and
     completes its first invocation against the emulator; timed with ``perf_counter``
@@ -145,6 +149,10 @@ arithmetic on ``jobguard runs``):
     view; ``timeline_10k_read_ms``: reading the records back through
     ``DynamoJobStore.runs_between`` from the emulator (moto's time, reported).
     ``--timeline-only`` measures just these and updates them in the results file.
+``backlog_10k_runs`` / ``backlog_10k_wall_s``
+    A backlog of 10,000 records, 1,000 a run, drained by a chain of continuation runs
+    started from one tick (``bench/backlog.py``): the runs in the chain and its wall
+    time on the in-process emulator. Reported, no target.
 ``timeline_dense_10k_*`` / ``timeline_badday_10k_*`` / ``timeline_month_43k_*``
     One job's lane alone: 10,000 runs over a day (5 % failed), the same day half
     failed, 30 days of a 1-minute job (43,200 runs). The two 10,000-run cases have the
@@ -199,6 +207,7 @@ LATENCY.install()  # idle until the overhead figure turns it on
 from aws_lambda_powertools.utilities import idempotency  # noqa: E402, F401
 
 import jobguard  # noqa: E402  (imported before the contention workers fork)
+from bench import backlog as backlog_bench  # noqa: E402
 from bench import coldstart, contention, fleet_load, items, request_counts  # noqa: E402
 from bench import timeline as timeline_bench  # noqa: E402
 from bench.common import (  # noqa: E402
@@ -387,6 +396,9 @@ def measure_cold_start(aws: LocalAWS, ticks: Ticks, repeats: int,
         "powertools_cold_start_emulator_ms": theirs.emulator_ms,
         "cold_start_client_ms": ours.client_ms,
         "powertools_cold_start_client_ms": theirs.client_ms,
+        "cold_start_cpu_ms": ours.cpu_ms,
+        "powertools_cold_start_cpu_ms": theirs.cpu_ms,
+        "cold_start_cpu_ratio": ours.cpu_ms / theirs.cpu_ms,
     }
 
 
@@ -465,11 +477,13 @@ def rows(f: Figures) -> list[Row]:
         row("cold_start_ms", "powertools_cold_start_ms"),
         row("cold_start_client_ms", "powertools_cold_start_client_ms"),
         row("cold_start_emulator_ms", "powertools_cold_start_emulator_ms"),
+        row("cold_start_cpu_ms", "powertools_cold_start_cpu_ms"),
         row("import_ms", "powertools_import_ms"),
         row("first_invoke_ms", "powertools_first_invoke_ms"),
     ] + item_rows(f, row) + ([row(name) for name in TIMELINE_ROWS if name in f]
                               if "timeline_10k_ms" in f else []) + [
-        row(name) for name in FLEET_ROWS if name in f]
+        row(name) for name in ("backlog_10k_runs", "backlog_10k_wall_s", *FLEET_ROWS)
+        if name in f]
 
 
 def item_rows(f: Figures, row: Callable[..., Row]) -> list[Row]:
@@ -740,6 +754,7 @@ def main(argv: list[str] | None = None) -> int:
         stage("overhead", lambda: measure_overhead(aws, args.items, meta))
         say("timeline: 10,000 run records of three jobs over a day")
         stage("timeline", lambda: measure_timeline(aws))
+        stage("backlog", backlog_bench.measure)  # a chain drains 10,000 records (issue 30)
     say("fleet: 100 jobs synthesized as a JobFleet and with per-job alarms (1, 10, 100)")
     fleet_table = ""
 

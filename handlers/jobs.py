@@ -19,6 +19,9 @@ CRM_SYNC = JobDefinition(
     # 75% of the 5-minute interval is 225 s: a run can reach it (it stops taking items
     # 10 s before its 4-minute timeout); 80% would be the timeout itself, never reached.
     overlap_alarm_share=0.75,
+    # a backlog larger than one run drains in a chain of up to 12 runs at once, not one
+    # run a tick (README "Continuation")
+    max_chain=12,
     reconciler_schedule="rate(1 hour)",
     description=(
         "Creates one note per changed CRM contact. A run can take longer than the "

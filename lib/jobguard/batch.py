@@ -219,6 +219,9 @@ class BatchJob(Generic[R]):
             report.cursor_to = cursor
             lag_items = 0
         claims.flush()  # the last page's completions, then its outcomes and checkpoint
+        if report.stopped == "time":
+            # records may be left: a continuation takes them up at once (max_chain)
+            run.continue_requested = True
         # Items selected past the checkpoint: the next run will select them again.
         run.telemetry_count("CheckpointLagItems", lag_items)
         return report

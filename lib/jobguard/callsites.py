@@ -86,6 +86,9 @@ class Path(StrEnum):
     """A service run (the reconciler) of a queued job releasing the lease: it wakes a
     deferred trigger and sends a pending follow-up again, so the follow-up runs right
     after the sweep instead of at the next trigger."""
+    CONTINUE = "continue"
+    """A run of a job with ``max_chain`` above 1 handing its job to a continuation: an
+    asynchronous invoke of its own function."""
     SWEEP = "sweep"
     """Reading a job's unresolved items (the sparse index, then consistent reads): the
     reconciler, recovery, and a job whose handler takes up earlier unfinished items."""
@@ -183,6 +186,7 @@ _DECLARING = (
     "jobguard.dynamodb",
     "jobguard.dynamodb_items",
     "jobguard.triggerqueue",
+    "jobguard.continuation",
     "jobguard.destinations",
     "jobguard.cli",
 )

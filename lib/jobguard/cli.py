@@ -438,8 +438,14 @@ def _run_log(rows: Sequence[Any], columns: Sequence[str]) -> tuple[list[dict[str
             table.append({"run_id": row.run_id, "status": "DAMAGED"})
             notes.append(f"damaged row {safe_text(row.sk)}: {safe_text(row.problem)}")
         else:
-            table.append(data[-1])
+            chain = {k: v for k, v in (data[-1].get("extra") or {}).items()
+                     if k in _CHAIN_KEYS}
+            table.append({**data[-1], **chain})
     return data, "\n".join([_table_text(table, columns), *notes])
+
+
+_CHAIN_KEYS = ("link", "continues", "continued_by")
+"""A chain link's place and neighbours, shown as columns of ``runs`` when present."""
 
 
 # -- commands ------------------------------------------------------------------------
@@ -476,13 +482,22 @@ def cmd_status(args: argparse.Namespace) -> int:
         "pending_queued": lease.queued_n,
         "pending_follow_up": lease.follow_up,
         "paused": lease.paused_reason if lease.paused_at_ms else None,
+        "handed_from": lease.handed_from,
         "last_runs": runs,
     }
     d = _shown({**data, "last_run_id": lease.last_run_id})
-    holder = (f"held by run {d['holder_run_id']} (fence {d['fence']}, owner {d['owner']}), "
-              f"acquired {d['acquired_at']}, expires in {d['expires_in_s']} s, last "
-              f"heartbeat {d['last_heartbeat']}" if lease.run_id
-              else f"free (fence {d['fence']}, last run {d['last_run_id'] or '-'})")
+    if lease.run_id and lease.handed_from:
+        # a chain between two links: the holder named is the next link, not started yet
+        # (owner and heartbeat are the link before's)
+        holder = (f"handed by run {d['handed_from']} to its continuation, run "
+                  f"{d['holder_run_id']}, not started yet (fence {d['fence']}), handed "
+                  f"{d['acquired_at']}, expires in {d['expires_in_s']} s")
+    elif lease.run_id:
+        holder = (f"held by run {d['holder_run_id']} (fence {d['fence']}, owner "
+                  f"{d['owner']}), acquired {d['acquired_at']}, expires in "
+                  f"{d['expires_in_s']} s, last heartbeat {d['last_heartbeat']}")
+    else:
+        holder = f"free (fence {d['fence']}, last run {d['last_run_id'] or '-'})"
     human = "\n".join([
         f"job {job}: {holder}",
         f"pending: {d['pending_queued']} queued, follow-up {d['pending_follow_up'] or 'none'}; "
@@ -510,9 +525,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.status:  # a damaged row's status is unknown: listed whatever is asked
         records = [r for r in records
                    if isinstance(r, DamagedRun) or r.status.value == args.status]
-    rows, table = _run_log(records[: args.last], ("run_id", "started_at", "status",
-                                                  "decision", "trigger_id", "fence",
-                                                  "holder_run_id", "duration_ms"))
+    columns: tuple[str, ...] = ("run_id", "started_at", "status", "decision", "trigger_id",
+                                "fence", "holder_run_id", "duration_ms")
+    shown = records[: args.last]
+    if any(not isinstance(r, DamagedRun) and ("continues" in r.extra
+                                              or "continued_by" in r.extra) for r in shown):
+        # a chain's links, each naming the one before and after it (README "Continuation")
+        columns += ("link", "continues", "continued_by")
+    rows, table = _run_log(shown, columns)
     _out(args, rows, table)
     return 0
 

@@ -140,6 +140,14 @@ class JobConfig:
     time_margin: timedelta = timedelta(seconds=10)
     """Stop taking new items when the Lambda has less than this left, and checkpoint."""
 
+    max_chain: int = 1
+    """The most runs one chain may have (the run a trigger started is the first, 1-100).
+    Above 1, a :class:`jobguard.BatchJob` run that stops for time (less than
+    ``time_margin`` left) hands the job at once to a continuation run of its own
+    function instead of leaving the rest to the next tick; the chain holds the job like
+    one run. 1 (the default): no continuation. The function needs
+    ``lambda:InvokeFunction`` on itself (the construct grants it when above 1)."""
+
     function_timeout: timedelta | None = None
     """The Lambda's timeout, when known (the stack passes it): claims must fit in it."""
 
@@ -238,6 +246,10 @@ class JobConfig:
                 f"({human(self.redelivery_window)}: {self._redelivery_reason()}): a trigger "
                 "delivered again after its completed items expired would redo them",
             )
+        chain = self.max_chain
+        if not isinstance(chain, int) or isinstance(chain, bool) or not 1 <= chain <= 100:
+            raise ConfigError("max_chain", "must be a whole number 1-100 (1: no continuation; "
+                              f"100 runs of 15 minutes is 25 hours), got {chain!r}")
         margin = self.time_margin
         if not isinstance(margin, timedelta) or margin < timedelta(0):
             raise ConfigError("time_margin", "must be a non-negative datetime.timedelta")

@@ -101,6 +101,9 @@ class JobDefinition:
     batch_size: int = 25
     memory_mb: int = 256
     max_queued: int = 10
+    max_chain: int = 1
+    """The longest chain of continuation runs (:attr:`jobguard.JobConfig.max_chain`);
+    above 1 the function may invoke itself."""
     stale_after: timedelta = timedelta(hours=1)
     overlap_alarm_share: float | Literal["auto"] | None = "auto"
     """Alarm when a run's duration exceeds this share of the schedule interval (of the
@@ -315,6 +318,7 @@ class JobDefinition:
             "heartbeat_every": self.heartbeat_every,
             "batch_size": self.batch_size,
             "max_queued": self.max_queued,
+            "max_chain": self.max_chain,
             "stale_after": self.stale_after,
             "dedup_window": max(timedelta(hours=2), self.stale_after),
             "function_timeout": self.timeout,

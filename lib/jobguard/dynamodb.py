@@ -24,6 +24,7 @@ fence without reading it back.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -40,7 +41,7 @@ from ._run_rows import read_run_row
 from .callsites import RETRY, SURFACE, Path, call_site
 from .errors import DamagedRowError, StoreError
 from .ids import run_id_bounds
-from .lease import Acquired, Busy, LeaseState, Released, backoff, parse_lease
+from .lease import Acquired, Busy, HandOff, LeaseState, Released, backoff, parse_lease
 from .records import DamagedRun, Decision, RunLog, RunOrigin, RunRecord, RunStatus
 from .schema import (
     FENCE_SK,
@@ -57,7 +58,7 @@ from .schema import (
     run_sk,
     trigger_sk,
 )
-from .trigger_state import Next, Refused, Route, State, TriggerRecord
+from .trigger_state import TERMINAL, Next, Refused, Route, State, TriggerRecord
 
 __all__ = ["Acquired", "Busy", "DynamoJobStore", "Refused", "Released", "create_table",
            "lease_state", "trigger_record"]
@@ -114,7 +115,10 @@ _RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
 """Cancellation reasons that say "try again", not "this item is wrong"."""
 
 _HOLDER_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acquired_at_ms",
-                 "heartbeat_at_ms", "wake_receipt", "follow_up")
+                 "heartbeat_at_ms", "wake_receipt", "follow_up", "handed_from")
+_HOLD_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acquired_at_ms",
+               "heartbeat_at_ms", "handed_from")
+"""What a hand-off freed by a pause removes: the holder, not what waits behind it."""
 
 _LAMBDA_MAX_RUN_MS = 15 * 60 * 1000
 """No invocation runs longer (Lambda's timeout at most): a bound on any holder's life."""
@@ -129,8 +133,10 @@ skew margin (no acquisition wrote one yet): twice the default skew margin."""
 ACQUIRE = call_site(
     "dynamodb.acquire", "dynamodb", "TransactWriteItems", "DynamoJobStore.acquire",
     throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
-    note="a retry refused by its own write is recognised (the lease row names this run); "
-         "an unanswered attempt is resolved by the next attempt's refusal or a read",
+    note="a retry refused by its own write is recognised (the lease row names this run; "
+         "not a continuation's, whose run id its deliveries share: a duplicate, the "
+         "lease expires unrun); an unanswered attempt is resolved by the next attempt's "
+         "refusal or a read",
     paths=(Path.RUN,), parts=("Put", "Update"),
 )
 READ_LEASE = call_site(
@@ -157,6 +163,14 @@ RELEASE = call_site(
          "`run`), counts as released and keeps the wake receipt and follow-up it found",
     paths=(Path.RUN,), parts=("Put", "Update"),
 )
+HAND_OFF = call_site(
+    "dynamodb.hand_off", "dynamodb", "TransactWriteItems", "DynamoJobStore.hand_off",
+    throttle=RETRY, server_error=RETRY, timeout=RETRY, lost=RETRY,
+    note="a link's release naming its continuation; an error answer is read back (the row "
+         "naming the hand-off: landed); refused while paused, it releases instead (the "
+         "chain ends)",
+    paths=(Path.RUN,), parts=("Put", "Update"),
+)
 SET_WAKE = call_site(
     "dynamodb.set_wake", "dynamodb", "UpdateItem", "DynamoJobStore.set_wake",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
@@ -181,8 +195,9 @@ FORCE_RELEASE = call_site(
     "DynamoJobStore._operator_release",
     throttle=SURFACE, server_error=SURFACE, timeout=SURFACE, lost=RETRY,
     note="operator command, one transaction (lease, fence mark, the run's trigger and "
-         "record); a retry refused by its own write (released by this operator) counts",
-    paths=(Path.OPERATOR,), parts=("Put", "Update"),
+         "record); a retry refused by its own write (released by this operator) counts; "
+         "also a link withdrawing a hand-off whose invoke was refused (an error: it expires)",
+    paths=(Path.OPERATOR, Path.CONTINUE), parts=("Put", "Update"),
 )
 REPAIR = call_site(
     "dynamodb.repair", "dynamodb", "TransactWriteItems", "DynamoJobStore.repair",
@@ -427,7 +442,9 @@ class DynamoJobStore:
                   f"{t.n('route')} = if_not_exists({t.n('route')}, {t.v(Route.DIRECT.value)}), "
                   f"{t.n(TTL_ATTRIBUTE)} = if_not_exists({t.n(TTL_ATTRIBUTE)}, "
                   f"{t.v(ttl_epoch_s)})")
-        condition = (f"attribute_not_exists({state}) OR ({state} = {t.v(State.RUNNING.value)} "
+        # (a continuation the row names, not started yet, ends the same way: ``handed``)
+        condition = (f"attribute_not_exists({state}) OR (({state} = {t.v(State.RUNNING.value)}"
+                     f" OR {state} = {t.v(State.HANDED.value)}) "
                      f"AND {t.n('run_id')} = {t.v(run_id)})")
         return self._update(self._trigger_key(job, trigger_id), t, update, condition)
 
@@ -550,11 +567,17 @@ class DynamoJobStore:
         e = _Expr()
         pieces = [self._lease_condition(e, lease)]
         held = lease.is_held(now_ms, skew_ms)
+        # A continuation takes the lease only from the hand-off the row names (its run
+        # id, pre-assigned, is the row's): the chain holds the job like one run, so it
+        # carries what waits behind it (wake-up, follow-up) as a recovery does.
+        carry = trigger_kind == "continuation"
+        if carry:
+            pieces.append(f"{e.n('handed_from')} = {e.v(lease.handed_from or '-')}")
         if replace and held and lease.expires_at_ms is not None:
             # the live holder's expiry as read: a renewal since refuses this write (we
             # decide again), so the hold written below bounds its deadline exactly
             pieces.append(f"{e.n('expires_at_ms')} = {e.v(lease.expires_at_ms)}")
-        if lease.run_id is not None and not (replace and held):
+        if lease.run_id is not None and not (replace and held) and not carry:
             # A takeover of a lease seen expired holds only while it still is: a holder
             # that renewed since our read is alive, so (under REPLACE) its trigger ends
             # `replaced`, not `lost` for its retry to run again; refused, we decide again.
@@ -572,7 +595,8 @@ class DynamoJobStore:
             f"{e.n('acquired_at_ms')} = {e.v(now_ms)}",
             f"{e.n('heartbeat_at_ms')} = {e.v(now_ms)}",
             f"{e.n('expires_at_ms')} = {e.v(now_ms + lease_ms)}",
-            f"{e.n('prev_run_id')} = {e.v(lease.run_id or lease.last_run_id or '-')}",
+            f"{e.n('prev_run_id')} = "
+            f"{e.v((lease.handed_from if carry else lease.run_id) or lease.last_run_id or '-')}",
         ]
         if not keep_follow_up:
             sets.append(f"{e.n('served_fence')} = {e.v(fence)}")  # a run that serves
@@ -582,9 +606,10 @@ class DynamoJobStore:
             fu = e.n("follow_up")
             pieces.append(f"attribute_not_exists({fu})" if lease.follow_up is None
                           else f"{fu} = {e.v(lease.follow_up)}")
-            removes = [e.n("wake_receipt")]
+            removes = [e.n("handed_from")] if carry else [e.n("wake_receipt"),
+                                                          e.n("handed_from")]
         else:
-            removes = [e.n("wake_receipt"), e.n("follow_up")]
+            removes = [e.n("wake_receipt"), e.n("follow_up"), e.n("handed_from")]
         update = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
         if route is Route.QUEUE and item is not None and item.state is State.QUEUED \
                 and trigger_kind == "queued":
@@ -641,16 +666,20 @@ class DynamoJobStore:
         try:
             refused = self._transact("acquire", job, actions, kinds)
         except BotoCoreError as exc:
-            return self._acquire_unknown(job, run_id, exc)
+            return self._acquire_unknown(job, run_id, exc, shared_run_id=carry)
         except StoreError as exc:
             if exc.__cause__ is not None and transient(exc.__cause__):
-                return self._acquire_unknown(job, run_id, exc)
+                return self._acquire_unknown(job, run_id, exc, shared_run_id=carry)
             raise
         if refused is None:
             _fences[(self.table_name, job)] = fence
-            return Acquired(fence=fence, displaced_run_id=lease.run_id)
-        if refused.lease is not None and refused.lease.run_id == run_id:
-            # Our own earlier attempt landed; its response was lost.
+            return Acquired(fence=fence, displaced_run_id=None if carry else lease.run_id)
+        if refused.lease is not None and refused.lease.run_id == run_id and not carry:
+            # Our own earlier attempt landed; its response was lost. (Never for a
+            # continuation: its run id is the hand-off's, shared by every delivery of it,
+            # so a row naming it may be another delivery's run: decided again, it is a
+            # duplicate. An attempt of ours that landed unanswered holds the lease
+            # unrun until it expires, like a lost invoke: the next tick takes over.)
             return Acquired(fence=refused.lease.fence,
                             expires_at_ms=refused.lease.expires_at_ms,
                             displaced_run_id=refused.lease.prev_run_id
@@ -688,13 +717,15 @@ class DynamoJobStore:
                 high_water = result.high_water
         return Busy(lease)
 
-    def _acquire_unknown(self, job: str, run_id: str, exc: Exception) -> Acquired | Refused:
+    def _acquire_unknown(self, job: str, run_id: str, exc: Exception, *,
+                         shared_run_id: bool = False) -> Acquired | Refused:
         """The acquisition's answer was an error: no answer, or one after which an
         earlier attempt of the SDK's may have landed (its answer lost, the retries
-        throttled). Only a consistent read tells; the run starts only if the row names it.
+        throttled). Only a consistent read tells; the run starts only if the row names it
+        (never for a continuation, whose run id every delivery of it shares).
         """
         state = self.read_lease(job)
-        if state.run_id == run_id:
+        if state.run_id == run_id and not shared_run_id:
             return Acquired(fence=state.fence, displaced_run_id=None,
                             expires_at_ms=state.expires_at_ms)
         return Refused(lease=state, unanswered=_error_text(exc))
@@ -837,6 +868,73 @@ class DynamoJobStore:
             return Released(released=False, state=state)
         raise StoreError("release", job, "transaction kept conflicting")
 
+    def hand_off(self, request: HandOff) -> Released | None:
+        """Release the lease to a continuation instead of freeing it (:class:`HandOff`).
+
+        Returns ``Released(released=True)`` when handed (also when an earlier attempt
+        landed unanswered), ``Released(released=False, state=...)`` when the lease is no
+        longer this run's, and None when it is but may not be handed (the job paused,
+        the run's trigger decided since, the next link's trigger already there): the
+        caller then releases as usual, and the chain ends.
+        """
+        r = request
+        for attempt in range(8):
+            e = _Expr()
+            condition = (f"{e.n('run_id')} = {e.v(r.run_id)} AND {e.n('fence')} = "
+                         f"{e.v(r.fence)} AND attribute_not_exists({e.n('paused_at_ms')})")
+            update = (
+                f"SET {e.n('run_id')} = {e.v(r.next_run_id)}, "
+                f"{e.n('trigger_id')} = {e.v(r.next_trigger_id)}, "
+                f"{e.n('handed_from')} = {e.v(r.run_id)}, "
+                f"{e.n('acquired_at_ms')} = {e.v(r.now_ms)}, "
+                f"{e.n('heartbeat_at_ms')} = {e.v(r.now_ms)}, "
+                f"{e.n('expires_at_ms')} = {e.v(r.now_ms + r.lease_ms)}, "
+                f"{e.n('released_at_ms')} = {e.v(r.now_ms)}, "
+                f"{e.n('last_run_id')} = {e.v(r.run_id)}, {e.n('released_by')} = {e.v('run')}")
+            t = _Expr()
+            st = t.n("state")
+            done = self._update(
+                self._trigger_key(r.job, r.trigger_id), t,
+                f"SET {st} = {t.v(State.DONE.value)}, {t.n('at_ms')} = {t.v(r.now_ms)}, "
+                f"{t.n(TTL_ATTRIBUTE)} = {t.v(r.trigger_ttl_s)}, "
+                f"{t.n('run_id')} = {t.v(r.run_id)}, {t.n('ended_by')} = {t.v('release')}, "
+                f"{t.n('route')} = if_not_exists({t.n('route')}, {t.v(Route.DIRECT.value)})",
+                f"attribute_not_exists({st}) OR ({st} = {t.v(State.RUNNING.value)} AND "
+                f"{t.n('run_id')} = {t.v(r.run_id)})")
+            handed = self._trigger_write(
+                r.job, r.next_trigger_id, None, state=State.HANDED, route=Route.DIRECT,
+                run_id=r.next_run_id, now_ms=r.now_ms, ttl_epoch_s=r.next_ttl_s,
+                fence=r.fence, kind="continuation")
+            actions = [self._update(self._lease_key(r.job), e, update, condition), done,
+                       handed, self._run_put(r.record, r.record_ttl_s)]
+            try:
+                refused = self._transact("hand_off", r.job, actions,
+                                         ["lease", "trigger", "next", "record"])
+            except (StoreError, BotoCoreError) as exc:
+                cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+                if cause is None or not transient(cause):
+                    raise
+                try:
+                    refused = Refused(lease=self.read_lease(r.job))
+                except (StoreError, ClientError, BotoCoreError):
+                    refused = Refused(conflict=True)
+                if refused.lease is not None and refused.lease.run_id == r.run_id:
+                    refused = Refused(conflict=True)  # not landed: try again
+            if refused is None:
+                return Released(released=True)
+            state = refused.lease
+            if state is None:
+                if not refused.conflict:
+                    return None  # a trigger moved on: release as usual
+                backoff(attempt)
+                continue
+            if state.handed_from == r.run_id and state.run_id == r.next_run_id:
+                return Released(released=True)  # our earlier attempt landed unanswered
+            if state.run_id == r.run_id and state.fence == r.fence:
+                return None  # still ours, but paused: release as usual (the chain ends)
+            return Released(released=False, state=state)
+        raise StoreError("hand_off", r.job, "transaction kept conflicting")
+
     def _release_unknown(self, job: str, run_id: str, trigger_id: str) -> Refused | None:
         """What a release whose answer was an error left: the lease row (still the run's,
         or released by it), and, when the row has moved on since, the trigger's item (a
@@ -948,11 +1046,32 @@ class DynamoJobStore:
                 return released
         return False
 
+    def withdraw_hand_off(self, job: str, *, next_run_id: str, fence: int, now_ms: int,
+                          reason: str) -> bool:
+        """A link whose invoke of the next link was refused frees its hand-off at once:
+        the force release's transaction (fence moved on, the pending link's trigger
+        ``released``, its record naming the chain), only while the row still names that
+        hand-off, never a link that started (its fence is one more) or a newer holder.
+        A late delivery of the link then finds it ``superseded``."""
+        for _ in range(3):
+            lease = self.read_lease(job)
+            if lease.handed_from is None:
+                return False
+            released = self._force_release_seen(job, lease, holder_run_id=next_run_id,
+                                                fence=fence, now_ms=now_ms, by="jobguard",
+                                                reason=reason, record_ttl_s=None,
+                                                withdrawn=True)
+            if released is not None:
+                return released
+        return False
+
     def _force_release_seen(self, job: str, lease: LeaseState, *, holder_run_id: str,
                            fence: int, now_ms: int, by: str, reason: str | None,
-                           record_ttl_s: int | None) -> bool | None:
+                           record_ttl_s: int | None, withdrawn: bool = False) -> bool | None:
         """One force release from ``lease`` as read: True released, False not (another
-        holder, or none), None: the holder renewed since the read (read again)."""
+        holder, or none), None: the holder renewed since the read (read again).
+        ``withdrawn``: the link before frees its own hand-off (its invoke refused), so the
+        never-started link is recorded ``superseded`` (nothing ran, no operator did it)."""
         if lease.run_id != holder_run_id or lease.fence != fence:
             # True only when our own earlier attempt landed (its response was lost)
             return lease.released_by == f"operator:{by}" and lease.last_run_id == holder_run_id
@@ -961,7 +1080,8 @@ class DynamoJobStore:
         # The run's story, as its acquisition left it on its trigger's item (the item as
         # read is the run's own: the transaction ends it only while it still is).
         item = self.read_trigger(job, lease.trigger_id) if lease.trigger_id else None
-        own = item if item is not None and item.state is State.RUNNING \
+        # (a hand-off not started yet: its item ``handed``, the link before on the row)
+        own = item if item is not None and item.state in (State.RUNNING, State.HANDED) \
             and item.run_id == holder_run_id else None
         origin = own.origin if own is not None else None
         record = RunRecord(
@@ -974,7 +1094,13 @@ class DynamoJobStore:
             requested_by=origin.requested_by if origin else None,
             delivery_id=origin.delivery_id if origin else None,
             detail=f"lease force-released by {by}" + (f": {reason}" if reason else ""),
+            extra={"continues": lease.handed_from} if lease.handed_from else {},
         )
+        if withdrawn:
+            record = dataclasses.replace(
+                record, decision=Decision.SUPERSEDED, status=RunStatus.SUPERSEDED,
+                started_at_ms=now_ms, owner=None,
+                detail=f"withdrawn by run {lease.handed_from} before it started: {reason}")
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
         if self._operator_release(job, lease, new_fence, now_ms, by, record, ttl,
                                   offset_ms=offset_ms):
@@ -1166,7 +1292,8 @@ class DynamoJobStore:
         holder's) and its item's TTL. Returns None when written, or what refused it.
         """
         job = record.job
-        if step is Next.DUPLICATE:
+        if step is Next.DUPLICATE or (step is Next.SUPERSEDE and item is not None
+                                      and item.state in TERMINAL):
             # Never over another record: one under this delivery's run id means its own
             # acquisition (or decision) landed unseen, and what ended it wrote the record
             # that says so (an operator's release naming who and why, a takeover, a
@@ -1175,7 +1302,7 @@ class DynamoJobStore:
             return None
         target = {Next.SKIP: State.SKIPPED, Next.QUEUE: State.QUEUED, Next.DROP: State.DROPPED,
                   Next.COALESCE: State.COALESCED, Next.PAUSED: State.PAUSED,
-                  Next.ABSORB: State.ABSORBED}[step]
+                  Next.ABSORB: State.ABSORBED, Next.SUPERSEDE: State.SUPERSEDED}[step]
         e = _Expr()
         run_id_a, expires = e.n("run_id"), e.n("expires_at_ms")
         held = (f"({run_id_a} = {e.v(lease.run_id or '-')} AND "
@@ -1196,8 +1323,25 @@ class DynamoJobStore:
             not_paused += not_named
         else:
             not_named = ""
+        handed = (record.trigger_kind == "continuation" and lease.handed_from is not None
+                  and lease.trigger_id == record.trigger_id)
         if step is Next.SKIP:
             lease_action = self._check(lease_key, e, f"{held} AND {not_paused}")
+        elif step is Next.SUPERSEDE:
+            # the row does not name the continuation (its hand-off is gone)
+            tid = e.n("trigger_id")
+            lease_action = self._check(
+                lease_key, e, f"attribute_not_exists({tid}) OR {tid} <> {e.v(record.trigger_id)}")
+        elif step is Next.PAUSED and handed:
+            # a paused job ends the chain: the hand-off is freed with the decision (what
+            # waits behind the chain stays on the row for the run after the pause)
+            lease_action = self._update(
+                lease_key, e,
+                f"SET {e.n('released_at_ms')} = {e.v(now_ms)}, {e.n('last_run_id')} = "
+                f"{e.v(lease.handed_from)}, {e.n('released_by')} = {e.v('run')} "
+                f"REMOVE {', '.join(e.n(n) for n in _HOLD_ATTRS)}",
+                f"attribute_exists({e.n('paused_at_ms')}) AND {self._lease_condition(e, lease)}"
+                f" AND {e.n('handed_from')} = {e.v(lease.handed_from)}")
         elif step is Next.QUEUE:
             condition = (f"(attribute_not_exists({queued_n}) OR {queued_n} < {e.v(max_queued)})"
                          f" AND ({held} OR {queued_n} > {e.v(0)}) AND {not_paused}")
@@ -1267,7 +1411,8 @@ class DynamoJobStore:
         except BotoCoreError as exc:
             raise StoreError("record_decision", job, str(exc)) from exc
         if refused is not None and refused.trigger_failed and refused.trigger is not None \
-                and refused.trigger.run_id == record.run_id:
+                and refused.trigger.run_id == record.run_id \
+                and (record.trigger_kind != "continuation" or refused.trigger.state is target):
             return None  # our own earlier attempt landed (its response was lost)
         return refused
 
@@ -1359,10 +1504,15 @@ class DynamoJobStore:
         except DamagedRowError:  # named by `jobguard status`; the run log is still read
             return rows[:limit]
         if lease.run_id and not any(r.run_id == lease.run_id for r in rows):
+            handed = lease.handed_from is not None  # the next link, not started yet
             active = RunRecord(
                 job=job, run_id=lease.run_id, trigger_id=lease.trigger_id or "",
-                trigger_kind="", policy="", decision=Decision.RAN, status=RunStatus.RUNNING,
-                started_at_ms=lease.acquired_at_ms or 0, fence=lease.fence, owner=lease.owner,
+                trigger_kind="continuation" if handed else "", policy="",
+                decision=Decision.RAN, status=RunStatus.RUNNING,
+                started_at_ms=lease.acquired_at_ms or 0, fence=lease.fence,
+                owner=None if handed else lease.owner,
+                detail="handed: the continuation has not started yet" if handed else None,
+                extra={"continues": lease.handed_from} if handed else {},
             )
             rows.insert(0, active)
         return rows[:limit]

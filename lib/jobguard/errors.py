@@ -101,6 +101,12 @@ class StoreError(JobGuardError):
         super().__init__(f"{operation} for job {job!r}: {message}")
 
 
+class ContinuationRefused(StoreError):
+    """The invoke of a chain's next link was refused (an HTTP 4xx answer: no permission,
+    no such function, throttled): surely not queued, so no continuation will come. The
+    link withdraws its hand-off at once instead of holding the job until it expires."""
+
+
 class CursorTooLargeError(JobGuardError, ValueError):
     """A checkpoint cursor over :data:`jobguard._bounds.MAX_CURSOR_BYTES`: refused before
     the page it follows is claimed (nothing written, no destination called).

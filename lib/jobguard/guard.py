@@ -27,6 +27,7 @@ from .clock import Clock, SystemClock, to_ms
 from .config import TRIGGER_QUEUE_RETENTION, JobConfig, OverlapPolicy
 from .errors import (
     ConfigError,
+    ContinuationRefused,
     InvalidTriggerError,
     JobGuardError,
     LeaseLostError,
@@ -36,15 +37,27 @@ from .errors import (
 )
 from .hooks import fire
 from .ids import new_run_id
-from .lease import Acquired, LeaseState, backoff
-from .ports import JobStore, TriggerQueuePort
+from .lease import Acquired, HandOff, LeaseState, Released, backoff
+from .ports import ContinuationPort, JobStore, TriggerQueuePort
 from .records import Decision, Outcome, RunOrigin, RunRecord, RunStatus
 from .run import Heartbeat, Run, _reset_current, _set_current
-from .trigger_state import TERMINAL, Next, Refused, Route, State, TriggerRecord, decide, route_of
+from .trigger_state import (
+    TERMINAL,
+    Next,
+    Refused,
+    Route,
+    State,
+    TriggerRecord,
+    decide,
+    names_hand_off,
+    route_of,
+)
 from .triggers import (
     Trigger,
     TriggerKind,
     check_sqs_event,
+    continuation_event,
+    continuation_trigger_id,
     follow_up_trigger_id,
     format_instant,
     parse_event,
@@ -73,6 +86,7 @@ _DECISION_OF = {
     Next.ABSORB: Decision.COALESCED,
     Next.PAUSED: Decision.PAUSED,
     Next.DUPLICATE: Decision.DUPLICATE,
+    Next.SUPERSEDE: Decision.SUPERSEDED,
 }
 _METRIC_OF = {
     Decision.SKIPPED: "TriggersSkipped",
@@ -82,6 +96,7 @@ _METRIC_OF = {
     Decision.STALE: "TriggersStale",
     Decision.PAUSED: "TriggersPaused",
     Decision.DUPLICATE: "TriggersDuplicate",
+    Decision.SUPERSEDED: "TriggersSuperseded",
 }
 
 
@@ -174,6 +189,7 @@ class GuardedJob:
         clock: Clock | None = None,
         owner: str | None = None,
         serves_triggers: bool = True,
+        continuation: ContinuationPort | None = None,
     ) -> None:
         self.config = config
         _drills.apply(config.name)  # drill fault switches: nothing unless JOBGUARD_DRILLS=1
@@ -185,6 +201,9 @@ class GuardedJob:
         self.owner = owner or _default_owner()
         self._store = store
         self._queue = queue
+        self._continuation = continuation
+        """Starts the next link of a chain (``max_chain`` above 1); by default an
+        asynchronous invoke of the function this runs in (none outside Lambda)."""
         self._runtime: _Runtime | None = None
         self._lease_ms = int(config.lease.total_seconds() * 1000)
         self._skew_ms = int(config.skew_margin.total_seconds() * 1000)
@@ -250,7 +269,7 @@ class GuardedJob:
         now_mono = self.clock.monotonic()  # read with now: the row's expiry counts from it
         now = self.clock.now()
         now_ms = to_ms(now)
-        run_id = new_run_id(now_ms)
+        run_id = own_run_id = new_run_id(now_ms)
         owed = False  # a late tick this job already accepted onto its queue
         if trigger.scheduled_at is not None and not trigger.is_from_queue:
             # EventBridge delivers a tick (a rule event) at or after its time; only the
@@ -283,6 +302,10 @@ class GuardedJob:
             # what its message promises: queued (its run id and gate come with a refusal)
             item = TriggerRecord(trigger_id=trigger.trigger_id, state=State.QUEUED,
                                  route=Route.QUEUE, ttl_epoch_s=2**40)
+        elif trigger.kind is TriggerKind.CONTINUATION and names_hand_off(lease, trigger):
+            # what the hand-off the row names promises: its item `handed`, its run id
+            item = TriggerRecord(trigger_id=trigger.trigger_id, state=State.HANDED,
+                                 route=Route.DIRECT, run_id=lease.run_id, ttl_epoch_s=2**40)
         high_water = 0
         unmarkable: str | None = None  # a holder whose trigger item cannot be marked
         keep_follow_up = True
@@ -300,6 +323,13 @@ class GuardedJob:
             refused: Refused | None
             if step is Next.DEFER:
                 raise _Deferred(lease)
+            continuing = trigger.kind is TriggerKind.CONTINUATION
+            if continuing:
+                # the link's run id, as the link before named it, while the row names the
+                # hand-off; any other decision is this delivery's own (never written over
+                # the record a takeover or a replacement wrote of the link)
+                run_id = lease.run_id if names_hand_off(lease, trigger) and lease.run_id \
+                    else own_run_id
             if step is Next.RUN:
                 rt.telemetry.count("LeaseAcquireAttempts")
                 acquired_mono = now_mono
@@ -310,16 +340,21 @@ class GuardedJob:
                     lease=lease, item=item, route=route, trigger_kind=trigger.kind.value,
                     trigger_ttl_s=self._running_ttl(trigger, now_ms),
                     high_water=high_water,
-                    replace=config.policy is OverlapPolicy.REPLACE,
-                    # a dead run's own trigger takes its turn back, ahead of the queue
+                    # (a continuation takes the hand-off, never a live run's lease)
+                    replace=config.policy is OverlapPolicy.REPLACE and not continuing,
+                    # a dead run's own trigger takes its turn back, ahead of the queue (and
+                    # a chain's next link, ahead of what waits behind the chain)
                     queue_gate=config.policy is OverlapPolicy.QUEUE and route is Route.DIRECT
+                    and not continuing
                     and not (item is not None and item.state is State.RUNNING),
-                    displaced=self._displaced_record(lease, now_ms),
+                    displaced=None if continuing else self._displaced_record(lease, now_ms),
                     # the holder it displaces is marked, unless its item could not be
                     # (then only that holder: a new one is marked again)
                     record_ttl_s=self._ttl(now_ms),
                     mark_displaced=displacing is None or displacing != unmarkable,
-                    keep_follow_up=not self.serves_triggers and keep_follow_up,
+                    # (a chain's link, like a service run, carries the follow-up on: it
+                    # runs once after the chain)
+                    keep_follow_up=(not self.serves_triggers or continuing) and keep_follow_up,
                     origin=self._origin(trigger),
                 )
                 if isinstance(result, Acquired):
@@ -333,7 +368,7 @@ class GuardedJob:
                     # under this run id: what is decided next is a new decision, with its
                     # own. (While nothing names the id, it is kept: an attempt still in
                     # flight may land, and the next attempt must know the row as ours.)
-                    run_id = new_run_id(now_ms)
+                    run_id = own_run_id = new_run_id(now_ms)
             else:
                 outcome, refused = self._decide(trigger, step, lease, item, run_id, now_ms,
                                                 event)
@@ -473,6 +508,12 @@ class GuardedJob:
                                                    TriggerKind.FOLLOW_UP))
         elif step is Next.PAUSED:
             detail = lease.paused_reason
+            if trigger.kind is TriggerKind.CONTINUATION:
+                detail = f"chain ended: job paused ({lease.paused_reason})"
+        elif step is Next.SUPERSEDE:
+            detail = (f"chain ended before this link started: the lease is "
+                      f"{'held by ' + str(lease.run_id) if lease.run_id else 'free'} "
+                      "(replaced, force-released, or taken over once the hand-off expired)")
         if step is Next.QUEUE or follow_up is not None:
             self._trigger_queue()  # no (or a malformed) queue URL: refused before any write
         record = self._decision_record(trigger, run_id, decision, lease, now_ms, detail=detail)
@@ -578,6 +619,7 @@ class GuardedJob:
             requested_by=trigger.requested_by,
             delivery_id=trigger.delivery_id,
             detail=bounded_text(detail),
+            extra=_chain_extra(trigger),
         )
 
     def _outcome(self, record: RunRecord) -> dict[str, Any]:
@@ -616,6 +658,20 @@ class GuardedJob:
             return None
         replaced = self.config.policy is OverlapPolicy.REPLACE and lease.is_held(
             now_ms, self._skew_ms)
+        if lease.handed_from is not None:
+            # a continuation that never started: the chain ends here, and says so
+            return RunRecord(
+                job=lease.job, run_id=lease.run_id, trigger_id=lease.trigger_id or "",
+                trigger_kind=TriggerKind.CONTINUATION.value, policy=self.config.policy.value,
+                decision=Decision.RAN,
+                status=RunStatus.LEASE_LOST if replaced else RunStatus.ABANDONED,
+                started_at_ms=lease.acquired_at_ms or now_ms,
+                ended_at_ms=lease.heartbeat_at_ms, fence=lease.fence, owner=lease.owner,
+                detail="continuation replaced by a newer trigger (REPLACE) before it started"
+                if replaced else f"continuation never started: the hand-off expired at "
+                f"{lease.expires_at_ms}; taken over",
+                extra={"continues": lease.handed_from},
+            )
         return RunRecord(
             job=lease.job, run_id=lease.run_id, trigger_id=lease.trigger_id or "",
             trigger_kind="", policy=self.config.policy.value, decision=Decision.RAN,
@@ -698,16 +754,38 @@ class GuardedJob:
             error=None if error is None else bounded_text(
                 redacted(error_text(error), config.redact)),
             detail=bounded_text(detail),
-            extra=bounded_extra({**displaced, **run.figures()}),
+            extra=bounded_extra({**displaced, **run.figures(), **_chain_extra(trigger)}),
         )
         outcome = {RunStatus.FAILED: State.FAILED,
                    RunStatus.LEASE_LOST: State.LOST}.get(status, State.DONE)
         route = route_of(trigger)
-        released = rt.store.release(
+        trigger_ttl_s = (self._queue_ttl(ended_ms) if route is Route.QUEUE
+                         else self._trigger_ttl(trigger, ended_ms))
+        released: Released | None = None
+        handed_to: str | None = None
+        continuation = None if service or status not in (
+            RunStatus.SUCCEEDED, RunStatus.INCOMPLETE) else self._continuation_for(run)
+        if continuation is not None:
+            # Out of time with records left: the job goes to the next link at once, in
+            # this release (the lease row names it; nobody else runs in between).
+            next_run_id = new_run_id(ended_ms)
+            handed = dataclasses.replace(record, extra={
+                **record.extra, "continued_by": next_run_id, "link": trigger.link})
+            next_trigger_id = continuation_trigger_id(config.name, run_id, trigger.link + 1)
+            released = rt.store.hand_off(HandOff(
+                job=config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
+                record=handed, next_trigger_id=next_trigger_id, next_run_id=next_run_id,
+                now_ms=handed.ended_at_ms or ended_ms,
+                lease_ms=self._lease_ms, record_ttl_s=self._ttl(ended_ms),
+                trigger_ttl_s=trigger_ttl_s,
+                next_ttl_s=self._running_ttl(Trigger(config.name, "", TriggerKind.MANUAL),
+                                             ended_ms)))
+            if released is not None and released.released:
+                record, handed_to = handed, next_run_id
+        released = released if released is not None else rt.store.release(
             config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
             outcome=outcome, record=record, record_ttl_s=self._ttl(ended_ms),
-            trigger_ttl_s=(self._queue_ttl(ended_ms) if route is Route.QUEUE
-                           else self._trigger_ttl(trigger, ended_ms)),
+            trigger_ttl_s=trigger_ttl_s,
             keep_follow_up=service,
         )
         if not released.released:
@@ -717,6 +795,9 @@ class GuardedJob:
                 record, status=status, detail=detail or "lease taken over before release"
             )
             rt.store.put_run(record, self._ttl(ended_ms), keep_operator_record=True)
+        if handed_to is not None and continuation is not None:
+            self._send_continuation(continuation, run_id, trigger.link + 1, handed_to,
+                                    fence=fence)
         # The queue (and its SQS client) only when the release found something to do.
         queue = self._queue_if_configured() if released.wake_receipt or released.follow_up \
             else None
@@ -743,6 +824,58 @@ class GuardedJob:
             return {"jobguard": "lease_lost", "job": config.name, "run_id": run_id,
                     "fence": fence, "detail": record.detail}
         return result
+
+    def _continuation_for(self, run: Run) -> ContinuationPort | None:
+        """How to start the next link, if this run asked for one (a batch out of time)
+        and the chain may grow (``max_chain``); None otherwise (and outside Lambda, with
+        none given), the next trigger then resumes from the checkpoint."""
+        if not run.continue_requested or run.lease_lost \
+                or run.trigger.link >= self.config.max_chain:
+            return None
+        if self._continuation is None:
+            from .continuation import LambdaContinuation, function_name
+
+            function = function_name()
+            if function is None:
+                return None
+            self._continuation = LambdaContinuation(function)
+        return self._continuation
+
+    def _send_continuation(self, port: ContinuationPort, run_id: str, link: int,
+                           next_run_id: str, *, fence: int) -> None:
+        """Invoke the next link. A failure is logged and counted, never raised: an invoke
+        refused outright (:class:`ContinuationRefused`: nothing queued) withdraws the
+        hand-off at once; any other leaves it to expire like a lease. Either way the next
+        trigger takes over from the checkpoint (nothing lost, nothing done twice)."""
+        rt = self.runtime()
+        try:
+            port.send(continuation_event(self.config.name, run_id, link))
+        except Exception as exc:  # noqa: BLE001 - withdrawn or expiring; logged, counted
+            error = redacted(error_text(exc), self.config.redact)
+            rt.telemetry.count("ContinuationsNotSent")
+            withdrawn = isinstance(exc, ContinuationRefused) and self._withdraw(
+                next_run_id, fence, error)
+            rt.telemetry.logger.warning(
+                "continuation not sent: " + (
+                    "the hand-off withdrawn" if withdrawn else "the hand-off expires")
+                + ", the next trigger takes over",
+                extra={"next_run_id": next_run_id, "error": error})
+            return
+        rt.telemetry.count("RunsContinued")
+        rt.telemetry.logger.info("continued", extra={"next_run_id": next_run_id,
+                                                     "link": link})
+
+    def _withdraw(self, next_run_id: str, fence: int, error: str) -> bool:
+        """Free a hand-off whose invoke was refused; on a store error it stays, to
+        expire like a lease (the run's outcome is already written: never raised)."""
+        try:
+            return self.runtime().store.withdraw_hand_off(
+                self.config.name, next_run_id=next_run_id, fence=fence,
+                now_ms=to_ms(self.clock.now()),
+                reason=f"the continuation's invoke was refused ({error}); the next trigger "
+                       "resumes from the checkpoint")
+        except Exception:  # noqa: BLE001 - a store or SDK error: the hand-off expires
+            return False
 
     def _resend_follow_up(self, queue: TriggerQueuePort, follow_up_id: str) -> None:
         """Send the pending follow-up's message again: the coalescing delivery may have
@@ -922,6 +1055,13 @@ class GuardedJob:
         return rt.queue
 
 
+def _chain_extra(trigger: Trigger) -> dict[str, Any]:
+    """A continuation's record names the link before it and its place in the chain."""
+    if trigger.kind is not TriggerKind.CONTINUATION:
+        return {}
+    return {"continues": trigger.continues, "link": trigger.link}
+
+
 _LIVE: weakref.WeakSet[GuardedJob] = weakref.WeakSet()
 """Every guarded job of this process (weakly): :func:`forget_runtimes` reaches them."""
 
@@ -934,6 +1074,9 @@ def forget_runtimes() -> None:
     calls it when it starts and stops). Injected stores and queues are kept."""
     for job in list(_LIVE):
         job._runtime = None  # noqa: SLF001 - this module's own objects
+
+
+_RUNTIME_OPTIONS = ("store", "queue", "clock", "owner", "continuation")
 
 
 def guarded(
@@ -964,16 +1107,14 @@ def guarded(
         ...     return sync_contacts()
     """
     if isinstance(job, JobConfig):
-        runtime_only = {k: options.pop(k) for k in ("store", "queue", "clock", "owner")
-                        if k in options}
+        runtime_only = {k: options.pop(k) for k in _RUNTIME_OPTIONS if k in options}
         if options:
             raise ConfigError("options", f"give either a JobConfig or options, not both: "
                               f"{sorted(options)}")
         config_given = job
         return lambda handler: GuardedJob(config_given, handler, **runtime_only)
     # A policy given as a string ("coalesce") is JobConfig's to convert and refuse.
-    runtime_options = {k: options.pop(k) for k in ("store", "queue", "clock", "owner")
-                       if k in options}
+    runtime_options = {k: options.pop(k) for k in _RUNTIME_OPTIONS if k in options}
     try:
         config = JobConfig(name=job, policy=policy, **options)  # type: ignore[arg-type]
     except TypeError as exc:

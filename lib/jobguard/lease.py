@@ -23,7 +23,8 @@ from typing import Any
 
 from .errors import DamagedRowError
 
-__all__ = ["Acquired", "Busy", "LeaseState", "Released", "backoff", "parse_lease"]
+__all__ = ["Acquired", "Busy", "HandOff", "LeaseState", "Released", "backoff",
+           "parse_lease"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +55,10 @@ class LeaseState:
     """The fence of the last run that served triggers (not a recovery or a reconciler
     sweep): a follow-up is absorbed only once a run past its gate has served it. 0 when
     unknown (a recreated row): the follow-up then runs, once more at worst."""
+    handed_from: str | None = None
+    """A hand-off (continuation): the run that handed the lease to the continuation the
+    row names (``run_id``, ``trigger_id``, pre-assigned); only that continuation's
+    delivery takes it, until it expires like a lease (:mod:`jobguard.trigger_state`)."""
     exists: bool = True
     """False when the row does not exist (a new job, or a deleted row)."""
 
@@ -72,7 +77,8 @@ class LeaseState:
 _INT = ("acquired_at_ms", "expires_at_ms", "heartbeat_at_ms", "released_at_ms",
         "paused_at_ms", "served_fence")
 _STR = ("run_id", "holder_owner", "trigger_id", "last_run_id", "released_by",
-        "paused_reason", "paused_by", "follow_up", "wake_receipt", "prev_run_id")
+        "paused_reason", "paused_by", "follow_up", "wake_receipt", "prev_run_id",
+        "handed_from")
 _HELD_NEEDS = ("expires_at_ms", "holder_owner", "trigger_id", "acquired_at_ms")
 
 
@@ -137,6 +143,7 @@ def parse_lease(job: str, row: dict[str, Any] | None) -> LeaseState:
         wake_receipt=row.get("wake_receipt"),
         prev_run_id=row.get("prev_run_id"),
         served_fence=int(row.get("served_fence") or 0),
+        handed_from=row.get("handed_from"),
         exists=fence is not None,
     )
 
@@ -172,6 +179,30 @@ class Released:
     coalescing delivery may have failed to), with the same deduplication id; only a
     delivery that finds the follow-up's item ``queued`` runs."""
     state: LeaseState | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandOff:
+    """A link's release that hands the job to its continuation (one transaction): the
+    lease row names the next link (``next_trigger_id``, ``next_run_id``, ``handed_from``
+    = this run) with an expiry a lease away, this run's trigger ends ``done``, the next
+    link's trigger item is made ``handed``, and this run's ``record`` is written."""
+
+    job: str
+    run_id: str
+    fence: int
+    trigger_id: str
+    record: Any
+    """This link's run record (:class:`jobguard.RunRecord`), naming the next link."""
+    next_trigger_id: str
+    next_run_id: str
+    now_ms: int
+    lease_ms: int
+    record_ttl_s: int
+    trigger_ttl_s: int
+    """This link's trigger item's TTL once done."""
+    next_ttl_s: int
+    """The next link's trigger item's TTL (it must outlive the hand-off and the run)."""
 
 
 def backoff(attempt: int) -> None:

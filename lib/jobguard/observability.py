@@ -38,6 +38,7 @@ METRICS = (
     "TriggerMessagesRejected", "CheckpointLagItems", "ItemsRejected", "PayloadConflicts",
     "ItemsRetried", "BatchSize", "UncertainOutcomes", "ReconciliationFindings",
     "ItemsCompleted", "ItemsFailed", "CompletionsRejected", "SweepSucceeded",
+    "RunsContinued", "ContinuationsNotSent", "TriggersSuperseded",
     RUNS_NEAR_INTERVAL, TRIGGERS_MET_ACTIVE_RUN,
 )
 """Every metric name jobguard emits (a test reads the sources for them): the custom

@@ -1,4 +1,5 @@
-"""The two things the guard talks to, as protocols: the job store and the trigger queue.
+"""What the guard talks to, as protocols: the job store, the trigger queue and the
+continuation invoke.
 
 :class:`jobguard.dynamodb.DynamoJobStore` and :class:`jobguard.triggerqueue.TriggerQueue`
 are the implementations; a test or another backend passes anything that has these
@@ -10,12 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .lease import Acquired, LeaseState, Released
+    from .lease import Acquired, HandOff, LeaseState, Released
     from .records import RunOrigin, RunRecord
     from .trigger_state import Next, Refused, Route, State, TriggerRecord
     from .triggers import Trigger
 
-__all__ = ["JobStore", "TriggerQueuePort"]
+__all__ = ["ContinuationPort", "JobStore", "TriggerQueuePort"]
 
 
 class JobStore(Protocol):
@@ -45,6 +46,11 @@ class JobStore(Protocol):
                 record: RunRecord, record_ttl_s: int, trigger_ttl_s: int,
                 keep_follow_up: bool = False) -> Released: ...
 
+    def hand_off(self, request: HandOff) -> Released | None: ...
+
+    def withdraw_hand_off(self, job: str, *, next_run_id: str, fence: int, now_ms: int,
+                          reason: str) -> bool: ...
+
     def set_wake(self, job: str, *, holder_run_id: str, receipt: str) -> bool: ...
 
     def record_decision(self, record: RunRecord, *, step: Next, lease: LeaseState,
@@ -67,3 +73,13 @@ class TriggerQueuePort(Protocol):
     def defer(self, receipt: str, seconds: int) -> None: ...
 
     def wake(self, receipt: str) -> bool: ...
+
+
+class ContinuationPort(Protocol):
+    """Starts the next link of a chain: an asynchronous invoke of the job's own function
+    (see ``jobguard.continuation.LambdaContinuation``). ``send`` raises
+    :class:`~jobguard.errors.ContinuationRefused` when the invoke surely was not queued
+    (the link then withdraws its hand-off) and any other error when it may have been (the
+    hand-off then expires like a lease); either way the next tick takes over."""
+
+    def send(self, event: dict[str, Any]) -> None: ...

@@ -38,6 +38,10 @@ class Decision(StrEnum):
     the field, the reason and a bounded excerpt, then deleted (reported processed to
     SQS), so the triggers behind it in its FIFO group run at once. Nothing ran. Its
     record's trigger id is ``<job>@message:<SQS message id>``, its kind ``message``."""
+    SUPERSEDED = "superseded"
+    """A continuation (the next link of a chain) delivered after its hand-off was gone:
+    the job was replaced, force-released, or taken over once the hand-off expired (its
+    invoke lost or late). Nothing ran; the chain had ended."""
 
 
 class RunStatus(StrEnum):
@@ -61,6 +65,7 @@ class RunStatus(StrEnum):
     PAUSED = "paused"
     DUPLICATE = "duplicate"
     REJECTED = "rejected"
+    SUPERSEDED = "superseded"
 
 
 @dataclass(frozen=True, kw_only=True)

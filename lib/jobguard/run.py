@@ -187,6 +187,9 @@ class Run:
     """Store, config and telemetry of the guarded job (internal)."""
     stats: dict[str, Any] = field(default_factory=dict)
     """Figures written on this run's record when it ends (counts, cursor range)."""
+    continue_requested: bool = False
+    """Set by :class:`jobguard.BatchJob` when the run stops for time: hand the job to a
+    continuation run when it ends (honoured while ``JobConfig.max_chain`` allows)."""
     _claims: Any = field(default=None, repr=False)
 
     @property

@@ -20,7 +20,18 @@ it and ``tests/unit/test_trigger_state.py`` walks every (state, event) pair.
        ├──skip──► skipped        ├──pause──► paused
        ├──queue──► queued ──run──► running      (queued ──undo──► absent)
        ├──coalesce──► coalesced (into the holder's follow-up, itself ``queued``)
-       └──drop──► dropped        follow-up queued/failed/lost ──absorb──► absorbed
+       ├──drop──► dropped        follow-up queued/failed/lost ──absorb──► absorbed
+       └──hand off──► handed ──run──► running       (a continuation: a link of a chain)
+                         ├──pause──► paused (the hand-off freed: the chain ends)
+                         ├──taken over / replaced / force release──► lost / replaced /
+                         │                                           released
+                         └──supersede──► superseded (the row no longer names it)
+
+A continuation (``BatchJob`` out of time with records left, ``JobConfig.max_chain``) is
+handed the lease by the link before it, in that link's release transaction: the lease
+row names the continuation's trigger and pre-assigned run id with ``handed_from`` (the
+link before), its expiry a lease away, so every other trigger meets the chain held; only
+the delivery of that continuation takes it (fence + 1, conditioned on ``handed_from``).
 
 A trigger that arrived directly (a tick, a rule, a manual invoke) and one that waits
 on the trigger queue (a queued trigger, a follow-up) have different *routes*: only a
@@ -49,6 +60,7 @@ __all__ = [
     "Transition",
     "TriggerRecord",
     "decide",
+    "names_hand_off",
     "route_of",
 ]
 
@@ -77,10 +89,16 @@ class State(StrEnum):
     """A follow-up whose purpose a later run already served."""
     RELEASED = "released"
     """An operator force-released its run. Never runs again (recover instead)."""
+    HANDED = "handed"
+    """A continuation the lease row names (``handed_from``): only its delivery runs it."""
+    SUPERSEDED = "superseded"
+    """A continuation whose hand-off was gone when it was delivered (replaced, force
+    released, taken over after it expired): it never runs."""
 
 
 TERMINAL = frozenset({State.DONE, State.SKIPPED, State.COALESCED, State.DROPPED,
-                      State.PAUSED, State.REPLACED, State.ABSORBED, State.RELEASED})
+                      State.PAUSED, State.REPLACED, State.ABSORBED, State.RELEASED,
+                      State.SUPERSEDED})
 RETRYABLE = frozenset({State.FAILED, State.LOST})
 
 
@@ -114,6 +132,8 @@ class Event(StrEnum):
     DROP = "drop"
     PAUSE = "pause"
     ABSORB = "absorb"
+    HAND_OFF = "hand_off"
+    SUPERSEDE = "supersede"
 
 
 @dataclass(frozen=True)
@@ -133,6 +153,7 @@ class Transition:
 _ANY_RUN = "the run's release: lease row run_id and fence are the run's"
 _DELIVERY = "the trigger's delivery (acquisition transaction)"
 _DECISION = "the trigger's delivery (decision transaction, with its run record)"
+_HANDED = "lease row names the hand-off (trigger id, run id, handed_from)"
 
 TRANSITIONS: tuple[Transition, ...] = (
     # a run starts (one transaction with the lease, the fence high-water mark and, on a
@@ -203,6 +224,33 @@ TRANSITIONS: tuple[Transition, ...] = (
                "follow-up; lease fence > gate_fence"),
     Transition(State.LOST, Event.ABSORB, State.ABSORBED, _DECISION,
                "follow-up; lease fence > gate_fence"),
+    # continuation: a chain of runs holding the job like one run
+    Transition(None, Event.HAND_OFF, State.HANDED,
+               "the link before's release (hand-off transaction, with its trigger done and "
+               "its record naming the next link)",
+               "lease row names the link before and its fence; not paused; link < max_chain"),
+    Transition(State.HANDED, Event.RUN, State.RUNNING, _DELIVERY,
+               f"continuation; {_HANDED}, fence as handed; not paused (expiry not checked: "
+               "nobody took it over)"),
+    Transition(State.HANDED, Event.PAUSE, State.PAUSED, _DECISION,
+               f"job paused; {_HANDED}: the row freed in the same transaction (chain ends)"),
+    Transition(State.HANDED, Event.TAKEN_OVER, State.LOST,
+               "the next acquisition (takeover transaction)",
+               "lease row names the hand-off, expired by more than the skew margin"),
+    Transition(State.HANDED, Event.REPLACED, State.REPLACED,
+               "a REPLACE trigger's acquisition (takeover transaction)",
+               "lease row names the hand-off and its fence"),
+    Transition(State.HANDED, Event.FORCE_RELEASE, State.RELEASED,
+               "jobguard release --force (one transaction with the lease and the record)",
+               "lease row names the hand-off and its fence"),
+    Transition(None, Event.SUPERSEDE, State.SUPERSEDED, _DECISION,
+               "continuation; lease row does not name it"),
+    Transition(State.HANDED, Event.SUPERSEDE, State.SUPERSEDED, _DECISION,
+               "continuation; lease row does not name it"),
+    Transition(State.LOST, Event.SUPERSEDE, State.SUPERSEDED, _DECISION,
+               "continuation; lease row does not name it"),
+    Transition(State.FAILED, Event.SUPERSEDE, State.SUPERSEDED, _DECISION,
+               "continuation; lease row does not name it"),
 )
 
 
@@ -259,6 +307,8 @@ class Next(StrEnum):
     ABSORB = "absorb"
     DEFER = "defer"
     """A queued trigger or follow-up found the lease held: wait on the queue."""
+    SUPERSEDE = "supersede"
+    """A continuation whose hand-off is gone: recorded, nothing run."""
 
 
 def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
@@ -278,6 +328,8 @@ def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
         item = None
     state = item.state if item is not None else None
 
+    if trigger.kind is TriggerKind.CONTINUATION:
+        return _continuation(lease, state, trigger, ignore_pause)
     if state in TERMINAL:
         return Next.DUPLICATE
     if item is not None and item.route is not route:
@@ -322,6 +374,30 @@ def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
     if policy is OverlapPolicy.SKIP:
         return Next.SKIP
     return Next.COALESCE
+
+
+def names_hand_off(lease: LeaseState, trigger: Trigger) -> bool:
+    """The lease row holds ``trigger``'s hand-off: its link may take the lease."""
+    return lease.handed_from is not None and lease.trigger_id == trigger.trigger_id
+
+
+def _continuation(lease: LeaseState, state: State | None, trigger: Trigger,
+                  ignore_pause: bool) -> Next:
+    """A continuation runs only from the hand-off the lease row names; anything else
+    (its link holds or held the lease: a duplicate; the hand-off gone) runs nothing.
+    One ended by another's hand (replaced, force-released) is recorded ``superseded``
+    without a write to its item, on each delivery."""
+    if state in (State.REPLACED, State.RELEASED):
+        return Next.SUPERSEDE
+    if state in TERMINAL:
+        return Next.DUPLICATE
+    if names_hand_off(lease, trigger) and state in (None, State.HANDED):
+        if lease.paused_at_ms is not None and not ignore_pause:
+            return Next.PAUSED
+        return Next.RUN
+    if lease.trigger_id == trigger.trigger_id or state is State.RUNNING:
+        return Next.DUPLICATE
+    return Next.SUPERSEDE
 
 
 @dataclass(frozen=True)

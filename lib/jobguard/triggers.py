@@ -13,6 +13,9 @@ Accepted events (``events/`` holds a sample of each):
 - a manual invoke ``{"job": "crm-sync", "manual": true, "requested_by": "alice"}``,
   optionally with its own ``trigger_id`` (otherwise the Lambda request id, which
   async retries keep);
+- a continuation ``{"job": "crm-sync", "continues": "<run id>", "link": 2}``, sent
+  asynchronously by a run of the job to its own function (never by hand: it runs only
+  from the hand-off its run left on the lease row);
 - SQS messages from the job's trigger queue carrying a queued trigger or a coalesced
   follow-up (written only by jobguard itself).
 """
@@ -57,6 +60,9 @@ class TriggerKind(StrEnum):
     """The one follow-up run of coalesced triggers (``COALESCE`` policy)."""
     RECOVERY = "recovery"
     """A recovery run."""
+    CONTINUATION = "continuation"
+    """The next link of a chain: a run that stopped for time with records left handed
+    the job on (``JobConfig.max_chain``); invoked asynchronously by that run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,10 @@ class Trigger:
     Recorded on the run record (``delivery_id``) so an operator can tell a delivery
     the sender made from a hand-made event (which usually carries none); never part of
     the identity. None for manual, follow-up and recovery runs."""
+    continues: str | None = None
+    """A continuation: the run id of the link before it."""
+    link: int = 1
+    """A continuation: its place in the chain (the run that started it is link 1)."""
 
     @property
     def is_from_queue(self) -> bool:
@@ -96,6 +106,27 @@ def tick_trigger_id(job: str, scheduled_at: datetime) -> str:
 
 def follow_up_trigger_id(job: str, holder_run_id: str) -> str:
     return f"{job}@follow-up:{holder_run_id}"
+
+
+def continuation_trigger_id(job: str, previous_run_id: str, link: int) -> str:
+    """The next link's trigger id: the run before it and its place in the chain, so an
+    event naming another place never matches the hand-off (``max_chain`` holds)."""
+    return f"{job}@continue:{previous_run_id}:{link}"
+
+
+MAX_CHAIN = 100
+"""The longest chain ``JobConfig.max_chain`` allows (100 links of 15 minutes: 25 hours)."""
+
+
+def continuation_event(job: str, previous_run_id: str, link: int) -> dict[str, Any]:
+    """The event a link sends its own function to start the next link."""
+    return {"job": job, "continues": previous_run_id, "link": link}
+
+
+def _link(field: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 2 <= value <= MAX_CHAIN:
+        raise InvalidTriggerError(field, f"must be a whole number 2-{MAX_CHAIN}, got {value!r}")
+    return value
 
 
 # Each event shape: field -> (check, required). Validation is a few lines of plain
@@ -191,6 +222,9 @@ _SHAPES: dict[str, dict[str, tuple[_Check, bool]]] = {
                "trigger_id": (_text(128, _TRIGGER_ID_PATTERN,
                                     "a trigger id: letters, digits and _.:@/+=-"), False),
                "requested_by": (_text(256), False)},
+    "continuation": {"job": (_JOB, True),
+                     "continues": (_text(64, _TRIGGER_ID_PATTERN, "a run id"), True),
+                     "link": (_link, True)},
     "queue": {"jobguard": (_literal(QUEUE_MESSAGE_VERSION), True), "job": (_JOB, True),
               "trigger_id": (_text(512), True),
               "kind": (_literal("queued", "follow_up"), True),
@@ -271,6 +305,12 @@ def parse_event(
         at: datetime = rule["time"].astimezone(UTC)
         return Trigger(job, tick_trigger_id(job, at), TriggerKind.RULE, scheduled_at=at,
                        delivery_id=rule.get("id"))
+    if "continues" in event:
+        cont = _validate("continuation", event)
+        _same_job(cont["job"], job)
+        return Trigger(job, continuation_trigger_id(job, cont["continues"], cont["link"]),
+                       TriggerKind.CONTINUATION, continues=cont["continues"],
+                       link=cont["link"])
     if "manual" in event:
         manual = _validate("manual", event)
         _same_job(manual["job"], job)

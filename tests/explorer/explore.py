@@ -166,9 +166,11 @@ def _one(args: tuple[int, int]) -> dict[str, Any]:
 
 
 def explore(minutes: float, *, first_seed: int, steps: int, shrink_s: float,
-            workers: int = 2, focus: str | None = None, say: Any = print) -> dict[str, Any]:
-    """New seeds until the time is up (``workers`` processes), then shrink each distinct
-    violation's first history. Returns the summary (also printed)."""
+            workers: int = 2, focus: str | None = None, bias: str = "",
+            say: Any = print) -> dict[str, Any]:
+    """New seeds until the time is up (``workers`` processes, each history with the
+    scheduler ``bias``), then shrink each distinct violation's first history. Returns the
+    summary (also printed)."""
     import multiprocessing
 
     started = time.monotonic()
@@ -179,7 +181,7 @@ def explore(minutes: float, *, first_seed: int, steps: int, shrink_s: float,
     next_seed = first_seed
     last_seed = first_seed
     context = multiprocessing.get_context("fork")
-    with context.Pool(workers) as pool:
+    with context.Pool(workers, initializer=_init_worker, initargs=((), bias)) as pool:
         pending = []
         def take() -> int:
             nonlocal next_seed
@@ -215,6 +217,7 @@ def explore(minutes: float, *, first_seed: int, steps: int, shrink_s: float,
                "histories_per_s": round(histories / elapsed, 2),
                "requests_per_s": round(requests / elapsed, 1), "workers": workers,
                "coverage_pairs": len(pairs), "distinct_violations": len(found),
+               "bias": bias,
                "found": found, "seeds": [first_seed, last_seed]}
     say(f"\n{histories} histories in {elapsed:.0f} s on {workers} worker(s): "
         f"{summary['histories_per_s']} histories/s, {summary['requests_per_s']} AWS requests/s; "
@@ -248,11 +251,11 @@ def explore(minutes: float, *, first_seed: int, steps: int, shrink_s: float,
     if shrink_s > 0:
         for sig, info in sorted(found.items(), key=lambda kv: kv[1]["seconds"]):
             say(f"\n=== {sig} (seed {info['seed']}, found after {info['seconds']} s)")
-            shrunk = shrink(info["choices"], sig, budget_s=shrink_s, say=say)
+            shrunk = shrink(info["choices"], sig, budget_s=shrink_s, say=say, bias=bias)
             info["choices"] = shrunk
-            replay = run_history(choices=shrunk)
+            replay = run_history(choices=shrunk, bias=bias)
             replay.seed = info["seed"]
-            say(report(replay))
+            say(report(replay, bias=bias))
     return summary
 
 
@@ -270,6 +273,7 @@ MUTANT_SHAPES: dict[str, tuple[str, str]] = {
     "fence-restarts": ("damage", ""),
     "future-tick-runs": ("future_tick", "late"),
     "garbage-message-returned": ("QUEUE,sqs", "garbage"),
+    "link-ignores-hand-off": ("", "chain"),
 }
 
 
@@ -429,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if result.violations else 0
     first = args.first_seed if args.first_seed is not None else int(time.time()) % 1_000_000
     summary = explore(args.minutes, first_seed=first, steps=args.steps,
-                      shrink_s=args.shrink_seconds, workers=args.workers, focus=args.focus)
+                      shrink_s=args.shrink_seconds, workers=args.workers, focus=args.focus,
+                      bias=bias)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(summary, out, indent=2, default=str)

@@ -26,6 +26,7 @@ BUGS = {
     11: "a trigger redelivered after its mark aged out runs twice (far-future tick, manual)",
     12: "a trigger-queue message that is no trigger is returned, blocking its group "
         "(issue 33)",
+    13: "a chain's next link takes the lease without its hand-off (issue 30)",
 }
 
 _RULES: list[tuple[str, int]] = [
@@ -49,6 +50,7 @@ _RULES: list[tuple[str, int]] = [
     (r"^RERUN/ran-again:(far-future-tick|manual):returned-ran", 11),
     (r"^RERUN/ran-again:far-future-tick:", 11),
     (r"^(END/garbage-|LIVE/behind-garbage)", 12),
+    (r"^CHAIN/", 13),
 ]
 
 

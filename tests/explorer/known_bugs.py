@@ -1,5 +1,6 @@
-"""The known bugs: issue 14's eleven trigger-state defects and issue 33's garbage message
-(#12), each kept here as source patches on ``lib/jobguard`` so that the explorer
+"""The known bugs: issue 14's eleven trigger-state defects, issue 33's garbage message
+(#12) and issue 30's link that ignores its hand-off (#13), each
+kept here as source patches on ``lib/jobguard`` so that the explorer
 (``make explore MUTANTS=all``) and the tests can bring one back, in their own process,
 and prove they find it. Nothing under ``lib/jobguard`` knows about them.
 
@@ -244,6 +245,19 @@ _BUGS = (
         rt.telemetry.logger.warning("malformed trigger message", extra=said)
         raise error  # a batch item failure, redelivered to the DLQ
 """),)),
+    KnownBug("link-ignores-hand-off", 13,
+             "a chain's next link takes the lease without checking the hand-off: a late or "
+             "repeated continuation runs over whatever holds the job (issue 30)", (
+                 Patch("jobguard.trigger_state", """\
+    if names_hand_off(lease, trigger) and state in (None, State.HANDED):
+""", """\
+    if state in (None, State.HANDED, State.LOST):
+"""),
+                 Patch("jobguard.dynamodb", """\
+            pieces.append(f"{e.n('handed_from')} = {e.v(lease.handed_from or '-')}")
+""", """\
+            pass  # (the decision checked the hand-off)
+"""))),
 )
 
 KNOWN: dict[str, KnownBug] = {bug.name: bug for bug in _BUGS}

@@ -133,6 +133,8 @@ class Model:
         """Runs an operator's ``release --force`` ended, by step (not a repair's)."""
         self.now_step = 0
         """The simulator's step counter (set before each observation)."""
+        self.handed_at: dict[str, int] = {}
+        """Continuations a link handed its job to (the pre-assigned run id), by step."""
         self.garbage: dict[str, list[str]] = {}
         """Messages on the trigger queue that are no trigger, by message id: how each of
         their deliveries ended (``rejected``, ``returned``, ``returned-faulted``,
@@ -155,7 +157,18 @@ class Model:
         fence = after.get("fence")
         if run_before is not None and run_after is None and after.get("released_by") == "run":
             self.release_steps.append(step)
-        if run_after is not None and run_after != run_before:
+        handed = run_after is not None and after.get("handed_from") == run_before \
+            and run_before is not None
+        # a chain's next link takes the lease from its hand-off under the run id the
+        # hand-off named: an acquisition too (fence + 1)
+        continued = (run_after is not None and run_after == run_before
+                     and before.get("handed_from") is not None
+                     and after.get("handed_from") is None and fence != before.get("fence"))
+        if handed:
+            self.handed_at[str(run_after)] = step
+        self._chain_checks(before, after, run_before, run_after, handed, continued,
+                           true_now_ms, clock_offset_ms)
+        if run_after is not None and (run_after != run_before or continued) and not handed:
             self.acquired_step.setdefault(str(run_after), step)
             if before.get("follow_up") and not after.get("follow_up"):
                 self.absorbed_at.setdefault(str(run_after), step)
@@ -187,6 +200,30 @@ class Model:
             self.hw_fence = fence
             if run_after is not None:
                 self.fence_owner[fence] = str(run_after)
+
+    def _chain_checks(self, before: dict[str, Any], after: dict[str, Any],
+                      run_before: Any, run_after: Any, handed: bool, continued: bool,
+                      true_now_ms: int, clock_offset_ms: int) -> None:
+        """CHAIN (issue 30): a chain holds its job like one run. A link takes the lease
+        only from the hand-off that names it (``CHAIN/link-without-hand-off``); nothing
+        else takes a live hand-off but a REPLACE trigger (``CHAIN/overlap``), while clocks
+        keep the README's promise."""
+        trigger = after.get("trigger_id")
+        taken = run_after is not None and (run_after != run_before or continued) \
+            and not handed
+        if taken and isinstance(trigger, str) and "@continue:" in trigger and not (
+                continued and before.get("trigger_id") == trigger):
+            self.violate("CHAIN/link-without-hand-off",
+                         f"continuation {trigger} took the lease as {run_after} from "
+                         f"{run_before} (trigger {before.get('trigger_id')}), not from its "
+                         "hand-off")
+        if taken and not continued and before.get("handed_from") is not None \
+                and self.policy != "REPLACE" and abs(clock_offset_ms) <= self.skew_ms:
+            expires = before.get("expires_at_ms")
+            if isinstance(expires, int) and expires >= true_now_ms:
+                self.violate("CHAIN/overlap",
+                             f"run {run_after} took the lease from the live hand-off of "
+                             f"{before.get('handed_from')} to {run_before}")
 
     def lease_names(self, after: dict[str, Any]) -> None:
         """README: the lease row "holds a fixed set of attributes ..., never one per

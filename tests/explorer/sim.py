@@ -83,7 +83,7 @@ DAMAGES = ("remove:expires_at_ms", "remove:fence", "string:fence", "string:expir
            "delete-row")
 
 
-BIASES = ("", "wake", "late", "pause", "garbage", "strangers")
+BIASES = ("", "wake", "late", "pause", "garbage", "strangers", "chain")
 """Scheduler biases (``--bias``), shapes of histories the uniform weights reach rarely.
 They change weights only (a history's choice list replays with the same bias), but for
 ``garbage``, which adds an event (so its choice lists replay only with it):
@@ -103,7 +103,24 @@ They change weights only (a history's choice list replays with the same bias), b
   ``MAX_GARBAGE``), so they wait ahead of queued triggers (issue 33);
 - ``strangers`` changes no weight: the source also holds records no work id can be made
   for (issue 33), which must end rejected with the checkpoint past them.
+- ``chain`` (issue 30): the job continues (``max_chain`` 4) and each invocation has time
+  for two destination calls, so a run with records left hands the job to the next link;
+  it adds an event (``continue``: deliver the oldest pending continuation, or delay,
+  duplicate or lose it), so its choice lists replay only with it. What is still pending
+  when faults stop is delivered (a failed delivery once more, as Lambda retries).
 """
+CHAIN_MAX = 4
+CHAIN_CALLS = 2
+"""``chain``: destination calls an invocation has time for (each spends 1 s of a budget
+just above the 10 s time margin)."""
+CONTINUE_WEIGHT = 8.0
+CONTINUE_ACTIONS = ("deliver", "delay", "duplicate", "lose")
+CONTINUE_WEIGHTS = (6, 2, 1, 1)
+# how a link's invoke of its function ends: queued; refused outright (a 4xx: the link
+# withdraws its hand-off); queued by an attempt whose answer was lost, then refused by the
+# SDK's retry (withdrawn, yet a continuation comes); no answer, queued or not (it expires)
+INVOKE_ACTIONS = ("queue", "refuse", "queue-then-refuse", "unanswered-queued", "unanswered")
+INVOKE_WEIGHTS = (3, 1, 1, 1, 1)
 GARBAGE = (
     ("not-json", "{job: crm-sync, scheduled_at: 2026-03-02T08:00:00Z"),
     ("another-job", json.dumps({"event": None, "jobguard": 1, "job": "report-export",
@@ -149,11 +166,15 @@ class SkewClock:
 
 
 class Ctx:
-    def __init__(self, request_id: str) -> None:
+    def __init__(self, request_id: str, calls: int | None = None) -> None:
         self.aws_request_id = request_id
+        self.calls = calls
+        """``chain``: destination calls left before the time margin (None: plenty)."""
 
     def get_remaining_time_in_millis(self) -> int:
-        return 900_000
+        if self.calls is None:
+            return 900_000
+        return 10_000 + self.calls * 1_000 - 1
 
 
 @dataclass
@@ -320,8 +341,13 @@ class Sim:
                         for e in EVENTS}
         self.weights["step"] = EVENT_WEIGHTS["step"]
         # (drawn after the configuration: a seed's policy and swarm are the same with it)
-        self.events = EVENTS + (("garbage",) if bias == "garbage" else ())
+        self.events = EVENTS + (("garbage",) if bias == "garbage" else ()) + (
+            ("continue",) if bias == "chain" else ())
         self.weights["garbage"] = GARBAGE_WEIGHT
+        self.weights["continue"] = CONTINUE_WEIGHT
+        self.mailbox: list[dict[str, Any]] = []
+        """``chain``: continuation invokes sent and not yet delivered (or lost)."""
+        self.continuation_events: dict[int, dict[str, Any]] = {}
         self.garbage: dict[int, str] = {}
         """Messages sent to the trigger queue that are no trigger, by sequence: shape."""
         self.behind_garbage = 0
@@ -447,8 +473,11 @@ class Sim:
         self.config = JobConfig(name=JOB, policy=OverlapPolicy(self.policy),
                                 table_name=self.table, trigger_queue_url=QUEUE_URL,
                                 batch_size=2, lease=LEASE, skew_margin=SKEW,
-                                max_queued=self.max_queued)
-        self.source = [{"id": f"c{i:03d}", "change": f"change {i}"} for i in range(3)]
+                                max_queued=self.max_queued,
+                                max_chain=CHAIN_MAX if self.bias == "chain" else 1)
+        # (``chain``: a backlog several invocations long)
+        self.source = [{"id": f"c{i:03d}", "change": f"change {i}"}
+                       for i in range(8 if self.bias == "chain" else 3)]
         if self.strangers:
             self.source[1:1] = [stranger(0)]
             self.source.append(stranger(1))
@@ -519,11 +548,20 @@ class Sim:
                 sim._invoked(run)
                 if sim.chooser.chance(sim.handler_failure):
                     raise RuntimeError("injected handler failure (source unavailable)")
+                sim._local.ctx = context
                 report = super().run(run, context)
                 return report
 
+            def process(self, record: Any, item: Any) -> str:
+                ctx = getattr(sim._local, "ctx", None)
+                if ctx is not None and ctx.calls is not None:
+                    ctx.calls -= 1  # (a call spends a second of the invocation)
+                return str(super().process(record, item))
+
+        chain = {"continuation": self} if self.bias == "chain" else {}
         batch = ExplorerNotesJob(self.config, self.source, self.notes, store=self.store,
-                                 queue=self.trigger_queue, clock=clock, owner=f"fn/c{n}")
+                                 queue=self.trigger_queue, clock=clock, owner=f"fn/c{n}",
+                                 **chain)
         job = batch.handler()
         original_handle = job.handle
 
@@ -545,6 +583,79 @@ class Sim:
         c = Container(n, job, batch, clock)
         self.containers.append(c)
         return c
+
+    def send(self, event: dict[str, Any]) -> None:
+        """``chain``: the continuation port (an asynchronous invoke of the job's own
+        function): the event waits in the mailbox for the ``continue`` event."""
+        from jobguard.errors import ContinuationRefused
+
+        action = INVOKE_ACTIONS[self.chooser.draw(len(INVOKE_ACTIONS), INVOKE_WEIGHTS)]
+        self.coverage.add((self._row_state(), f"invoke:{action}"))
+        self.log(f"{self._local.actor.name} invokes its function: continuation "
+                 f"{event.get('continues', '')[-6:]} link {event.get('link')} ({action})")
+        if action in ("queue", "queue-then-refuse", "unanswered-queued"):
+            self.mailbox.append(dict(event))
+        if action in ("refuse", "queue-then-refuse"):
+            raise ContinuationRefused("continue", JOB, "TooManyRequestsException")
+        if action.startswith("unanswered"):
+            raise ConnectionError("the invoke was not answered")
+
+    def _ev_continue(self) -> None:
+        """Lambda delivers the oldest pending continuation, or it is delayed (stays),
+        delivered twice, or lost."""
+        action = CONTINUE_ACTIONS[self.chooser.draw(len(CONTINUE_ACTIONS), CONTINUE_WEIGHTS)]
+        self.coverage.add((self._row_state(), f"continue:{action}"))
+        if action == "delay":
+            self.mailbox.append(self.mailbox.pop(0))
+            return
+        event = self.mailbox.pop(0)
+        if action == "lose":
+            self.log(f"ENV the continuation of {event['continues'][-6:]} is lost")
+            return
+        if action == "duplicate":
+            self.mailbox.append(dict(event))
+        self._deliver_continuation(event, "continue")
+
+    def _deliver_continuation(self, event: dict[str, Any], label: str) -> Actor | None:
+        from jobguard.triggers import continuation_trigger_id
+
+        tid = continuation_trigger_id(JOB, event["continues"], event["link"])
+        c = self._container()
+        if c is None:
+            self.mailbox.insert(0, event)  # no free environment: Lambda tries again later
+            return None
+        self.coverage.add((self._state_of(tid), f"deliver:{label}"))
+        d = Delivery(len(self.deliveries) + 1, tid, "continuation", self.step)
+        self.deliveries.append(d)
+        self.delivered_at[d.n] = self.clock.now()
+        self.continuation_events[d.n] = dict(event)
+        rid = self._new_id()
+        self.log(f"ENV deliver {label} {tid} -> c{c.n} (delivery #{d.n})")
+        return self.spawn(f"{label}#{d.n}", "delivery",
+                          lambda: c.job(dict(event), Ctx(rid, self._calls())), container=c,
+                          delivery=d)
+
+    def _calls(self) -> int | None:
+        """``chain``: an invocation's time in destination calls (plenty once faults stop:
+        what was handed on is then drained, and nothing more handed)."""
+        return CHAIN_CALLS if self.bias == "chain" and not self.chooser.quiet else None
+
+    def _settle_chains(self) -> None:
+        """``chain``: Lambda delivers every pending continuation, and retries once each
+        delivery of one that failed (an asynchronous invoke's retry)."""
+        retried: set[int] = set()
+        for _ in range(4 * CHAIN_MAX):
+            for d in self.deliveries:
+                if d.kind == "continuation" and d.n not in retried \
+                        and d.outcome in (None, "error", "killed"):
+                    retried.add(d.n)
+                    self.mailbox.append(self.continuation_events[d.n])
+            if not self.mailbox:
+                return
+            event = self.mailbox.pop(0)
+            actor = self._deliver_continuation(event, "continue-settle")
+            self._run_to_end(actor)
+            self._drain_actors()
 
     # -- gates (run in actor threads) ----------------------------------------------------------
 
@@ -1049,6 +1160,7 @@ class Sim:
             "burst": free, "outage": self.outage is None,
             "garbage": self.policy in ("QUEUE", "COALESCE")
             and len(self.garbage) < MAX_GARBAGE,
+            "continue": free and bool(self.mailbox),
         }
 
     def _renewable(self) -> list[Any]:
@@ -1196,7 +1308,8 @@ class Sim:
         rid = self._new_id()
         self.log(f"ENV deliver {label} {trigger_id} -> c{c.n} (delivery #{d.n})")
         return self.spawn(f"{label}#{d.n}", "delivery",
-                          lambda: c.job(dict(event), Ctx(rid)), container=c, delivery=d)
+                          lambda: c.job(dict(event), Ctx(rid, self._calls())), container=c,
+                          delivery=d)
 
     def _tick_event(self, at: datetime) -> tuple[dict[str, Any], str]:
         from jobguard.triggers import format_instant
@@ -1320,7 +1433,8 @@ class Sim:
 
         rid = self._new_id()
         return self.spawn(f"sqs-{kind}#{d.n}", "sqs",
-                          lambda: c.job({"Records": [record]}, Ctx(rid)), container=c,
+                          lambda: c.job({"Records": [record]}, Ctx(rid, self._calls())),
+                          container=c,
                           delivery=d, on_done=done)
 
     def _ev_garbage(self) -> None:
@@ -1613,6 +1727,8 @@ class Sim:
         actor = self.spawn("op-resume", "operator", lambda: self.store.resume(JOB))
         self._run_to_end(actor)
         self.paused = False
+        if self.bias == "chain":
+            self._settle_chains()
         # 1. the queue alone drains: follow-ups of coalesced triggers must run now, not
         #    when some sender retries
         self._drain_queue(rounds=4)

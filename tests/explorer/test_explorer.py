@@ -276,6 +276,44 @@ def test_the_model_finds_a_garbage_message_returned_to_the_queue(seed: int) -> N
     assert [sig for sig, _ in result.violations if bug_of(sig) == 12], result.violations
 
 
+CHAIN_SEEDS = [2, 4, 7, 11, 14, 26]
+"""Seeds run with bias ``chain`` (issue 30): SKIP (2, 14), QUEUE (4, 26), COALESCE (7)
+and REPLACE (11) histories in which runs out of time hand their job to continuations
+that are delivered, delayed, duplicated or lost; in 26 an invoke is refused (the link
+withdraws its hand-off). About 1 s each."""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", CHAIN_SEEDS)
+def test_ci_seed_with_continuations_holds(seed: int) -> None:
+    """GIVEN a history of chains (runs handing their job on, continuations delivered
+    late, twice or never, other triggers meeting the chain) THEN a link takes the lease
+    only from its hand-off, nothing else takes a live hand-off (the model's CHAIN
+    checks), and every other invariant holds."""
+    result = run_history(seed=seed, trace=True, bias="chain")
+    assert not result.violations, (
+        f"replay with `make explore SEED={seed} EXPLORE_ARGS=\"--bias chain\"`: "
+        f"{result.violations[0]}")
+    assert any("handler invoked" in line and "@continue:" in line for line in result.trace), (
+        f"seed {seed} no longer runs a continuation: choose another seed")
+    if seed == 26:
+        assert any("invokes its function" in line and "refuse)" in line
+                   for line in result.trace), "seed 26 no longer refuses an invoke"
+
+
+@pytest.mark.timeout(120)
+def test_the_model_finds_a_link_that_ignores_its_hand_off() -> None:
+    """GIVEN the known bug ``link-ignores-hand-off`` (a continuation takes the lease
+    without checking the hand-off) WHEN a chain history runs THEN the model reports it,
+    as issue 30's #13."""
+    from . import known_bugs
+    from .known import bug_of
+
+    with known_bugs.only("link-ignores-hand-off"):
+        result = run_history(seed=48, trace=False, bias="chain")
+    assert [sig for sig, _ in result.violations if bug_of(sig) == 13], result.violations
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("seed", sorted(OPEN_FINDINGS))
 def test_open_finding(seed: int) -> None:

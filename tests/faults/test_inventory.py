@@ -58,11 +58,12 @@ def test_the_readme_prints_the_generated_table():
 
 
 def test_every_declared_site_is_a_row_of_a_matrix():
+    from .test_continuation_sites import SITES as CONTINUATION_SITES
     from .test_matrix import RUN_PATH
     from .test_operator_matrix import OPERATOR_SITES
     from .test_trigger_sites import SITES as TRIGGER_SITES
 
-    covered = set(RUN_PATH) | set(OPERATOR_SITES) | set(TRIGGER_SITES)
+    covered = set(RUN_PATH) | set(OPERATOR_SITES) | set(TRIGGER_SITES) | set(CONTINUATION_SITES)
     assert {s.name for s in all_sites()} == covered
 
 

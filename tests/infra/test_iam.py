@@ -79,6 +79,8 @@ def _code_paths(synth: Synth, function: lambda_.Function, *, jobs: list[str],
                   "Null": {"dynamodb:LeadingKeys": "false"}}
     expected = (_on(required_actions(paths, Target.TABLE), _arn(synth, table), keys)
                 | _on(required_actions(paths, Target.INDEX), index, index_keys))
+    # a chain's link invokes its own function (and nothing else)
+    expected |= _on(required_actions(paths, Target.FUNCTION), _arn(synth, function))
     queue_actions = required_actions(paths, Target.TRIGGER_QUEUE)
     if queue is not None:
         expected |= _on(queue_actions, _arn(synth, queue))
@@ -180,6 +182,19 @@ def test_a_jobs_function_grants_exactly_what_its_code_paths_call(
     if name == "report-export":
         expected |= _report_data(synth)
     _compare(function, _grants(synth, function.role), expected)  # type: ignore[arg-type]
+
+
+def test_only_a_job_that_continues_may_invoke_itself(synth: Synth) -> None:
+    """``max_chain`` above 1 (crm-sync drains its backlog in a chain): its own function,
+    ``lambda:InvokeFunction`` on its own ARN only; a job without chains may not."""
+    for name, job in synth.stack.jobs.items():
+        invokes = {(a, r) for a, r, _ in _grants(synth, job.function.role)  # type: ignore[arg-type]
+                   if a.startswith("lambda:")}
+        if job.job.max_chain > 1:
+            assert invokes == {("lambda:InvokeFunction", _json(_arn(synth, job.function)))}
+        else:
+            assert invokes == set(), name
+    assert synth.stack.jobs["crm-sync"].job.max_chain > 1
 
 
 def _may(synth: Synth, function: lambda_.Function, action: str, key: str) -> bool:

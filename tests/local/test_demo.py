@@ -29,6 +29,8 @@ EXPECTED = {
     # the dead run's 3 notes, counted once (the recovery's run record counts them)
     "recovery-during-schedule": ("crm-sync", lambda t: t["reconciled"] == 3),
     "partial-failure": ("crm-sync", lambda t: t["runs"] >= 2 and t["failed"] == 0),
+    # two links of one chain, then the coalesced tick's one follow-up
+    "backlog-chain": ("crm-sync", lambda t: t["runs"] == 3 and t["coalesced"] == 1),
 }
 
 

@@ -348,3 +348,34 @@ def test_a_rejected_trigger_message_is_a_mark_the_terminal_and_the_page_name():
     page = render_page(timeline)
     assert '<use href="#m-rejected"' in page and 'id="m-rejected"' in page
     assert DECISION_MEANING["rejected"].split(":")[0] in page
+
+
+def test_a_chain_is_drawn_as_one_chain():
+    """GIVEN three links of a chain (each record naming the one before and after it) and
+    a run that is no chain's THEN the links share one chain label (the first run) and
+    their places, and the page joins each link to the one before it."""
+    from jobguard.timeline import render_page
+    from jobguard.timeline.model import Timeline
+
+    records = [ran("A", 0, 60, continued_by="B", link=1),
+               ran("B", 61, 120, fence=2, continues="A", continued_by="C", link=2),
+               ran("C", 121, 150, fence=3, continues="B", link=3),
+               ran("D", 200, 210, fence=4)]
+    bars = {b.run_id: b for b in lane(*records).bars}
+    assert [(bars[r].chain, bars[r].link, bars[r].continues) for r in "ABC"] == [
+        ("A", 1, None), ("A", 2, "A"), ("A", 3, "B")]
+    assert (bars["D"].chain, bars["D"].link) == (None, None)
+    page = render_page(Timeline(window=WINDOW, lanes=(lane(*records),),
+                                generated_at_ms=T0 + 600_000))
+    assert page.count('data-kind="chain"') == 2
+    assert "link 3 of the chain of run A, continues B" in page
+
+
+def test_a_superseded_continuation_is_a_mark_of_its_own():
+    from jobguard.timeline import render_page
+    from jobguard.timeline.model import Timeline
+
+    records = [ran("A", 0, 60, continued_by="B", link=1), decided("S", 90, "superseded")]
+    page = render_page(Timeline(window=WINDOW, lanes=(lane(*records),),
+                                generated_at_ms=T0 + 600_000))
+    assert '<symbol id="m-superseded"' in page and 'href="#m-superseded"' in page

@@ -52,8 +52,8 @@ def test_each_known_bug_patch_applies_exactly_once_to_todays_lib_and_compiles(na
         assert function.__code__ is original and buggy is not original
 
 
-def test_the_known_bugs_are_issue_14s_eleven_and_issue_33s_garbage_message() -> None:
-    assert sorted(bug.number for bug in KNOWN.values()) == sorted(BUGS) == list(range(1, 13))
+def test_the_known_bugs_are_issue_14s_eleven_33s_garbage_message_and_30s_link() -> None:
+    assert sorted(bug.number for bug in KNOWN.values()) == sorted(BUGS) == list(range(1, 14))
     assert sorted(MUTANT_SHAPES) == sorted(KNOWN)  # every hunt has its history shape
 
 

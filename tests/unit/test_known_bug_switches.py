@@ -401,9 +401,47 @@ def test_garbage_message_returned_reports_a_message_that_is_no_trigger_failed(
     assert records == {False: [RunStatus.REJECTED], True: []}
 
 
+# -- #13 (issue 30) -----------------------------------------------------------------------
+
+def test_link_ignores_hand_off_takes_the_lease_from_a_live_run(aws, clock, switch):
+    """GIVEN a chain whose hand-off was lost (its invoke never arrived) and a tick that
+    took the job over once it expired, still running WHEN the late continuation arrives
+    THEN it is recorded ``superseded`` and the tick keeps the lease; with
+    ``link-ignores-hand-off`` on, the continuation takes the lease from the live run."""
+    holders = {}
+    for on in (False, True):
+        name = f"link-{'on' if on else 'off'}"
+        sent: list[dict[str, Any]] = []
+
+        class Port:
+            def send(self, event: dict[str, Any], sent: list[Any] = sent) -> None:
+                sent.append(event)
+
+        def handler(event: Any, context: Any) -> str:
+            if current_run().trigger.kind is TriggerKind.MANUAL:
+                current_run().continue_requested = True  # out of time, records left
+            return "done"
+
+        config = JobConfig(name=name, lease=LEASE, table_name=aws.table, max_chain=3)
+        job = GuardedJob(config, handler, store=aws.store, clock=clock, owner="w",
+                         continuation=Port())
+        job(manual(name, "first"), None)
+        assert len(sent) == 1
+        clock.advance(timedelta(seconds=70))  # the hand-off expired: a takeover
+        taker = held_by(aws, name, f"taker{int(on)}", at_ms=to_ms(clock.now()))
+        assert taker.fence == 2
+        with switch("link-ignores-hand-off", on):
+            outcome = job(sent[0], None)
+        holders[on] = (aws.store.read_lease(name).run_id,
+                       outcome.get("decision") if isinstance(outcome, dict) else "ran")
+    assert holders[False] == ("taker0", "superseded")
+    assert holders[True][0] != "taker1"
+
+
 # -- every switch has its test ------------------------------------------------------------
 
 SWITCH_TESTS = {
+    "link-ignores-hand-off": test_link_ignores_hand_off_takes_the_lease_from_a_live_run,
     "release-prunes-from-old-read":
         test_release_prunes_from_old_read_deletes_a_trigger_whatever_it_became,
     "force-release-erases-run":

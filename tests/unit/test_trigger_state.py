@@ -115,6 +115,57 @@ def test_a_follow_up_is_absorbed_once_a_run_started_after_its_holder():
     assert decide(later, queued, FOLLOW_UP, cfg(OverlapPolicy.COALESCE), NOW) is Next.ABSORB
 
 
+# -- continuations -------------------------------------------------------------------------
+
+CONT = Trigger("j", "j@continue:R1", TriggerKind.CONTINUATION, continues="R1", link=2)
+HANDED = LeaseState(job="j", fence=5, run_id="R2", trigger_id="j@continue:R1",
+                    handed_from="R1", expires_at_ms=NOW + 60_000)
+
+
+def handed(state: State, run_id: str = "R2") -> TriggerRecord:
+    return TriggerRecord(trigger_id="j@continue:R1", state=state, route=Route.DIRECT,
+                         run_id=run_id, ttl_epoch_s=(NOW + 3_600_000) // 1000)
+
+
+@pytest.mark.parametrize("policy", list(OverlapPolicy))
+def test_a_continuation_runs_only_from_the_hand_off_the_row_names(policy):
+    assert decide(HANDED, None, CONT, cfg(policy), NOW) is Next.RUN
+    assert decide(HANDED, handed(State.HANDED), CONT, cfg(policy), NOW) is Next.RUN
+    expired = LeaseState(**{**HANDED.__dict__, "expires_at_ms": NOW - 60_000})
+    assert decide(expired, None, CONT, cfg(policy), NOW) is Next.RUN  # nobody took it
+    paused = LeaseState(**{**HANDED.__dict__, "paused_at_ms": NOW - 1})
+    assert decide(paused, None, CONT, cfg(policy), NOW) is Next.PAUSED
+    # the hand-off gone: freed, replaced, taken over, or never made (an event by hand)
+    for lease in (FREE, HELD, EXPIRED):
+        assert decide(lease, None, CONT, cfg(policy), NOW) is Next.SUPERSEDE
+        assert decide(lease, handed(State.LOST), CONT, cfg(policy), NOW) is Next.SUPERSEDE
+        for ended in (State.REPLACED, State.RELEASED):
+            assert decide(lease, handed(ended), CONT, cfg(policy), NOW) is Next.SUPERSEDE
+        for ended in (State.DONE, State.SUPERSEDED, State.PAUSED):
+            assert decide(lease, handed(ended), CONT, cfg(policy), NOW) is Next.DUPLICATE
+
+
+def test_a_continuation_whose_link_holds_or_held_the_lease_is_a_duplicate():
+    running = LeaseState(job="j", fence=6, run_id="R2", trigger_id="j@continue:R1",
+                         expires_at_ms=NOW + 60_000)
+    assert decide(running, None, CONT, cfg(), NOW) is Next.DUPLICATE
+    assert decide(running, handed(State.RUNNING), CONT, cfg(), NOW) is Next.DUPLICATE
+    died = LeaseState(**{**running.__dict__, "expires_at_ms": NOW - 60_000})
+    # its link died: the next tick takes over from the checkpoint, not the retry
+    assert decide(died, handed(State.RUNNING), CONT, cfg(), NOW) is Next.DUPLICATE
+
+
+def test_other_triggers_meet_a_hand_off_as_a_held_lease():
+    assert decide(HANDED, None, TICK, cfg(), NOW) is Next.SKIP
+    assert decide(HANDED, None, TICK, cfg(OverlapPolicy.QUEUE), NOW) is Next.QUEUE
+    assert decide(HANDED, None, TICK, cfg(OverlapPolicy.COALESCE), NOW) is Next.COALESCE
+    assert decide(HANDED, None, TICK, cfg(OverlapPolicy.REPLACE), NOW) is Next.RUN
+    assert decide(HANDED, item(State.QUEUED, Route.QUEUE), QUEUED, cfg(OverlapPolicy.QUEUE),
+                  NOW) is Next.DEFER
+    expired = LeaseState(**{**HANDED.__dict__, "expires_at_ms": NOW - 60_000})
+    assert decide(expired, None, TICK, cfg(), NOW) is Next.RUN  # a lost invoke
+
+
 # -- the machine itself -------------------------------------------------------------------
 
 SOURCES: list[State | None] = [None, *State]
@@ -135,7 +186,11 @@ def test_every_state_event_pair_is_an_edge_or_refused(source, event):
         assert edge.target is State.RUNNING
     if source is None:
         assert edge.event in (Event.RUN, Event.SKIP, Event.QUEUE, Event.DROP,
-                              Event.COALESCE, Event.PAUSE)
+                              Event.COALESCE, Event.PAUSE, Event.HAND_OFF, Event.SUPERSEDE)
+    if edge.event is Event.SUPERSEDE or source is State.HANDED:
+        # a continuation's edges: it never runs again once its hand-off is gone
+        assert edge.target in (State.RUNNING, State.SUPERSEDED, State.PAUSED, State.LOST,
+                               State.REPLACED, State.RELEASED)
 
 
 def test_the_table_has_one_edge_per_pair_and_reaches_every_state():

@@ -112,6 +112,8 @@ def job_paths(job: JobDefinition) -> frozenset[Path]:
         paths.add(Path.QUEUED)
     if job.sweeps_unresolved:
         paths.add(Path.SWEEP)
+    if job.max_chain > 1:
+        paths.add(Path.CONTINUE)  # a link invokes its own function for the next one
     return frozenset(paths)
 
 
@@ -279,6 +281,13 @@ class GuardedJob(Construct):
         )
         self.paths = job_paths(job)
         table.grant_paths(self.function, jobs=[job.name], paths=self.paths)
+        if Path.CONTINUE in self.paths and self.function.role is not None:
+            # invoking itself for the next link of a chain: a policy of its own (the
+            # function does not wait for it, so its own ARN makes no dependency cycle)
+            iam.Policy(self, "ContinuePolicy", roles=[self.function.role], statements=[
+                iam.PolicyStatement(actions=list(required_actions(self.paths,
+                                                                  Target.FUNCTION)),
+                                    resources=[self.function.function_arn])])
         if self.drills:  # its own drill switch rows, only in a drill deployment
             table.grant_drill_switches(self.function, jobs=[job.name])
         if encryption_key is not None and self.trigger_queue is not None:

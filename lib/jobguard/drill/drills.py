@@ -508,6 +508,61 @@ class Drill:
     run: Callable[[DrillContext, DrillResult], None]
 
 
+def backlog_chain(ctx: DrillContext, result: DrillResult) -> None:
+    """A backlog longer than one run, drained by a chain while a second tick arrives."""
+    from ..definitions import DRILL_TIMEOUT
+
+    stack, since = ctx.stack, _ms()
+    seeded = ctx.seed("backlog-chain", 60)
+    ctx.arm(CRM, "backlog-first", point="after_claim", action="pause",
+            hold_s=int(DRILL_TIMEOUT.total_seconds()))
+    ctx.arm(CRM, "backlog-link", point="after_acquire", action="pause", skip=1)
+    result.injected.append("60 changes on the feed; run 1 held after claiming its first "
+                           "page until its invocation has less than its time margin left")
+    stack.tick(CRM, ctx.tick_time(CRM))
+    first = ctx.held(CRM, "backlog-first")
+    held_at = _ms()
+    stack.wait("run 1 out of time (less than its 10 s margin of the drill timeout)",
+               lambda: _ms() - held_at > (DRILL_TIMEOUT - timedelta(seconds=8)
+                                          ).total_seconds() * 1000,
+               timeout_s=DRILL_TIMEOUT.total_seconds())
+    ctx.release(CRM, "backlog-first")
+    link = ctx.held(CRM, "backlog-link")
+    result.injected.append("the chain's second link held after taking the lease from the "
+                           "hand-off; a second tick delivered meanwhile")
+    stack.tick(CRM, ctx.tick_time(CRM))
+    second = stack.wait_run(CRM, since, lambda r: r.decision is not Decision.RAN,
+                            "the second tick's decision")
+    ctx.release(CRM, "backlog-link")
+    stack.wait_settled(CRM, since)
+    ctx.disarm(CRM, "backlog-first")
+    ctx.disarm(CRM, "backlog-link")
+    records = stack.runs(CRM, since)
+    by_id = {r.run_id: r for r in records}
+    one, two = by_id.get(first["held_by"]), by_id.get(link["held_by"])
+    result.check("runs", f"run 1 stopped for time and handed the job to {link['held_by']}",
+                 one is not None and one.extra.get("stopped") == "time"
+                 and one.extra.get("continued_by") == link["held_by"])
+    result.check("runs", "the next link is a continuation naming run 1, fence + 1",
+                 two is not None and two.trigger_kind == "continuation"
+                 and two.extra.get("continues") == first["held_by"]
+                 and one is not None and two.fence == (one.fence or 0) + 1)
+    result.check("runs", f"second tick: {second.decision.value} behind the chain's link "
+                 f"{second.holder_run_id}", second.decision is Decision.COALESCED
+                 and second.holder_run_id == link["held_by"])
+    ran = sorted((r for r in records if r.decision is Decision.RAN),
+                 key=lambda r: r.started_at_ms)
+    inside = [r for r in ran if one is not None and two is not None
+              and r.run_id not in (one.run_id, two.run_id)
+              and r.started_at_ms < (two.ended_at_ms or 0)]
+    follow_ups = [r for r in ran if r.trigger_kind == "follow_up"]
+    result.check("runs", f"no run inside the chain ({len(inside)}); one follow-up after it "
+                 f"({len(follow_ups)})", not inside and len(follow_ups) == 1
+                 and two is not None
+                 and follow_ups[0].started_at_ms >= (two.ended_at_ms or 0))
+    _crm_checks(ctx, result, seeded, since)
+
+
 DRILLS = (
     Drill("second-worker", "a second worker while the first processes the same batch",
           second_worker),
@@ -523,6 +578,8 @@ DRILLS = (
           recovery_during_schedule),
     Drill("partial-failure", "a partial batch failure resumed from a clear checkpoint",
           partial_failure),
+    Drill("backlog-chain", "a backlog longer than one run drained by a chain while a "
+          "second tick arrives", backlog_chain),
 )
 
 

@@ -40,6 +40,7 @@ DECISION_MEANING = {
     "paused": "the job was paused",
     "dropped": "QUEUE: too many pending, dropped",
     "rejected": "a trigger-queue message that was no trigger: recorded, deleted, not run",
+    "superseded": "a continuation whose chain had ended (replaced, released, taken over)",
 }
 MARKER_LABEL = {"takeover": "takeover", "force_release": "force release"}
 

@@ -60,9 +60,12 @@ def collect_lane(store: RunLogReader, job: str, window: Window, *, now_ms: int) 
         if lease.prev_run_id and any(r.run_id == lease.prev_run_id and r.status in _DISPLACED
                                      for r in records):
             extra["displaced_run_id"] = lease.prev_run_id  # its taker's record comes later
+        if lease.handed_from:  # the next link of a chain, not started yet: in its chain
+            extra["continues"] = lease.handed_from
         records.append(RunRecord(
             job=job, run_id=lease.run_id, trigger_id=lease.trigger_id or "",
-            trigger_kind="", policy="", decision=Decision.RAN, status=RunStatus.RUNNING,
+            trigger_kind="continuation" if lease.handed_from else "", policy="",
+            decision=Decision.RAN, status=RunStatus.RUNNING,
             started_at_ms=lease.acquired_at_ms, fence=lease.fence, owner=lease.owner,
             extra=extra))
     return build_lane(job, records, window, now_ms=now_ms, unreadable=unreadable,

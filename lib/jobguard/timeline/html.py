@@ -116,6 +116,7 @@ svg .lane{fill:#fafbfc}
 svg .link{stroke:#9aa5b1;stroke-width:1;stroke-dasharray:2 2}
 svg .mk{stroke:#222;stroke-width:1.4;stroke-dasharray:4 3}
 svg .became{fill:none;stroke:#5b8fc7;stroke-width:1;stroke-dasharray:3 2}
+svg .chain{fill:none;stroke:#2f6f3e;stroke-width:2}
 svg .ghost{stroke:#8d8d8d;stroke-width:3;stroke-dasharray:1 4;stroke-linecap:round}
 svg .mkt{font-size:10.5px;font-weight:700}
 svg .rowlbl{font-size:10.5px;fill:var(--muted)}
@@ -154,6 +155,9 @@ patternTransform="rotate(45)"><rect width="10" height="10" fill="#2b8fd6"/>\
 <symbol id="m-rejected" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
 <path d="M0-5.5 5.5 4.5-5.5 4.5z" fill="#fff" stroke="#c7361a" stroke-width="1.6"/>\
 <path d="M0-1.5V1.8" stroke="#c7361a" stroke-width="1.6"/></symbol>
+<symbol id="m-superseded" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
+<circle r="4.5" fill="#fff" stroke="#2f6f3e" stroke-width="1.6"/>\
+<path d="M-3 0H3" stroke="#2f6f3e" stroke-width="1.6"/></symbol>
 <symbol id="m-other" viewBox="-6 -6 12 12" width="12" height="12" overflow="visible">\
 <circle r="4" fill="#bbb"/></symbol>
 </defs>"""
@@ -227,6 +231,9 @@ def _bar_title(bar: Bar) -> str:
              + f" ({f.duration(bar.duration_ms)})",
              f"trigger {f.clean(bar.trigger_id, 120)}"
              + (f" ({f.clean(bar.trigger_kind, 40)})" if bar.trigger_kind else "")]
+    if bar.chain is not None:
+        lines.append(f"link {bar.link or '?'} of the chain of run {f.clean(bar.chain, 60)}"
+                     + (f", continues {f.clean(bar.continues, 60)}" if bar.continues else ""))
     return "\n".join(lines + f.run_facts(bar))
 
 
@@ -415,6 +422,15 @@ def _lane_svg(lane: Lane, index: int, top: int, g: Geometry, ids: _Ids,
                f'data-at-ms="{mark.at_ms}"><title>{_lines(_mark_title(mark), 1200)}</title>'
                "</use>")
         out.append(f'<a href="#r{target}">{use}</a>' if target else use)
+    for bar in lane.bars:  # a chain's links joined, end to start: one chain
+        before = drawn.get(bar.continues or "")
+        if bar.run_id in drawn and before is not None:
+            x0, y0 = g.x(before[0].end_ms), before[1] + BAR_H / 2
+            x1, y1 = g.x(bar.start_ms), drawn[bar.run_id][1] + BAR_H / 2
+            out.append(f'<path class="chain" d="M{x0} {y0}L{x1} {y1}" data-kind="chain" '
+                       f'data-chain="{_e(bar.chain or "", 80)}"><title>chain of run '
+                       f'{_e(bar.chain or "", 80)}: link {bar.link or "?"} continues '
+                       f'{_e(bar.continues or "", 80)}</title></path>')
     for bar in lane.bars:  # a lease held with no heartbeat: to its takeover, or expiry
         if bar.held_to_ms is not None and bar.run_id in drawn:
             x_end, y_mid = g.x(bar.end_ms), drawn[bar.run_id][1] + BAR_H / 2

@@ -36,7 +36,7 @@ RUN_STATUSES = ("succeeded", "incomplete", "failed", "lease_lost", "abandoned",
 """Statuses a bar can have, in the legend's order. ``expired`` is no record's status: a
 run holding the lease past its expiry, not taken over yet (its worker stopped)."""
 DECISIONS = ("skipped", "queued", "coalesced", "duplicate", "stale", "paused", "dropped",
-             "rejected")
+             "rejected", "superseded")
 """Decisions a mark can have, in the legend's order."""
 ITEM_COUNTS = ("selected", "completed", "failed", "uncertain", "reconciled", "already_done")
 """The work-item figures a run record carries (``BatchReport``), shown per bar."""
@@ -86,6 +86,13 @@ class Bar:
     """Still running (or its end is unknown): drawn to ``end_ms`` with an open end."""
     notes: tuple[str, ...] = ()
     """What the record said that a bar cannot (clock skew, a clipped start, ...)."""
+    continues: str | None = None
+    """A chain's link (continuation): the run it continues, drawn joined to it."""
+    chain: str | None = None
+    """The first run of the chain this run is a link of (its label, shared by every
+    link); None for a run that is no chain's."""
+    link: int | None = None
+    """Its place in the chain (the first run is 1)."""
 
     @property
     def duration_ms(self) -> int:
@@ -237,6 +244,22 @@ def _assign_rows(spans: Sequence[tuple[int, int]], min_gap_ms: int) -> list[int]
     return rows
 
 
+def _chain_head(run_id: str, continues: dict[str, str | None],
+                continued_by: dict[str, str]) -> str:
+    """The first run of ``run_id``'s chain, as far as the log shows it. A link whose
+    record is missing is stepped over through the record naming it as the one after
+    it (``continued_by``): one chain keeps one label."""
+    seen = {run_id}
+    while (before := continues.get(run_id)) and before not in seen:
+        if before not in continues:
+            before = continued_by.get(before)
+            if before is None or before in seen:
+                break
+        seen.add(before)
+        run_id = before
+    return continues.get(run_id) or run_id
+
+
 def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms: int,
                unreadable: Sequence[str] = (), truncated: bool = False,
                min_gap_ms: int | None = None) -> Lane:
@@ -308,18 +331,27 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
     gap = 0 if min_gap_ms is None else min_gap_ms
     rows = _assign_rows([(max(s, window.from_ms), e) for _, _, s, e, _, _, _ in spans], gap)
 
+    continues = {_key(r.run_id): _text(r.extra.get("continues")) for r in ran}
+    continued_by = {by: _key(r.run_id) for r in ran
+                    if (by := _text(r.extra.get("continued_by")))}
+    heads = {run_id: _chain_head(run_id, continues, continued_by) for run_id in continues
+             if continues[run_id] or any(c == run_id for c in continues.values())
+             or _text(by_run[run_id].extra.get("continued_by"))}
     bars = []
     markers: list[Marker] = []
     for (record, status, start, end, open_end, held_to, said), row in zip(spans, rows,
                                                                          strict=True):
         displaced = _text(record.extra.get("displaced_run_id"))
+        run_id = _key(record.run_id)
         bars.append(Bar(
             run_id=_key(record.run_id), status=status, start_ms=start,
             end_ms=end, row=row, fence=_int(record.fence), trigger_id=_key(record.trigger_id),
             trigger_kind=_key(record.trigger_kind), owner=_text(record.owner),
             requested_by=_text(record.requested_by), error=_text(record.error),
             detail=_text(record.detail), items=_items(record), displaced_run_id=displaced,
-            held_to_ms=held_to, open_end=open_end, notes=said))
+            held_to_ms=held_to, open_end=open_end, notes=said,
+            continues=continues.get(run_id), chain=heads.get(run_id),
+            link=_int(record.extra.get("link")) if run_id in heads else None))
         if displaced and window.from_ms <= start <= window.to_ms:
             markers.append(Marker("takeover", start, displaced, by=_key(record.run_id),
                                   fence=_int(record.fence)))

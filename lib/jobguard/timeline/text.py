@@ -16,7 +16,8 @@ __all__ = ["BAR_CHARS", "MARK_CHARS", "fit", "render_text"]
 BAR_CHARS = {"succeeded": "=", "incomplete": "~", "failed": "x", "lease_lost": "!",
              "abandoned": "?", "expired": "e", "released_by_operator": "R", "running": ">"}
 MARK_CHARS = {"skipped": "s", "queued": "q", "coalesced": "c", "duplicate": "d",
-              "stale": "t", "paused": "p", "dropped": "D", "rejected": "r"}
+              "stale": "t", "paused": "p", "dropped": "D", "rejected": "r",
+              "superseded": "u"}
 MARKER_CHARS = {"takeover": "T", "force_release": "F"}
 _SEVERITY = "=>~Re?x!"
 """When two runs share a cell, the one later in this list is drawn (a failure is never
