@@ -851,7 +851,7 @@ class GuardedJob:
         try:
             port.send(continuation_event(self.config.name, run_id, link))
         except Exception as exc:  # noqa: BLE001 - withdrawn or expiring; logged, counted
-            error = redacted(error_text(exc), self.config.redact)
+            error = redacted(error_text(exc), self.config.redact) or ""
             rt.telemetry.count("ContinuationsNotSent")
             withdrawn = isinstance(exc, ContinuationRefused) and self._withdraw(
                 next_run_id, fence, error)
