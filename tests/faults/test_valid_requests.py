@@ -32,6 +32,8 @@ NOT_REACHED = {
     "cli.recover.invoke": "the recovery Lambda's Invoke (the CLI builds it from the "
                           "request the recovery code validates itself)",
     "cli.known_jobs.scan": "the CLI's scan for a mistyped job name (a fixed request)",
+    "lambda.continue": "the explorer's links invoke through its own port: the real invoke "
+                       "is validated by test_the_continuation_invoke_is_valid",
 }
 
 
@@ -78,3 +80,19 @@ def test_every_request_the_library_builds_is_valid(validator: Validator) -> None
     missing = sorted(s.name for s in all_sites() if (s.service, s.operation) not in reached
                      and s.name not in NOT_REACHED)
     assert missing == [], f"no request of these sites was validated: {missing}"
+
+
+def test_the_continuation_invoke_is_valid(validator: Validator, aws: Any) -> None:
+    """A chain's link invokes its own function (``lambda.continue``): the request
+    ``LambdaContinuation`` builds is valid (the emulator then refuses it: no such
+    function, a 404, which is what a wrong name gets on AWS too)."""
+    from jobguard.continuation import LambdaContinuation
+    from jobguard.errors import ContinuationRefused
+    from jobguard.triggers import continuation_event
+
+    lam = aws.sandbox.client("lambda")
+    with pytest.raises(ContinuationRefused):
+        LambdaContinuation("no-such-function", client=lam).send(
+            continuation_event("crm-sync", "01J0000000000000000000RUN1", 2))
+    assert validator.errors == []
+    assert validator.seen[("lambda", "Invoke")] == 1
