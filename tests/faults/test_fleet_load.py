@@ -18,6 +18,11 @@ import pytest
 from jobguard.local.load import run_load
 from jobguard.local.throughput import PartitionThroughput
 
+# The load runs against a real-time budget for about a minute when the machine is idle;
+# with other work on both cores it took over the default 120 s. The checks are on what
+# was decided, not on how fast.
+pytestmark = pytest.mark.timeout(480)
+
 
 @pytest.fixture(scope="module")
 def summary() -> dict:
