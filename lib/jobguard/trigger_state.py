@@ -241,16 +241,13 @@ TRANSITIONS: tuple[Transition, ...] = (
                "a REPLACE trigger's acquisition (takeover transaction)",
                "lease row names the hand-off and its fence"),
     Transition(State.HANDED, Event.FORCE_RELEASE, State.RELEASED,
-               "jobguard release --force (one transaction with the lease and the record)",
+               "jobguard release --force, or the link before withdrawing its hand-off when "
+               "its invoke was refused (one transaction with the lease and the record)",
                "lease row names the hand-off and its fence"),
-    Transition(None, Event.SUPERSEDE, State.SUPERSEDED, _DECISION,
-               "continuation; lease row does not name it"),
-    Transition(State.HANDED, Event.SUPERSEDE, State.SUPERSEDED, _DECISION,
-               "continuation; lease row does not name it"),
-    Transition(State.LOST, Event.SUPERSEDE, State.SUPERSEDED, _DECISION,
-               "continuation; lease row does not name it"),
-    Transition(State.FAILED, Event.SUPERSEDE, State.SUPERSEDED, _DECISION,
-               "continuation; lease row does not name it"),
+    # a continuation delivered once its hand-off is gone, from whatever its item says
+    *(Transition(state, Event.SUPERSEDE, State.SUPERSEDED, _DECISION,
+                 "continuation; lease row does not name it")
+      for state in (None, State.HANDED, State.LOST, State.FAILED)),
 )
 
 
