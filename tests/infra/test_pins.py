@@ -66,7 +66,7 @@ def test_package_json_engines_name_the_supported_lines_and_the_readme_agrees() -
     assert engines == " || ".join(f"^{m}.0.0" for m in majors), engines
     assert int(_node_pin().split(".")[0]) in majors
     assert [m for m in majors if _supported(m, date.today())] == [], engines
-    (row,) = [line for line in (ROOT / "README.md").read_text().splitlines()
+    (row,) = [line for line in (ROOT / "docs" / "index.md").read_text().splitlines()
               if line.startswith("| `jobguard[cdk]`")]
     named = re.search(r"synthesizing needs Node ([\d, or]+?) \(", row)
     assert named and [int(m) for m in re.findall(r"\d+", named.group(1))] == majors, row
@@ -74,7 +74,7 @@ def test_package_json_engines_name_the_supported_lines_and_the_readme_agrees() -
 
 def test_the_readme_and_the_deploying_guide_name_the_pinned_line() -> None:
     line = f"Node {_node_pin().split('.')[0]}"
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "docs" / "contributing.md").read_text().split())
     assert f"(Python 3.11+; no Node, no AWS account, no Docker): `.venv` for the project, " \
            f"with {line} LTS in it" in readme
     guide = " ".join((ROOT / "docs" / "deploying.md").read_text().split())

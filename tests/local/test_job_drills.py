@@ -71,17 +71,14 @@ transcript's job is the embedded demo's) without --function-name."""
 def readme_commands() -> list[str]:
     """The commands of the README's "Operating a job" block (the section's first, before
     its subsections), comments dropped."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Operating a job"):text.index("### Recovery, step by step")]
-    (block,) = re.findall(r"```sh\n(.*?)```", section.split("\n### ", 1)[0], re.S)
+    section = (ROOT / "docs" / "how-to" / "operate.md").read_text()
+    (block,) = re.findall(r"```sh\n(.*?)```", section.split("\n## ", 1)[0], re.S)
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
 
 
 def timeline_commands() -> list[str]:
     """The commands of the README's "See what happened" block, comments dropped."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index("### See what happened")
-    section = text[start:text.index("\n## ", start)]
+    section = (ROOT / "docs" / "how-to" / "timeline.md").read_text()
     block = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
 

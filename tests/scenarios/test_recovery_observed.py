@@ -32,7 +32,7 @@ from ._support import in_thread, make_job
 
 JOB = "crm-sync"
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
-README = Path(__file__).resolve().parents[2] / "README.md"
+RECOVER = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "recover.md"
 
 
 def manual(job: str, trigger_id: str) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def test_the_token_the_readme_prints_is_the_one_its_recovery_plans(aws, clock):
     token is the one the README prints: a token depends on the request and the ledger
     only, so a dry run made in one place (the CLI in the operator's shell) confirms the
     execution made in another (the recovery Lambda, maybe of a newer release)."""
-    section = README.read_text().split("### Recovery, step by step", 1)[1]
+    section = RECOVER.read_text()
     printed = re.search(r"^token: ([0-9a-f]{24}) ", section, re.MULTILINE)
     assert printed is not None, "the README's recovery story prints no token"
     notes = NotesTable.create(aws.ddb)

@@ -15,17 +15,19 @@ from pathlib import Path
 
 import pytest
 
+from tests._docs import pages
+
 from ._user import ROOT, _run, _user_env
 
-README = ROOT / "README.md"
 FILE_SNIPPET = re.compile(r"```python\n# file: (\S+)\n(.*?)```", re.S)
 
 pytestmark = pytest.mark.timeout(900)
 
 
 def readme_files() -> dict[str, str]:
-    """Each ``# file: PATH`` Python snippet of the README, by path."""
-    return {path: body for path, body in FILE_SNIPPET.findall(README.read_text())}
+    """Each ``# file: PATH`` Python snippet of the docs (the README's five-minute start,
+    the testing guide's further tests), by path."""
+    return {path: body for doc in pages() for path, body in FILE_SNIPPET.findall(doc.read_text())}
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
-"""The README as written works: every Python snippet compiles and runs here (on the
-testing kit's sandbox where it touches AWS, with the names it leaves to you, such as
-``changed_contacts()``, given by the test), and every shell command is run by a named
-test or marked as needing an AWS account. A snippet or command added without one fails
-here."""
+"""The docs as written work (the README and every page of the site in docs/): every
+Python snippet compiles and runs here (on the testing kit's sandbox where it touches AWS,
+with the names it leaves to you, such as ``changed_contacts()``, given by the test), and
+every shell command is run by a named test or marked as needing an AWS account. A snippet
+or command added without one fails here."""
 
 from __future__ import annotations
 
@@ -16,13 +16,16 @@ import pytest
 
 from jobguard.destinations import DynamoDBDestination
 from jobguard.testing import Sandbox
+from tests._docs import pages
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
-PYTHON = re.findall(r"```python\n(.*?)```", README, re.S)
-SHELL = re.findall(r"```sh\n(.*?)```", README, re.S)
+BLOCK = re.compile(r"^```(python|sh)\n(.*?)^```", re.S | re.M)
+FOUND = [(path, kind, body) for path in pages() for kind, body in BLOCK.findall(path.read_text())]
+PYTHON = [body for _, kind, body in FOUND if kind == "python"]
+SHELL = [body for _, kind, body in FOUND if kind == "sh"]
 
-FILES = {"myjobs/jobs.py", "myjobs/invoice_mailer.py", "app.py", "tests/test_invoice_mailer.py"}
+FILES = {"myjobs/jobs.py", "myjobs/invoice_mailer.py", "app.py", "tests/conftest.py",
+         "tests/test_invoice_mailer.py", "tests/test_failures.py"}
 """The ``# file:`` snippets: a user's project, run by tests/ship/test_as_a_user.py."""
 
 
@@ -35,21 +38,30 @@ def snippet(first_line: str) -> str:
 WRAP = snippet("    for page in pages_to_sync():")
 CLAIM = snippet("            note_id = notes.put(item.key, {\"text\": item.record[\"change\"]})")
 BATCH = snippet("class CrmSync(BatchJob[dict]):")
+OWN_STACK = snippet("class ReportsStack(cdk.Stack):  # your existing stack")
+"""docs/deploying.md's stack: the end of infra/examples/own_stack.py, which the infra tests
+synthesize (test_the_deployment_guides_stack_is_the_example_file)."""
+
+
+def test_the_deployment_guides_stack_is_the_example_file() -> None:
+    example = (ROOT / "infra" / "examples" / "own_stack.py").read_text()
+    assert example.endswith(OWN_STACK), "docs/deploying.md's stack differs from the example"
 
 
 def test_every_python_snippet_compiles_and_is_run_by_a_test() -> None:
-    files = {s.splitlines()[0].removeprefix("# file: ") for s in PYTHON
-             if s.startswith("# file: ")}
-    assert files == FILES
-    for code in PYTHON:
-        compile(code, "README.md", "exec")
-    run_here = [WRAP, CLAIM, BATCH]
-    assert len(PYTHON) == len(FILES) + len(run_here), "a README snippet no test runs"
+    files = [s.splitlines()[0].removeprefix("# file: ") for s in PYTHON
+             if s.startswith("# file: ")]
+    assert sorted(files) == sorted(FILES)  # each file once, in one page
+    for path, kind, code in FOUND:
+        if kind == "python":
+            compile(code, str(path.relative_to(ROOT)), "exec")
+    run_here = [WRAP, CLAIM, BATCH, OWN_STACK]
+    assert len(PYTHON) == len(FILES) + len(run_here), "a docs snippet no test runs"
 
 
 def _run(code: str, **given: Any) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "readme_snippet", **given}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's code
+    exec(compile(code, "docs", "exec"), namespace)  # noqa: S102 - the docs' code
     return namespace
 
 
@@ -137,6 +149,11 @@ EXERCISED = {
     "python -m pytest -q": "tests/ship/test_as_a_user.py",
     "make synth": "tests/infra/conftest.py (the app's synth) and tests/local (cdk deploy)",
     'make demo DEMO_ARGS="--job': "tests/local/test_job_drills.py",
+    # the local deployment's three steps (docs/deploying.md), as jobguard.local.deploy
+    # runs them for make demo
+    "export AWS_ENDPOINT_URL=http://127.0.0.1:": "tests/local/test_demo.py (jobguard.local.deploy)",
+    "npx cdk bootstrap aws://000000000000/": "tests/local/test_demo.py (jobguard.local.deploy)",
+    "npx cdk deploy -c jobguard:local=true": "tests/local/test_demo.py (jobguard.local.deploy)",
 }
 """Commands other than ``jobguard``'s, by their start."""
 AWS_ACCOUNT = "needs an AWS account"

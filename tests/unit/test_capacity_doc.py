@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from bench.fleet_load import capacity_model
+from tests._docs import page as doc_page
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,7 @@ def test_the_capacity_page_states_what_the_write_sizes_give():
         "jobs_tick_a_second": 3_333, "items_per_s_table_b100": 37_500}
     for figure in model.values():
         assert f"{figure:,}" in page, figure
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("docs/capacity.md") - 600:readme.index("docs/capacity.md") + 600]
+    guide = doc_page("docs/how-to/deploy.md")
+    section = guide[guide.index("capacity.md") - 600:guide.index("capacity.md") + 600]
     for figure in ("20,000", "83", "200,000"):
         assert figure in section, figure

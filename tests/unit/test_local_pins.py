@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from jobguard.local import ministack
+from tests._docs import docs_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +18,7 @@ def test_the_makefile_installs_the_pinned_ministack() -> None:
     assert "ministack==$(MINISTACK_VERSION)" in makefile
     lock = (ROOT / "requirements" / "ministack.lock").read_text()
     assert re.search(rf"^ministack=={re.escape(ministack.VERSION)}$", lock, re.M)
-    assert f"MiniStack {ministack.VERSION}" in (ROOT / "README.md").read_text()
+    assert f"MiniStack {ministack.VERSION}" in docs_text()
 
 
 def test_the_local_aws_binds_loopback_only() -> None:
