@@ -140,3 +140,34 @@ def test_the_readme_gives_the_testing_extras_recorded_figures() -> None:
     (row,) = [line for line in (ROOT / "docs" / "index.md").read_text().splitlines()
               if line.startswith("| `jobguard[testing]` |")]
     assert re.search(rf"\| {round(size)} MB, {round(seconds)} s \|$", row), row
+
+
+README_FIGURES = {
+    # the README's figures table: row label -> (jobguard's key, Powertools' key, format)
+    "handlers running at once when 50 distinct ticks fire together":
+        ("overlapping_runs", "powertools_overlapping_runs", "{:.0f}"),
+    "DynamoDB write units per work item, batch 100":
+        ("wcu_per_item_b100", "powertools_wcu_per_item", "{:.2f}"),
+    "wall time for 1,000 items against a 20 ms destination (1.00 = the bare handler)":
+        ("overhead_ratio_net", "powertools_overhead_ratio_net", "{:.2f}"),
+    "AWS requests per run": ("requests_per_run", "powertools_requests_per_run", "{:.0f}"),
+}
+
+
+def test_the_readmes_figures_are_the_recorded_ones() -> None:
+    """GIVEN bench/results.json (make bench) THEN each row of the README's figures table
+    gives its figure, jobguard's and Powertools', as recorded (rounded as written), and
+    the table has no row this test does not check."""
+    import re
+
+    results = json.loads((ROOT / "bench" / "results.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| figure | jobguard | Powertools |"):]
+    rows = [line for line in table.split("\n\n", 1)[0].splitlines()[2:]]
+    shown = {cells[0]: (cells[1], cells[2]) for cells in
+             ([c.strip().replace("**", "") for c in row.strip("|").split("|")] for row in rows)}
+    assert set(shown) == set(README_FIGURES), set(shown) ^ set(README_FIGURES)
+    for label, (ours, theirs, form) in README_FIGURES.items():
+        want = (form.format(results[ours]), form.format(results[theirs]))
+        assert shown[label] == want, (label, shown[label], want)
+        assert re.fullmatch(r"[\d.,]+", shown[label][0])
