@@ -100,7 +100,7 @@ test: $(STAMP) $(MS_STAMP) $(CDK) lint typecheck docs
 ## docs: the documentation site (mkdocs.yml, docs/) into .local/site, strictly: a broken
 ## link or anchor, or a page left out of the navigation, fails it
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
 	$(PY) -m ruff check lib tests handlers bench infra
