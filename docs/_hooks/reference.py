@@ -21,7 +21,18 @@ def api_exports() -> str:
     return "\n\n".join(f"::: jobguard.{name}" for name in _exports()) + "\n"
 
 
-GENERATORS = {"api-exports": api_exports}
+CONSTRUCTS = ("JobTable", "LambdaBundle", "GuardedJob", "JobFleet", "Reconciler",
+              "RecoveryFunction", "JobGuardDashboard", "alarms_to_email", "alarms_to_topic",
+              "alarms_off")
+"""The constructs page, in the order a stack builds them (every one in
+``jobguard.cdk.__all__`` but the two helper types their signatures name)."""
+
+
+def constructs() -> str:
+    return "\n\n".join(f"::: jobguard.cdk.{name}" for name in CONSTRUCTS) + "\n"
+
+
+GENERATORS = {"api-exports": api_exports, "constructs": constructs}
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
