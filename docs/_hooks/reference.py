@@ -105,7 +105,8 @@ def _options_table(parser: argparse.ArgumentParser, actions: list[argparse.Actio
 
 
 def _groups(parser: argparse.ArgumentParser) -> tuple[list[argparse.Action], list[argparse.Action]]:
-    own, shared = [], []
+    own: list[argparse.Action] = []
+    shared: list[argparse.Action] = []
     for group in parser._action_groups:
         for action in group._group_actions:
             if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
@@ -253,7 +254,7 @@ def lease_attributes() -> dict[str, str]:
                 if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
 
     def read(value: ast.expr, seen: frozenset[str] = frozenset()) -> list[str]:
-        found = [n.args[0].value for n in ast.walk(value)
+        found = [str(n.args[0].value) for n in ast.walk(value)
                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                  and n.func.attr == "get" and isinstance(n.func.value, ast.Name)
                  and n.func.value.id == "row" and n.args
@@ -267,8 +268,9 @@ def lease_attributes() -> dict[str, str]:
         if (isinstance(node, ast.Return) and isinstance(node.value, ast.Call)
                 and isinstance(node.value.func, ast.Name)
                 and node.value.func.id == "LeaseState" and node.value.keywords):
-            return {k.arg: (read(k.value) or [""])[0] for k in node.value.keywords
-                    if k.arg is not None}
+            # a comparison (``exists=fence is not None``) is derived, not an attribute
+            return {k.arg: "" if isinstance(k.value, ast.Compare) else (read(k.value) or [""])[0]
+                    for k in node.value.keywords if k.arg is not None}
     raise LookupError("jobguard.lease.parse_lease builds no LeaseState from the row")
 
 
@@ -281,7 +283,6 @@ def _schema_layout() -> str:
 def records() -> str:
     """The run record's, the ledger row's and the lease row's fields, from their classes."""
     lease = lease_attributes()
-    lease["exists"] = ""  # derived: the row exists (it has a fence)
     return "\n".join([
         "## Where each row lives", "",
         "One DynamoDB table holds every job (`jobguard.schema`):", "",
@@ -330,7 +331,7 @@ def metric_units() -> dict[str, str]:
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and node.func.attr == "milliseconds" and node.args
                     and isinstance(node.args[0], ast.Constant)):
-                units[node.args[0].value] = "Milliseconds"
+                units[str(node.args[0].value)] = "Milliseconds"
     return units
 
 
@@ -397,12 +398,12 @@ def _watched(metric: ast.expr | None, assigned: dict[str, ast.expr]) -> str:
         name_arg = (_keyword(metric, "metric_name")
                     or (metric.args[1] if named == "job_metric" else
                         metric.args[0] if metric.args else None))
-        name = (name_arg.value if isinstance(name_arg, ast.Constant)
+        name = (str(name_arg.value) if isinstance(name_arg, ast.Constant)
                 else _constant(name_arg.id) if isinstance(name_arg, ast.Name) else None)
         namespace = _keyword(metric, "namespace")
-        space = (namespace.value if isinstance(namespace, ast.Constant) else "JobGuard")
+        space = str(namespace.value) if isinstance(namespace, ast.Constant) else "JobGuard"
         statistic = _keyword(metric, "statistic")
-        how = statistic.value if isinstance(statistic, ast.Constant) else "Sum"
+        how = str(statistic.value) if isinstance(statistic, ast.Constant) else "Sum"
         if name is None:
             return f"{space}: the job's metric for its policy ({how})"
         return f"{space} `{name}` ({how})"
@@ -410,7 +411,7 @@ def _watched(metric: ast.expr | None, assigned: dict[str, ast.expr]) -> str:
         words = "".join(part.title() for part in named.removeprefix("metric_").split("_"))
         owner = ast.unparse(func.value).removeprefix("self.").replace("_", " ")
         statistic = _keyword(metric, "statistic")
-        how = f" ({statistic.value})" if isinstance(statistic, ast.Constant) else ""
+        how = f" ({statistic.value!s})" if isinstance(statistic, ast.Constant) else ""
         return f"`{words}`{how} of the {owner}"
     return f"`{ast.unparse(metric)}`"
 
@@ -483,7 +484,7 @@ def _site(node: ast.Call, assigned: dict[str, ast.expr],
     if isinstance(missing, ast.Attribute) and missing.attr == "BREACHING":
         when += "; no data breaches"
     construct = node.args[1] if len(node.args) > 1 else None
-    return {"construct": (f"`{construct.value}`" if isinstance(construct, ast.Constant)
+    return {"construct": (f"`{construct.value!s}`" if isinstance(construct, ast.Constant)
                           else ""),
             "watches": watches, "when": when}
 
@@ -543,19 +544,21 @@ def example_job(policy: Any) -> Any:
                          overlap_alarm_share=0.75, reconciler_schedule="rate(1 hour)")
 
 
-def _alarms_table(texts: dict[str, Any], sites: dict[str, dict[str, str]],
-                  extra: dict[str, str] | None = None) -> str:
+def _alarms_table(texts: Any, sites: dict[str, dict[str, str]],
+                  policies: dict[tuple[str, str], str] | None = None) -> str:
+    """One row per alarm text (``texts``: a mapping or a list of ``AlarmText``); with
+    ``policies``, the policies that get each (key, title)."""
     head = ["alarm", "construct id", "watches", "fires when", "what it means; decide"]
-    if extra is not None:
+    if policies is not None:
         head.insert(1, "policies")
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for key, text in texts.items():
-        site = sites.get(key, {})
-        cells = [f"`{key}`: {_cell(text.title)}", site.get("construct", ""),
+    for text in (texts.values() if isinstance(texts, dict) else texts):
+        site = sites.get(text.key, {})
+        cells = [f"`{text.key}`: {_cell(text.title)}", site.get("construct", ""),
                  _cell(site.get("watches", "")), _cell(site.get("when", "")),
                  f"{_cell(text.means)} **Decide:** {_cell(text.decide)}"]
-        if extra is not None:
-            cells.insert(1, extra.get(key, ""))
+        if policies is not None:
+            cells.insert(1, policies.get((text.key, text.title), ""))
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
@@ -568,12 +571,12 @@ def alarms() -> str:
     from jobguard.runbook import job_alarms, reconciler_alarms, recovery_alarms, table_alarms
     from jobguard.runbook_fleet import fleet_alarms, liveness_alarm
 
-    texts: dict[str, Any] = {}
-    policies: dict[str, list[str]] = {}
+    texts: dict[tuple[str, str], Any] = {}  # a key whose words differ by policy: a row each
+    policies: dict[tuple[str, str], list[str]] = {}
     for policy in OverlapPolicy:
         for key, text in job_alarms(example_job(policy)).items():
-            texts.setdefault(key, text)
-            policies.setdefault(key, []).append(policy.value)
+            texts.setdefault((key, text.title), text)
+            policies.setdefault((key, text.title), []).append(policy.value)
     every = len(OverlapPolicy)
     which = {k: "all" if len(v) == every else ", ".join(v) for k, v in policies.items()}
     job = example_job(OverlapPolicy.QUEUE)
@@ -593,7 +596,7 @@ def alarms() -> str:
         "Each job's own alarms (`GuardedJob.alarms`, by key). Which ones a job gets depends "
         "on its policy; `overlap` only with an `overlap_alarm_share`, `no_success` only "
         "where its schedule is enabled.", "",
-        _alarms_table(texts, alarm_sites("guarded_job"), which),
+        _alarms_table(list(texts.values()), alarm_sites("guarded_job"), which),
         "### A job of a JobFleet", "",
         "A job deployed in a `JobFleet` keeps only these of its own; the fleet's alarms "
         "watch the rest.", "",
