@@ -48,7 +48,8 @@ def cli_parser() -> argparse.ArgumentParser:
     """The ``jobguard`` command's own parser (``jobguard.cli`` imports no AWS client)."""
     from jobguard.cli import build_parser
 
-    return build_parser()
+    parser: argparse.ArgumentParser = build_parser()
+    return parser
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -335,22 +336,53 @@ def metric_units() -> dict[str, str]:
     return units
 
 
+def _watchers() -> dict[str, list[str]]:
+    """Each JobGuard metric and the alarms (``Construct key``) that watch it."""
+    from jobguard.runbook_fleet import fleet_alarms
+
+    found: dict[str, list[str]] = {}
+    sources = [("GuardedJob", alarm_sites("guarded_job")),
+               ("Reconciler", alarm_sites("reconciler"))]
+    fleet = fleet_alarms("ops", queues=True)
+    sources.append(("JobFleet", {k: {"watches": f"JobGuard `{a.metric}`"}
+                                 for k, a in fleet.items() if a.metric}))
+    from jobguard.config import OverlapPolicy
+    from jobguard.runbook import busy_metric
+
+    for policy in OverlapPolicy:  # the busy alarm watches the metric of the job's policy
+        busy = busy_metric(example_job(policy))
+        if busy is not None:
+            found.setdefault(busy[0], []).append(f"GuardedJob `busy` ({policy.value})")
+    for construct, sites in sources:
+        for key, site in sites.items():
+            match = re.match(r"JobGuard `(\w+)`", site.get("watches", ""))
+            if match:
+                found.setdefault(match.group(1), []).append(f"{construct} `{key}`")
+    return found
+
+
 def metrics() -> str:
-    """Every metric of ``jobguard.observability.METRICS``: unit, dimensions, meaning."""
+    """Every metric of ``jobguard.observability.METRICS``: unit, dimensions, meaning, and
+    the alarms that watch it."""
     from jobguard import observability as o
 
-    units = metric_units()
-    rows = ["| metric | unit | meaning | at rest |", "|---|---|---|---|"]
+    units, watchers = metric_units(), _watchers()
+    rows = ["| metric | unit | meaning | at rest | alarms on it |", "|---|---|---|---|---|"]
     for name in o.METRICS:
         rows.append(f"| `{name}` | {units.get(name, 'Count')} | "
                     f"{_cell(o.METRIC_MEANINGS.get(name, ''))} | "
-                    f"{'yes' if name in o.AT_REST_METRICS else ''} |")
+                    f"{'yes' if name in o.AT_REST_METRICS else ''} | "
+                    f"{', '.join(watchers.get(name, []))} |")
+    service = next(ast.literal_eval(n.value) for n in _cdk("alarms").body  # its SERVICE
+                   if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+                   and n.targets[0].id == "SERVICE")
     return "\n".join([
         f"Namespace `{o.NAMESPACE}`. Dimensions: `{o.JOB_DIMENSION}` (the job's name) and "
-        f"`service` (`jobguard`); a job of a `JobFleet` carries `{o.FLEET_DIMENSION}` (the "
+        f"`service` (`{service}`); a job of a `JobFleet` carries `{o.FLEET_DIMENSION}` (the "
         f"fleet's name) instead of `{o.JOB_DIMENSION}`, and its name as the EMF property "
         f"`{o.JOB_DIMENSION}`. *At rest*: what a healthy run that completes items emits, "
-        "the custom metrics a deployment is billed for when nothing happens.", "",
+        "the custom metrics a deployment is billed for when nothing happens. The alarms "
+        "are listed below.", "",
         *rows, ""])
 
 
