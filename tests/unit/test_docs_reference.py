@@ -111,8 +111,8 @@ def test_every_alarm_of_every_construct_is_listed_with_what_it_watches(
     job = _example(OverlapPolicy.QUEUE, hook)
     expected = {
         "guarded_job": {k for p in OverlapPolicy
-                        for k in job_alarms(_example(p, hook))},  # type: ignore[arg-type]
-        "reconciler": set(reconciler_alarms(job, own_dead_letter_queue=True)),  # type: ignore[arg-type]
+                        for k in job_alarms(_example(p, hook))},
+        "reconciler": set(reconciler_alarms(job, own_dead_letter_queue=True)),
         "recovery": set(recovery_alarms()),
     }
     for module, keys in expected.items():
@@ -135,7 +135,7 @@ def test_every_alarm_of_every_construct_is_listed_with_what_it_watches(
 def test_alarm_texts_on_the_page_are_the_runbooks(hook: ModuleType) -> None:
     page = hook.alarms()
     for policy in OverlapPolicy:
-        for text in job_alarms(_example(policy, hook)).values():  # type: ignore[arg-type]
+        for text in job_alarms(_example(policy, hook)).values():
             assert f"| `{text.key}`: {text.title} |" in page
 
 
