@@ -32,25 +32,42 @@ class LeaseState:
     """A snapshot of a job's lease row."""
 
     job: str
+    """The job's name (from the row's key)."""
     fence: int = 0
+    """The last fence issued: grows by one with every acquisition, never reset."""
     run_id: str | None = None
+    """The run holding the lease (None: free)."""
     owner: str | None = None
+    """The holder's function and instance."""
     trigger_id: str | None = None
+    """The trigger the holder runs for."""
     acquired_at_ms: int | None = None
+    """When the holder took the lease."""
     expires_at_ms: int | None = None
+    """When the lease lapses unless renewed; free once past it by the skew margin."""
     heartbeat_at_ms: int | None = None
+    """The holder's last renewal."""
     released_at_ms: int | None = None
+    """When the lease was last released."""
     last_run_id: str | None = None
+    """The run that held it last (after a release)."""
     released_by: str | None = None
     """``run`` (its own release) or ``operator:<who>`` (``jobguard release --force``)."""
     paused_at_ms: int | None = None
+    """When the job was paused (None: not paused)."""
     paused_reason: str | None = None
+    """Why (``jobguard pause --reason``)."""
     paused_by: str | None = None
     """Who paused the job (``jobguard pause`` writes the operator's login name)."""
     queued_n: int = 0
+    """QUEUE: triggers waiting on the job's trigger queue, checked against
+    ``max_queued``."""
     follow_up: str | None = None
+    """COALESCE: the trigger id of the one follow-up run owed after the active run."""
     wake_receipt: str | None = None
+    """A trigger-queue message waiting for the lease: woken when the holder releases."""
     prev_run_id: str | None = None
+    """The run that held the lease before the current acquisition (``-``: none)."""
     served_fence: int = 0
     """The fence of the last run that served triggers (not a recovery or a reconciler
     sweep): a follow-up is absorbed only once a run past its gate has served it. 0 when

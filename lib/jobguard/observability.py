@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["AT_REST_METRICS", "FLEET_DIMENSION", "JOB_DIMENSION", "METRICS", "NAMESPACE",
-           "JobLogger", "JobTelemetry", "RUNS_NEAR_INTERVAL", "TRIGGERS_MET_ACTIVE_RUN"]
+__all__ = ["AT_REST_METRICS", "FLEET_DIMENSION", "JOB_DIMENSION", "METRICS",
+           "METRIC_MEANINGS", "NAMESPACE", "JobLogger", "JobTelemetry", "RUNS_NEAR_INTERVAL",
+           "TRIGGERS_MET_ACTIVE_RUN"]
 
 NAMESPACE = "JobGuard"
 JOB_DIMENSION = "job"
@@ -43,6 +44,59 @@ METRICS = (
 )
 """Every metric name jobguard emits (a test reads the sources for them): the custom
 metrics a deployment can be billed for, one per name and dimension value."""
+
+METRIC_MEANINGS: Mapping[str, str] = {
+    "LeaseAcquireAttempts": "A trigger tried to take the job's lease.",
+    "TriggersSkipped": "SKIP: a trigger met an active run; recorded `skipped`, not run.",
+    "TriggersQueued": "QUEUE: a trigger met an active run and waits on the job's trigger "
+                      "queue.",
+    "TriggersCoalesced": "COALESCE: a trigger met an active run and was folded into its one "
+                         "follow-up run.",
+    "TriggersDropped": "QUEUE: `max_queued` triggers were already pending; this one was "
+                       "dropped and will not run.",
+    "TriggersStale": "A trigger delivered more than `stale_after` after its scheduled time; "
+                     "recorded, not run.",
+    "TriggersDuplicate": "Another delivery of a trigger that already ran, is running or was "
+                         "decided; not run again.",
+    "TriggersPaused": "A trigger found the job paused; recorded, not run.",
+    "QueueDepth": "QUEUE: the pending triggers on the job's queue, this one counted, each "
+                  "time a trigger is queued.",
+    "LeaseTakeovers": "A trigger took over an expired lease whose run vanished (the "
+                      "abandoned run is recorded).",
+    "RunsIncomplete": "A run returned with work items failed or uncertain (status "
+                      "`incomplete`).",
+    "RunDuration": "How long a run held the lease, from its acquisition to its end.",
+    "RunSucceeded": "A run ended `succeeded` (the dead-man alarm counts these).",
+    "LeaseLost": "A run lost its lease (a renewal refused or late) and stopped committing.",
+    "TriggerMessagesRejected": "A message on the job's trigger queue that is no trigger of "
+                               "it: recorded `rejected` and deleted.",
+    "CheckpointLagItems": "Records a batch run selected past its checkpoint at its end: the "
+                          "next run selects them again.",
+    "ItemsRejected": "Source records no work id could be made for: nothing done for them.",
+    "PayloadConflicts": "A work id claimed again with a different payload than it was first "
+                        "claimed with.",
+    "ItemsRetried": "Uncertain items that reconciliation did not find at the destination: "
+                    "claimed again, to be redone.",
+    "BatchSize": "Work items claimed at once (one claim of a page).",
+    "UncertainOutcomes": "Work items whose outcome became, or still is, unknown.",
+    "ReconciliationFindings": "Uncertain items whose effect reconciliation found at the "
+                              "destination: recorded completed, not redone.",
+    "ItemsCompleted": "Work items recorded completed.",
+    "ItemsFailed": "Work items recorded failed (a known outcome).",
+    "CompletionsRejected": "Completions a run did not write because the item had been "
+                           "completed meanwhile (the first completion stands).",
+    "SweepSucceeded": "A reconciler sweep ran to its end.",
+    "RunsContinued": "A run that ran out of time handed the job to its next link (a "
+                     "continuation).",
+    "ContinuationsNotSent": "A continuation could not be invoked; the next trigger takes "
+                            "over from the checkpoint.",
+    "TriggersSuperseded": "A continuation delivered after its hand-off was gone; not run.",
+    RUNS_NEAR_INTERVAL: "Fleet only: a run longer than its job's overlap threshold.",
+    TRIGGERS_MET_ACTIVE_RUN: "Fleet only: a trigger skipped, queued or coalesced (one "
+                             "metric for the fleet's busy alarm).",
+}
+"""What each of :data:`METRICS` counts or measures (the reference page shows it; a test
+checks every name has one)."""
 
 AT_REST_METRICS = ("LeaseAcquireAttempts", "RunDuration", "RunSucceeded", "BatchSize",
                    "ItemsCompleted")

@@ -90,28 +90,52 @@ class RunRecord:
     """One trigger decision, and for runs, one execution attempt."""
 
     job: str
+    """The job's name."""
     run_id: str
+    """This record's id: 26 characters, sorting by start time; a new one per attempt."""
     trigger_id: str
+    """The trigger's stable identity (a tick's: job + scheduled time): every delivery of
+    one trigger carries the same."""
     trigger_kind: str
+    """``tick``, ``rule``, ``manual``, ``queued``, ``follow_up``, ``recovery``,
+    ``continuation`` (:class:`jobguard.triggers.TriggerKind`), or ``message`` for a
+    rejected queue message."""
     policy: str
+    """The job's policy the trigger was decided under (``SKIP``, ``QUEUE``,
+    ``COALESCE``, ``REPLACE``)."""
     decision: Decision
+    """What the trigger did."""
     status: RunStatus
+    """Where the run ended; a trigger that did not run carries its decision."""
     started_at_ms: int
+    """When the run started or the trigger was decided."""
     ended_at_ms: int | None = None
+    """When the run ended (None while it runs)."""
     fence: int | None = None
+    """The lease's fence the run held (runs only)."""
     owner: str | None = None
+    """Who ran it: the function and its instance (``<function>/<log stream>``)."""
     holder_run_id: str | None = None
+    """A trigger that did not run: the run holding the lease at the time."""
     holder_fence: int | None = None
+    """... and that run's fence."""
     scheduled_at: str | None = None
+    """A tick's scheduled time, as its event carried it."""
     requested_by: str | None = None
+    """Who asked for it (a manual run, a recovery, an operator's command)."""
     delivery_id: str | None = None
     """The id the trigger's sender gave this delivery, as its event carried it:
     EventBridge Scheduler's execution id for a tick, the event's ``id`` for a rule event
     (:attr:`jobguard.triggers.Trigger.delivery_id`). A tick or rule event without one
     was not sent by the stack's schedule or an EventBridge rule."""
     error: str | None = None
+    """Why the run failed, as text (redacted as the job's config asks)."""
     detail: str | None = None
+    """Why the decision was taken, in words (a stale trigger's age, a rejected message's
+    field and reason)."""
     extra: dict[str, Any] = field(default_factory=dict)
+    """What the run recorded beside these fields: item counts, cursor range, a
+    recovery's figures."""
 
     @property
     def duration_ms(self) -> int | None:

@@ -255,20 +255,39 @@ class ItemRecord:
     """One ledger row as read back."""
 
     job: str
+    """The job's name."""
     work_id: str
+    """The item's stable identity: source record id + operation
+    (``contact-42:create-note``)."""
     state: ItemState
+    """Where the item stands."""
     run_id: str | None = None
+    """The run that wrote this state."""
     fence: int | None = None
+    """The fence that run held."""
     claim_expires_at_ms: int | None = None
+    """A claimed item: when its claim lapses (then it is uncertain)."""
     attempts: int = 0
+    """How many attempts were made at it."""
     retryable: bool = False
+    """A failed item: whether a later run (or a recovery) may redo it."""
     last_error: str | None = None
+    """The last failure's text (a rejected record: why no work id could be made)."""
     destination_id: str | None = None
+    """A completed item: the id the destination holds its effect under, the proof it
+    happened."""
     payload_hash: str | None = None
+    """A hash of the payload it was claimed with: the same work id with another payload
+    is a conflict."""
     created_at_ms: int | None = None
+    """When the row was first written."""
     updated_at_ms: int | None = None
+    """When it was last written."""
     completed_at_ms: int | None = None
+    """When it was recorded completed."""
     ttl_epoch_s: int | None = None
+    """A completed or rejected row: when it expires (epoch seconds). Failed and
+    uncertain rows never expire."""
     source_id: str | None = None
     """The original source id, where the key holds it escaped or hashed (at most
     :data:`MAX_SOURCE_KEPT` bytes of it)."""
@@ -367,10 +386,15 @@ class Checkpoint:
     """The job's cursor. ``seq`` grows by one per advance (never backwards)."""
 
     cursor: str | None = None
+    """Where the next run selects from (None: the start)."""
     seq: int = 0
+    """Grows by one per advance: a write names the seq it expects."""
     run_id: str | None = None
+    """The run that advanced it last."""
     fence: int | None = None
+    """The fence that run held."""
     updated_at_ms: int | None = None
+    """When it last moved."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,9 +408,13 @@ class OpenClaim:
     """
 
     run_id: str
+    """The run that claimed the items."""
     fence: int
+    """The fence it held."""
     expires_at_ms: int
+    """When the claim lapses: its items without a completion are then uncertain."""
     items: dict[str, str] = field(default_factory=dict)
+    """Each claimed work id and its payload hash prefix."""
 
     def record(self, job: str, work_id: str) -> ItemRecord:
         """The item as this claim holds it (a claimed :class:`ItemRecord`)."""
@@ -403,10 +431,16 @@ class JobRow:
     the last write of the checkpoint or claim: the next one is conditioned on it."""
 
     job: str
+    """The job's name."""
     fence: int = 0
+    """The fence high-water mark: at least every fence the lease row has issued."""
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    """The job's cursor."""
     claim: OpenClaim | None = None
+    """The open claim of the run that holds the fence, if any."""
     token: str | None = None
+    """Names the last write of the checkpoint or claim; the next write is conditioned on
+    it."""
     hold_until_ms: int | None = None
     """Until then a run displaced while alive (REPLACE) may still call the destination
     for the open claim of a lower fence: nobody reconciles or redoes those items before

@@ -90,8 +90,10 @@ class JobFleet(Construct):
         name: the fleet's name: the ``fleet`` dimension of its metrics (default: the
             stack's name). Two fleets of one account need two names.
         jobs_per_stack: jobs in each nested stack (1-35).
-        encryption_key, log_retention, tracing, trigger_max_concurrency: as for
-            :class:`GuardedJob`, for every job.
+        encryption_key: as for :class:`GuardedJob`, for every job.
+        log_retention: as for :class:`GuardedJob`, for every job.
+        tracing: as for :class:`GuardedJob`, for every job.
+        trigger_max_concurrency: as for :class:`GuardedJob`, for every job.
     """
 
     def __init__(

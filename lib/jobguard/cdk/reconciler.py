@@ -105,7 +105,8 @@ class Reconciler(Construct):
         schedule_enabled: False creates the sweep's schedule DISABLED (a local
             deployment, where only what a drill delivers runs). By default disabled for
             ``-c jobguard:local=true`` and a drills bundle.
-        encryption_key, tracing: as for :class:`jobguard.cdk.GuardedJob`.
+        encryption_key: as for :class:`jobguard.cdk.GuardedJob`.
+        tracing: as for :class:`jobguard.cdk.GuardedJob`.
         trigger_queue: the job's trigger queue (a ``QUEUE``/``COALESCE`` job): the sweep
             may send and wake its follow-ups there, nothing else.
     """

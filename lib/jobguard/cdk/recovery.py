@@ -104,7 +104,8 @@ class RecoveryFunction(Construct):
             its alias (never ``*``).
         confirm_above: plans larger than this many items need the dry run's token
             (jobguard's default when not given).
-        encryption_key, tracing: as for :class:`jobguard.cdk.GuardedJob`.
+        encryption_key: as for :class:`jobguard.cdk.GuardedJob`.
+        tracing: as for :class:`jobguard.cdk.GuardedJob`.
         output_name: the stack output naming the function (``RecoveryFunctionName``,
             which ``jobguard recover`` looks for); None adds no output.
         execute_output_name: the stack output with the ``execute`` alias's ARN
