@@ -144,3 +144,28 @@ def test_the_readme_tests_pass_with_the_installed_plugin(installed: Path,
                 cwd=project, env=_user_env(installed))
     # THEN what the README says it prints
     assert re.search(r"^4 passed", done.stdout, re.M), done.stdout
+
+
+def test_the_tutorials_drillable_app_synthesizes_drillable(installed: Path,
+                                                           project: Path) -> None:
+    # GIVEN the README's app.py with the tutorial's one-line change (its LambdaBundle reads
+    # the drills option from the CDK context)
+    from .test_readme import DRILLABLE
+
+    app = (project / "app.py").read_text()
+    line = ('        code = LambdaBundle(self, "Code", packages=["myjobs"])'
+            "  # jobguard + your package\n")
+    assert app.count(line) == 1
+    (project / "drillable.py").write_text(app.replace(line, DRILLABLE))
+    # WHEN it is synthesized as `python -m jobguard.local.up ... -c drills=true` deploys it
+    context = {"drills": "true", "jobguard:local": "true"}
+    env = {**_user_env(installed), "CDK_OUTDIR": "cdk.out.drills",
+           "CDK_CONTEXT_JSON": json.dumps(context)}
+    _run([str(installed / "python"), "drillable.py"], cwd=project, env=env)
+    # THEN the job's function honours drill switches, and the output says it is drillable
+    template = json.loads((project / "cdk.out.drills" / "Billing.template.json").read_text())
+    mailer = next(r["Properties"] for r in template["Resources"].values()
+                  if r["Type"] == "AWS::Lambda::Function"
+                  and r["Properties"].get("Handler") == "myjobs.invoice_mailer.lambda_handler")
+    assert mailer["Environment"]["Variables"].get("JOBGUARD_DRILLS") == "1"
+    assert '"drills": true' in json.dumps(template["Outputs"]["InvoiceMailerJob"])

@@ -2,14 +2,17 @@
 outside this repository (tests/ship/own_project: two jobs of its own, its app.py built
 from jobguard.cdk), with jobguard installed from the wheel, is synthesized clean (every
 alarm reaches a person, the outputs exist, cdk-nag, cfn-lint and checkov report nothing
-unacknowledged), deployed into the local AWS with one option making it drillable, then
-operated and drilled by its stack's name alone with the installed `jobguard` command:
-no jobs module, no checkout of this repository, no table name."""
+unacknowledged), deployed into the local AWS with one option making it drillable (by
+`python -m jobguard.local.up`, the line docs/tutorial.md gives), then operated and drilled
+by its stack's name alone with the installed `jobguard` command: no jobs module, no
+checkout of this repository, no table name; the tutorial's operator lines run as written."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -19,16 +22,35 @@ from typing import Any
 import pytest
 
 from jobguard.deployment import Deployment
-from jobguard.local.ministack import LocalStack
 from jobguard.local.node import pinned_node
 
-from ._user import _run, _user_env
+from ._user import ROOT, _run, _user_env
 
 pytestmark = [pytest.mark.local_aws, pytest.mark.timeout(1500)]
 
 OWN = Path(__file__).resolve().parent / "own_project"
-STACK = "Billing-local"
+STACK = "Billing"
 JOBS = ("invoice-mailer", "statement-export")
+TUTORIAL = ROOT / "docs" / "tutorial.md"
+
+
+def tutorial_commands() -> list[str]:
+    """Each command of docs/tutorial.md's shell blocks, its comment dropped."""
+    blocks = re.findall(r"```sh\n(.*?)```", TUTORIAL.read_text(), re.S)
+    return [re.sub(r"\s+#.*$", "", line).strip() for block in blocks
+            for line in block.splitlines() if line.strip()]
+
+
+def _tutorial(start: str) -> list[str]:
+    """The tutorial's command that starts with ``start``, as argv."""
+    (command,) = [c for c in tutorial_commands() if c.startswith(start)]
+    return shlex.split(command)
+
+
+UP = _tutorial("python -m jobguard.local.up --app")
+STOP = _tutorial("python -m jobguard.local.up --stop")
+TUTORIAL_MODULES = {"myjobs.invoice_mailer": "billing.mailer"}
+"""The tutorial's job module, and the one of this project that defines the same job."""
 
 
 @pytest.fixture(scope="module")
@@ -91,20 +113,41 @@ def test_synthesis_is_clean_every_alarm_reaches_a_person_and_the_outputs_exist(
 
 
 @pytest.fixture(scope="module")
-def deployed(installed: Path, project: Path, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[tuple[LocalStack, Deployment, dict[str, str]]]:
-    """The user's app deployed into the local AWS as `cdk deploy --app "python app.py"
-    -c drills=true -c jobguard:local=true` deploys it: drillable by its one option."""
-    from jobguard.local.deploy import deploy
+def deployed(installed: Path, project: Path) -> Iterator[tuple[str, Deployment, dict[str, str]]]:
+    """The user's app deployed into the local AWS the way the tutorial (docs/tutorial.md)
+    does it: the installed wheel's ``python -m jobguard.local.up --app "python app.py"
+    --stack Billing -c drills=true`` in the project folder, where MiniStack
+    (``.venv-ministack``) and the CDK CLI (``node_modules``) are installed; the shell then
+    takes what it wrote to ``.jobguard-local/env``; ``--stop`` ends it. Yields the local
+    AWS's endpoint, the deployment read back from the stack's outputs, the shell."""
+    import boto3
 
-    logs = tmp_path_factory.mktemp("own-logs")
-    with LocalStack.start(log_path=logs / "ministack.log") as aws:
-        outputs = deploy(aws.endpoint, stack=STACK, app=f"{installed / 'python'} app.py",
-                         cwd=project, env=_env(installed, project), log=logs / "deploy.log",
-                         context=["-c", "drills=true", "-c", f"stack={STACK}"],
-                         say=lambda _: None)
-        shell = {**_env(installed, project), **aws.env}
-        yield aws, Deployment.from_outputs(STACK, outputs), shell
+    from jobguard.local.deploy import stack_outputs
+
+    for name in (".venv-ministack", "node_modules"):  # what the tutorial installs there
+        link = project / name
+        if not link.exists():
+            link.symlink_to(ROOT / name)
+    user = _env(installed, project)
+    assert UP == ["python", "-m", "jobguard.local.up", "--app", "python app.py", "--stack",
+                  STACK, "-c", "drills=true"]
+    python = str(installed / "python")  # the user's `python`: their venv is activated
+    try:
+        done = _run([python, *UP[1:]], cwd=project, env=user, timeout=1200)
+        exported = dict(line.removeprefix("export ").split("=", 1) for line in
+                        (project / ".jobguard-local" / "env").read_text().splitlines())
+        endpoint = exported["AWS_ENDPOINT_URL"]
+        assert f"export JOBGUARD_STACK={STACK}" in done.stdout
+        assert exported["AWS_ACCESS_KEY_ID"] == "test" and endpoint.startswith("http://127.")
+        shell = {**user, **exported}
+        session = boto3.session.Session(region_name=exported["AWS_DEFAULT_REGION"],
+                                        aws_access_key_id="test", aws_secret_access_key="test")
+        outputs = stack_outputs(session.client("cloudformation", endpoint_url=endpoint), STACK)
+        yield endpoint, Deployment.from_outputs(STACK, outputs), shell
+    finally:
+        stopped = _run([python, *STOP[1:]], cwd=project, env=user).stdout
+    assert "stopped the local AWS at http://127." in stopped and "removed" in stopped, stopped
+    assert not (project / ".jobguard-local" / "env").exists()
 
 
 def _jobguard(installed: Path, project: Path, shell: dict[str, str], *args: str,
@@ -156,8 +199,8 @@ def test_the_operator_commands_work_by_the_stacks_name(installed: Path, project:
 def test_the_drills_hold_on_the_users_own_jobs(installed: Path, project: Path,
                                                deployed: Any, job: str,
                                                tmp_path: Path) -> None:
-    aws, _, shell = deployed
-    done = _jobguard(installed, project, shell, "--endpoint-url", aws.endpoint, "drill",
+    endpoint, _, shell = deployed
+    done = _jobguard(installed, project, shell, "--endpoint-url", endpoint, "drill",
                      "--job", job, "--json", ok=False)
     (tmp_path / "drills.json").write_text(done.stdout)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -165,3 +208,30 @@ def test_the_drills_hold_on_the_users_own_jobs(installed: Path, project: Path,
     assert summary["held"] is True
     assert sorted(d["name"] for d in summary["drills"]) == sorted(
         f"{job}:{name}" for name in ("overlap", "duplicate-deliveries", "lease-expiry"))
+
+
+def test_the_tutorials_commands_work_as_written(installed: Path, project: Path,
+                                                deployed: Any) -> None:
+    """docs/tutorial.md's steps 6 and 7 in the project folder, in a shell that loaded
+    ``.jobguard-local/env`` as the tutorial says (its drill line is the drill test's)."""
+    _, _, shell = deployed
+    user = _env(installed, project)
+    commands = tutorial_commands()
+    start = commands.index(". .jobguard-local/env")
+    script = [c for c in commands[start:] if not c.startswith(("jobguard drill ",
+                                                               "python -m jobguard.local.up"))]
+    assert [c.split()[1] for c in script if c.startswith("jobguard ")] == [
+        "status", "timeline", "timeline", "recover"]
+    (project / "timeline.html").unlink(missing_ok=True)  # the operator test's page
+    text = "\n".join(["set -e", *script])
+    for theirs, ours in TUTORIAL_MODULES.items():
+        text = text.replace(theirs, ours)
+    done = subprocess.run(["bash", "-c", text], cwd=project, env=user, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, f"{text}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "job invoice-mailer: free" in done.stdout
+    assert "invoice-mailer: " in done.stdout and " runs (" in done.stdout  # the timeline
+    assert "recovery of invoice-mailer, times " in done.stdout
+    assert "plan: 0 selected" in done.stdout and "plain @guarded job" in done.stdout
+    assert "invoice-mailer" in (project / "timeline.html").read_text()
+    assert shell["JOBGUARD_STACK"] == STACK

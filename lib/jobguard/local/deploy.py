@@ -50,14 +50,14 @@ def _cdk_env(endpoint: str) -> dict[str, str]:
 
 
 def _cdk(args: list[str], endpoint: str, log: Path, *, cwd: Path = ROOT,
-         env: Mapping[str, str] | None = None) -> float:
-    if not CDK.exists():
-        raise FileNotFoundError(f"{CDK} is missing: run `npm ci` (make demo does)")
+         env: Mapping[str, str] | None = None, cdk: Path = CDK) -> float:
+    if not cdk.exists():
+        raise FileNotFoundError(f"{cdk} is missing: run `npm ci` (make demo does)")
     started = time.monotonic()
     with open(log, "ab") as out:
         out.write(f"\n$ cdk {' '.join(args)}\n".encode())
         out.flush()
-        done = subprocess.run([str(CDK), *args], cwd=cwd,
+        done = subprocess.run([str(cdk), *args], cwd=cwd,
                               env={**_cdk_env(endpoint), **(env or {})},
                               stdout=out, stderr=subprocess.STDOUT, check=False)
     if done.returncode:
@@ -74,20 +74,22 @@ def stack_outputs(cloudformation: Any, stack: str) -> dict[str, str]:
 def deploy(endpoint: str, *, stack: str = DEFAULT_STACK, drills: bool = True,
            log: Path | None = None, say: Callable[[str], None] = print,
            app: str | None = None, cwd: Path = ROOT, context: Sequence[str] = (),
-           env: Mapping[str, str] | None = None) -> dict[str, str]:
+           env: Mapping[str, str] | None = None, cdk: Path = CDK) -> dict[str, str]:
     """Bootstrap, deploy, apply TTL; return the stack's outputs.
 
     By default this repository's app (``cdk.json``) with its context switches; with
     ``app`` (a command, ``cdk --app``) any CDK app built with jobguard's constructs, run
     in ``cwd`` with ``env`` added, deployed with ``jobguard:local=true`` and the
-    ``context`` given (``["-c", "key=value", ...]``), which the constructs honour."""
+    ``context`` given (``["-c", "key=value", ...]``), which the constructs honour;
+    ``cdk`` is the CDK CLI (default: this repository's pinned one, ``node_modules``)."""
     import boto3
 
     log = log or ROOT / ".local" / "deploy.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     app_args = ["--app", app] if app else []
     seconds = _cdk(["bootstrap", f"aws://{ACCOUNT}/{REGION}", "--no-notices", *app_args,
-                    "-c", "jobguard:local=true", *context], endpoint, log, cwd=cwd, env=env)
+                    "-c", "jobguard:local=true", *context], endpoint, log, cwd=cwd, env=env,
+                   cdk=cdk)
     say(f"  cdk bootstrap               {seconds:5.1f} s")
     options = ["-c", "jobguard:local=true", *context]
     if app is None:
@@ -96,7 +98,7 @@ def deploy(endpoint: str, *, stack: str = DEFAULT_STACK, drills: bool = True,
             options += ["-c", "jobguard:drills=true"]
     seconds = _cdk(["deploy", stack, *app_args, "--require-approval", "never",
                     "--no-notices", "--progress", "events", *options], endpoint, log,
-                   cwd=cwd, env=env)
+                   cwd=cwd, env=env, cdk=cdk)
     say(f"  cdk deploy {stack:<16} {seconds:5.1f} s")
     session = boto3.session.Session(region_name=REGION, aws_access_key_id="test",
                                     aws_secret_access_key="test")
