@@ -180,11 +180,21 @@ def run_facts(bar: Bar, *, limit: int = 200) -> list[str]:
         facts.append(f"took over the lease of run {clean(bar.displaced_run_id, 60)}")
     if bar.requested_by:
         facts.append(f"requested by {clean(bar.requested_by, 100)}")
-    if bar.error:
-        facts.append(f"error: {clean(bar.error, limit)}")
-    if bar.detail:
-        facts.append(clean(bar.detail, limit))
+    error, detail = error_and_detail(bar)
+    if error:
+        facts.append(f"error: {clean(error, limit)}")
+    if detail:
+        facts.append(clean(detail, limit))
     return facts + list(bar.notes)
+
+
+def error_and_detail(bar: Bar) -> tuple[str | None, str | None]:
+    """A run's error and its detail, each said once: a detail the error already says
+    is left out (a lease-lost run's error, ``LeaseLostError: ... lost its lease:
+    <reason>``, ends with the reason its detail also holds)."""
+    if bar.error and bar.detail and bar.detail.strip() in bar.error:
+        return bar.error, None
+    return bar.error, bar.detail
 
 
 def mark_facts(mark: Mark, *, limit: int = 200) -> list[str]:
