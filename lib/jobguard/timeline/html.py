@@ -72,12 +72,19 @@ figure svg{display:block;width:100%;min-width:900px;height:auto}
 .summary{margin:4px 0}
 .note{color:#8a4b00}
 .tw{overflow-x:auto}
-table{border-collapse:collapse;width:100%;font-size:12.5px;margin:6px 0}
+table{border-collapse:collapse;width:100%;font-size:12.5px;margin:6px 0;
+overflow-wrap:normal}
 th,td{text-align:left;padding:3px 8px;border-bottom:1px solid var(--line);
 vertical-align:top}
-th{background:var(--panel);font-weight:600;position:sticky;top:0}
+th{background:var(--panel);font-weight:600;position:sticky;top:0;white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 td{white-space:nowrap}td:last-child{white-space:normal;min-width:14em}
+table.events td.at{white-space:normal;min-width:8.6em}
+table.events td.id{white-space:normal;overflow-wrap:anywhere;min-width:10em}
+table.events td.wrap{white-space:normal;min-width:6em}table.events td.items{min-width:10.5em}
+table.events td.said{white-space:normal;overflow-wrap:anywhere;min-width:12em}
+details.more{margin:0}details.more summary{color:inherit}
+details.more[open] summary{color:var(--muted)}
 tr:target{background:#fff3c4}
 .tag{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;color:#fff;
 font-weight:600;white-space:nowrap}
@@ -529,6 +536,21 @@ def _legend() -> str:
             f'<span><b>lease</b></span>{markers}</div>')
 
 
+NOTE_SHOWN = 120
+"""Characters of a table row's error or detail shown at once; a longer one shows its
+start, and the whole text (up to :data:`NOTE_KEPT`) opens under it."""
+NOTE_KEPT = 4000
+
+
+def _note(text: str) -> str:
+    """A row's error or detail: short, as it is; long, its start as a summary that opens
+    to the whole (a row stays a few lines high, and nothing is cut off unseen)."""
+    if len(text) <= NOTE_SHOWN:
+        return _e(text, NOTE_SHOWN)
+    return (f'<details class="more"><summary>{_e(text, NOTE_SHOWN)}</summary>'
+            f"{_e(text, NOTE_KEPT)}</details>")
+
+
 def _run_ref(run_id: str, fence: int | None) -> str:
     """A run as a person names it in a table: its fence, else its id's last letters."""
     if fence is not None:
@@ -561,20 +583,20 @@ def _table(lane: Lane, index: int, ids: _Ids, day_of: str | None) -> str:
             row_id = ids.row.get((index, bar.run_id)) or ids.next()
             link = (linked("took over", bar.displaced_run_id,
                            fences.get(bar.displaced_run_id)) if bar.displaced_run_id else "")
-            note = "; ".join(x for x in (bar.error, bar.detail, *bar.notes) if x)
+            note = "; ".join(x for x in (*f.error_and_detail(bar), *bar.notes) if x)
             end = "running" if bar.status == "running" else "-" if bar.open_end else \
                 f.when(bar.end_ms, day_of=f.day(bar.start_ms))
             rows.append(
-                f'<tr id="t{row_id}"><td class="mono">{f.when(bar.start_ms, day_of=day_of)}'
-                f'</td><td class="mono">{end}</td>'
+                f'<tr id="t{row_id}"><td class="mono at">{f.when(bar.start_ms, day_of=day_of)}'
+                f'</td><td class="mono at">{end}</td>'
                 f'<td><span class="tag t-{_e(bar.status, 40)}">'
                 f'{_e(f.STATUS_LABEL.get(bar.status, bar.status), 40)}</span></td>'
                 f'<td class="num">{f.duration(bar.duration_ms)}</td>'
                 f'<td class="mono">{_e(bar.run_id, 80)}</td>'
                 f'<td class="num">{"" if bar.fence is None else bar.fence}</td>'
-                f'<td class="mono">{_e(bar.trigger_id, 120)}</td>'
-                f'<td>{_e(f.items_text(bar.items))}</td><td>{link}</td>'
-                f'<td>{_e(note, 400)}</td></tr>')
+                f'<td class="mono id">{_e(bar.trigger_id, 120)}</td>'
+                f'<td class="wrap items">{_e(f.items_text(bar.items))}</td>'
+                f'<td class="wrap">{link}</td><td class="said">{_note(note)}</td></tr>')
         elif isinstance(event, Mark):
             mark = event
             links = [linked("deferred to", mark.holder_run_id, mark.holder_fence)
@@ -582,20 +604,20 @@ def _table(lane: Lane, index: int, ids: _Ids, day_of: str | None) -> str:
                      linked("ran as", mark.became_run_id, fences.get(mark.became_run_id))
                      if mark.became_run_id else ""]
             rows.append(
-                f'<tr><td class="mono">{f.when(mark.at_ms, day_of=day_of)}</td><td></td>'
+                f'<tr><td class="mono at">{f.when(mark.at_ms, day_of=day_of)}</td><td></td>'
                 f'<td><span class="tag t-decision">{_e(mark.decision, 40)}</span></td>'
                 f'<td></td><td class="mono">{_e(mark.run_id, 80)}</td><td></td>'
-                f'<td class="mono">{_e(mark.trigger_id, 120)}</td><td></td>'
-                f'<td>{"; ".join(x for x in links if x)}</td>'
-                f'<td>{_e(mark.detail or "", 400)}</td></tr>')
+                f'<td class="mono id">{_e(mark.trigger_id, 120)}</td><td></td>'
+                f'<td class="wrap">{"; ".join(x for x in links if x)}</td>'
+                f'<td class="said">{_note(mark.detail or "")}</td></tr>')
         else:
             marker = event
             rows.append(
-                f'<tr><td class="mono">{f.when(marker.at_ms, day_of=day_of)}</td><td></td>'
+                f'<tr><td class="mono at">{f.when(marker.at_ms, day_of=day_of)}</td><td></td>'
                 f'<td><span class="tag t-marker">{f.MARKER_LABEL.get(marker.kind, "")}'
                 f'</span></td><td></td><td class="mono">{_e(marker.run_id, 80)}</td>'
                 f'<td class="num">{marker.fence or ""}</td><td></td><td></td>'
-                f'<td colspan="2">{_e(_marker_title(marker), 400)}</td></tr>')
+                f'<td class="said" colspan="2">{_note(_marker_title(marker))}</td></tr>')
     head = ("<tr><th>start (UTC)</th><th>end</th><th>status / decision</th><th>duration</th>"
             "<th>run id</th><th>fence</th><th>trigger</th><th>items</th><th>linked</th>"
             "<th>error / detail</th></tr>")
@@ -603,7 +625,8 @@ def _table(lane: Lane, index: int, ids: _Ids, day_of: str | None) -> str:
             "one; <code>jobguard timeline --output text</code> lists them all).</p>"
             if hidden else "")
     return (f"<details{' open' if len(events) <= 60 else ''}><summary>{len(events)} events "
-            f"of {_e(lane.job, 120)} as a table</summary>{more}<div class=\"tw\"><table>"
+            f"of {_e(lane.job, 120)} as a table</summary>{more}<div class=\"tw\">"
+            '<table class="events">'
             f"{head}" + "".join(rows) + "</table></div></details>")
 
 
