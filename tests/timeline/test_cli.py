@@ -178,7 +178,11 @@ def test_several_jobs_share_one_axis_and_open_writes_a_page(env, capsys, tmp_pat
     assert out.startswith(f"wrote {page}: crm-sync, report-export, 2 runs")
     assert "no browser could be opened here" in out and opened == [page.resolve().as_uri()]
     html = page.read_text()
-    assert html.count('class="lanegrp"') == 2 and html.count("<svg xmlns") == 1
+    # one chart for both jobs: opened on their last minute of the 24 h asked, the whole
+    # range a second chart behind a click
+    shown, whole = html.split('<details class="whole">')
+    assert shown.count('class="lanegrp"') == 2 and shown.count("<svg xmlns") == 1
+    assert whole.count('class="lanegrp"') == 2 and whole.count("<svg xmlns") == 1
 
 
 def _iso(ms: int) -> str:

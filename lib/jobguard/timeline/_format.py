@@ -100,6 +100,14 @@ def when(ms: int, *, day_of: str | None) -> str:
     return text if on == day_of else f"{on} {text}"
 
 
+def span(from_ms: int, to_ms: int) -> str:
+    """``11:58:10Z-11:59:40Z (1 min 30 s)``: a part of a day, its dates when it is not
+    one day's, milliseconds only when it has them."""
+    one = one_day(from_ms, to_ms)
+    return (f"{when(from_ms, day_of=one).replace('.000Z', 'Z')}-"
+            f"{when(to_ms, day_of=one).replace('.000Z', 'Z')} ({duration(to_ms - from_ms)})")
+
+
 def duration(ms: int) -> str:
     """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 10 min``, ``7 d 00 h``."""
     if ms < 1000:

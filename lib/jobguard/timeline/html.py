@@ -5,7 +5,9 @@ Per job a lane: each run a bar from start to end, coloured by status and labelle
 words where it fits (fence and run id on hover, and a link to its row in the table);
 runs that overlap (a takeover) on rows of their own; every trigger that did not run a
 mark at its time, linked to the run it deferred to; takeovers and force releases as
-markers. Under the chart, per job, the same events as a table (text, not only colour).
+markers. A range much longer than its records opens on where they are (it says so; the
+chart of the whole range is a click away). Under the chart, per job, the same events as
+a table (text, not only colour).
 Everything a record says is escaped: a run id, an error or a ``requested_by`` is text,
 never markup; element ids are counters, never record values.
 """
@@ -13,7 +15,7 @@ never markup; element ids are counters, never record values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html import escape
 
 from .._safe_text import safe_lines
@@ -32,7 +34,16 @@ from ._layout import (
     place_marks,
     shapes,
 )
-from .model import DECISIONS, RUN_STATUSES, Bar, Lane, Mark, Marker, Timeline
+from .model import (
+    DECISIONS,
+    RUN_STATUSES,
+    Bar,
+    Lane,
+    Mark,
+    Marker,
+    Timeline,
+    focus,
+)
 
 __all__ = ["DrillSection", "render_drills_page", "render_page", "render_svg"]
 
@@ -61,14 +72,16 @@ main{max-width:1260px;margin:0 auto;padding:18px 22px 40px;overflow-wrap:anywher
 h1{font-size:21px;margin:0 0 2px}h2{font-size:17px;margin:26px 0 6px}
 h3{font-size:15px;margin:18px 0 4px}
 .sub{color:var(--muted);margin:0 0 12px}
+.zoom{margin:4px 0;color:var(--muted)}details.whole{margin:4px 0 10px}
 code,.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px}
 .legend{display:flex;flex-wrap:wrap;gap:6px 18px;margin:8px 0 12px;padding:8px 12px;
 background:var(--panel);border-radius:6px;font-size:13px}
 .legend span{display:inline-flex;align-items:center;gap:6px}
 .legend svg{flex:none}
 .legend b{font-weight:600;margin-right:2px}
-figure{margin:0;border:1px solid var(--line);border-radius:6px;padding:4px 0;overflow-x:auto}
-figure svg{display:block;width:100%;min-width:900px;height:auto}
+figure,div.chart{margin:0;border:1px solid var(--line);border-radius:6px;padding:4px 0;
+overflow-x:auto}
+figure svg,div.chart svg{display:block;width:100%;min-width:900px;height:auto}
 .summary{margin:4px 0}
 .note{color:#8a4b00}
 .tw{overflow-x:auto}
@@ -310,12 +323,15 @@ def _axis(g: Geometry, height: int, out: list[str]) -> None:
 
 
 def render_svg(timeline: Timeline, *, ids: _Ids | None = None, label: str = "",
-               defs: bool = True) -> str:
+               defs: bool = True, again: bool = False) -> str:
     """The chart: an inline SVG whose geometry follows the records (``data-*``
     attributes name what each shape stands for). ``defs=False`` when the page already
-    carries the patterns and mark shapes (once per page)."""
+    carries the patterns and mark shapes (once per page); ``again=True`` for a second
+    view of the last chart's runs (its bars link to the same rows of the table)."""
     ids = ids or _Ids()
-    ids.bar, ids.row = {}, {}  # this chart's runs: links stay inside it and its tables
+    ids.bar = {}  # this chart's runs: links stay inside it and its tables
+    if not again:
+        ids.row = {}
     w = timeline.window
     g = Geometry(w.from_ms, w.span_ms)
     spots = [place_marks(lane, g) for lane in timeline.lanes]
@@ -671,16 +687,34 @@ def _jobs_body(timeline: Timeline, ids: _Ids, *, heading: str = "h2") -> str:
     return "".join(parts)
 
 
+def _charts(timeline: Timeline, ids: _Ids, *, label: str = "") -> str:
+    """The chart, opened on where the records are when they fill little of the range
+    (:func:`jobguard.timeline.model.focus`): the page says so, and the whole range is a
+    click away (no script: a ``<details>`` holding the chart of the whole range)."""
+    shown = focus(timeline)
+    if shown is None:
+        return f"<figure>{render_svg(timeline, ids=ids, label=label, defs=False)}</figure>"
+    zoomed = replace(timeline, window=shown)
+    svg = render_svg(zoomed, ids=ids, label=label, defs=False)
+    whole = render_svg(timeline, ids=ids, label=label, defs=False, again=True)
+    asked = f.span(timeline.window.from_ms, timeline.window.to_ms)
+    return (f'<p class="zoom" data-from-ms="{shown.from_ms}" data-to-ms="{shown.to_ms}">'
+            f"showing {f.span(shown.from_ms, shown.to_ms)}, where the runs are; the range "
+            f"asked was {asked}</p><figure>{svg}</figure>"
+            f'<details class="whole"><summary>show the whole range asked, {asked}</summary>'
+            f'<div class="chart">{whole}</div></details>')
+
+
 def render_page(timeline: Timeline) -> str:
     """The whole page for ``jobguard timeline --html``."""
     ids = _Ids()
-    svg = render_svg(timeline, ids=ids, defs=False)
+    charts = _charts(timeline, ids)
     jobs = ", ".join(lane.job for lane in timeline.lanes)
     return (_head(f"{timeline.title}: {jobs}") + f"<h1>{_e(timeline.title, 200)}</h1>"
             f'<p class="sub">{_e(jobs, 400)} · {_range_line(timeline)}. Hover a bar or a '
             "mark for its run id and fence; click a bar for its row in the table, a mark for "
             "the run it deferred to.</p>"
-            + _legend() + f"<figure>{svg}</figure>" + _jobs_body(timeline, ids)
+            + _legend() + charts + _jobs_body(timeline, ids)
             + "</main></body></html>\n")
 
 
@@ -735,14 +769,13 @@ def render_drills_page(sections: Iterable[DrillSection], *, generated_at_ms: int
         injected = "".join(f"<li>{_e(line, 600)}</li>" for line in section.injected)
         error = (f'<p class="bad">error: {_e(section.error, 1000)}</p>' if section.error
                  else "")
-        svg = render_svg(section.timeline, ids=ids, label=f"drill {section.name}",
-                         defs=False)
+        charts = _charts(section.timeline, ids, label=f"drill {section.name}")
         body.append(
             f'<section id="d{n}"><h2>{_e(section.name, 120)} '
             f'<span class="tag t-{verdict}">{verdict}</span></h2>'
             f'<p class="sub">{_e(section.title, 300)} · {section.seconds:.1f} s · '
             f"{_range_line(section.timeline, generated=False)}</p>{error}"
-            f"<figure>{svg}</figure>"
+            f"{charts}"
             f'<div class="two"><div><h3>injected</h3><ul>{injected}</ul></div>'
             f'<div><h3>checked</h3><ul class="checks">{checks}</ul></div></div>'
             f"<details><summary>the run log of this drill, as a table</summary>"
