@@ -771,7 +771,8 @@ def render_drills_page(sections: Iterable[DrillSection], *, generated_at_ms: int
                  else "")
         charts = _charts(section.timeline, ids, label=f"drill {section.name}")
         body.append(
-            f'<section id="d{n}"><h2>{_e(section.name, 120)} '
+            f'<section id="d{n}" data-drill="{_e(section.name, 120)}">'
+            f'<h2>{_e(section.name, 120)} '
             f'<span class="tag t-{verdict}">{verdict}</span></h2>'
             f'<p class="sub">{_e(section.title, 300)} · {section.seconds:.1f} s · '
             f"{_range_line(section.timeline, generated=False)}</p>{error}"
