@@ -687,11 +687,11 @@ def _jobs_body(timeline: Timeline, ids: _Ids, *, heading: str = "h2") -> str:
     return "".join(parts)
 
 
-def _charts(timeline: Timeline, ids: _Ids, *, label: str = "") -> str:
+def _charts(timeline: Timeline, ids: _Ids, *, label: str = "", zoom: bool = True) -> str:
     """The chart, opened on where the records are when they fill little of the range
     (:func:`jobguard.timeline.model.focus`): the page says so, and the whole range is a
     click away (no script: a ``<details>`` holding the chart of the whole range)."""
-    shown = focus(timeline)
+    shown = focus(timeline) if zoom else None
     if shown is None:
         return f"<figure>{render_svg(timeline, ids=ids, label=label, defs=False)}</figure>"
     zoomed = replace(timeline, window=shown)
@@ -705,10 +705,11 @@ def _charts(timeline: Timeline, ids: _Ids, *, label: str = "") -> str:
             f'<div class="chart">{whole}</div></details>')
 
 
-def render_page(timeline: Timeline) -> str:
-    """The whole page for ``jobguard timeline --html``."""
+def render_page(timeline: Timeline, *, zoom: bool = True) -> str:
+    """The whole page for ``jobguard timeline --html``: its chart on where the runs are
+    when they fill little of the range (``zoom=False``: always the whole range)."""
     ids = _Ids()
-    charts = _charts(timeline, ids)
+    charts = _charts(timeline, ids, zoom=zoom)
     jobs = ", ".join(lane.job for lane in timeline.lanes)
     return (_head(f"{timeline.title}: {jobs}") + f"<h1>{_e(timeline.title, 200)}</h1>"
             f'<p class="sub">{_e(jobs, 400)} · {_range_line(timeline)}. Hover a bar or a '

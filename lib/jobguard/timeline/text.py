@@ -152,8 +152,10 @@ def fit(text: str, width: int, indent: int = 4) -> list[str]:
     return lines
 
 
-def render_text(timeline: Timeline, *, width: int = 100) -> str:
-    """The terminal timeline, no line wider than ``width`` columns (at least 60)."""
+def render_text(timeline: Timeline, *, width: int = 100, zoom: bool = True) -> str:
+    """The terminal timeline, no line wider than ``width`` columns (at least 60); its
+    chart on where the runs are when they fill little of the range (``zoom=False``: always
+    the whole range)."""
     width = max(60, width)
     plot = width - LABEL_W - 2
     w = timeline.window
@@ -162,11 +164,11 @@ def render_text(timeline: Timeline, *, width: int = 100) -> str:
                  f"({f.duration(w.span_ms)}), times UTC", width)
     if day_of is None:
         lines.append(f"from {f.day(w.from_ms)} to {f.day(max(w.from_ms, w.to_ms - 1))}")
-    shown = focus(timeline) or w  # the runs fill little of the range: the chart shows them
+    shown = (focus(timeline) if zoom else None) or w  # the runs' part, if they fill little
     if shown != w:
         lines += fit(f"chart: {f.span(shown.from_ms, shown.to_ms)}, where the runs are; the "
-                     f"range asked was {f.span(w.from_ms, w.to_ms)} (--from and --to draw "
-                     "another)", width, 7)
+                     f"range asked was {f.span(w.from_ms, w.to_ms)} (--whole-range draws "
+                     "it all)", width, 7)
     axis = _axis(shown.from_ms, shown.to_ms, plot)
     for lane in timeline.lanes:
         lines += ["", *fit(f"{f.clean(lane.job, 80)}: {f.summary(lane, '; ')}", width),
