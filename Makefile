@@ -76,14 +76,17 @@ demo-stop: $(STAMP)
 	$(PY) -m jobguard.local.demo --stop
 
 ## screenshot: docs/drills.png, the first screen of the drills page `make demo` wrote
-## (.local/drills.html), and docs/drills-lease-expiry.png (its lease-expiry drill), taken
-## by headless Chromium (Debian's chromium package)
+## (.local/drills.html, every drill), docs/drills-lease-expiry.png (its lease-expiry drill)
+## and docs/timeline.png (the timeline of its paused-after-lock drill: runs, queued
+## triggers and the runs they became), taken by headless Chromium (Debian's chromium package)
 screenshot: $(STAMP)
 	@test -f .local/drills.html || { echo "run make demo first (it writes .local/drills.html)"; exit 1; }
 	$(PY) -m tests.browser.chromium .local/drills.html docs/drills.png --viewport-only \
 		--width 1280 --height 1160
 	$(PY) -m tests.browser.chromium .local/drills.html docs/drills-lease-expiry.png \
-		--width 1280 --element '#d2'
+		--width 1280 --element 'section[data-drill="lease-expiry"]'
+	$(PY) -m tests.browser.chromium .local/drills.html docs/timeline.png \
+		--width 1280 --element 'section[data-drill="paused-after-lock"] figure'
 
 ## demo-embedded: each run policy meets a second trigger, on the in-process emulator (~10 s)
 demo-embedded: $(STAMP)

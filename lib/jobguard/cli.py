@@ -1290,7 +1290,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     width = args.width or shutil.get_terminal_size((100, 24)).columns
     return timeline_command(store, jobs, window, now_ms=now_ms, html=html,
                             open_page=args.open, output=getattr(args, "output", None)
-                            or "table", width=width)
+                            or "table", width=width, zoom=not args.whole_range)
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -1550,6 +1550,10 @@ def build_parser() -> argparse.ArgumentParser:
                                "new file in the temporary folder that only you can read)")
     timeline.add_argument("--width", type=int,
                           help="columns of the terminal view (default: the terminal's)")
+    timeline.add_argument("--whole-range", action="store_true",
+                          help="draw the chart over the whole range asked (by default, when "
+                               "the runs fill less than a third of it, it opens on where "
+                               "they are and says so)")
     timeline.set_defaults(run=cmd_timeline)
     resolve = command("resolve", "record what you found at the destination for uncertain "
                       "or failed items (a handler without reconcile=): under the job's "

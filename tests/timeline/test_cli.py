@@ -178,7 +178,11 @@ def test_several_jobs_share_one_axis_and_open_writes_a_page(env, capsys, tmp_pat
     assert out.startswith(f"wrote {page}: crm-sync, report-export, 2 runs")
     assert "no browser could be opened here" in out and opened == [page.resolve().as_uri()]
     html = page.read_text()
-    assert html.count('class="lanegrp"') == 2 and html.count("<svg xmlns") == 1
+    # one chart for both jobs: opened on their last minute of the 24 h asked, the whole
+    # range a second chart behind a click
+    shown, whole = html.split('<details class="whole">')
+    assert shown.count('class="lanegrp"') == 2 and shown.count("<svg xmlns") == 1
+    assert whole.count('class="lanegrp"') == 2 and whole.count("<svg xmlns") == 1
 
 
 def _iso(ms: int) -> str:
@@ -308,3 +312,27 @@ def test_a_range_of_one_millisecond_is_drawn(env, capsys):
                  "--to", "2026-01-01T00:00:00.001Z"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["to_ms"] - report["from_ms"] == 1
+
+
+def test_the_chart_opens_on_the_runs_and_whole_range_draws_the_range_asked(env, capsys,
+                                                                            tmp_path):
+    """Issue 31, item 5.2: `--since 1h` over a run of seconds a minute ago opens on that
+    minute, saying so; `--whole-range` draws the hour (terminal and page)."""
+    _, store = env
+    _run(store, int(time.time() * 1000) - 60_000)
+    assert main(["timeline", "crm-sync", "--since", "1h", "--width", "100"]) == 0
+    zoomed = capsys.readouterr().out
+    assert "where the runs are; the range asked was" in " ".join(zoomed.split())
+    assert main(["timeline", "crm-sync", "--since", "1h", "--width", "100",
+                 "--whole-range"]) == 0
+    whole = capsys.readouterr().out
+    assert "where the runs are" not in whole
+    (zoomed_runs,) = [x for x in zoomed.splitlines() if x.startswith("runs ")]
+    (whole_runs,) = [x for x in whole.splitlines() if x.startswith("runs ")]
+    assert whole_runs.count("=") <= 2 < zoomed_runs.count("=")  # an hour: one column
+    page = tmp_path / "whole.html"
+    assert main(["timeline", "crm-sync", "--since", "1h", "--html", str(page),
+                 "--whole-range"]) == 0
+    assert 'class="whole"' not in page.read_text()
+    assert main(["timeline", "crm-sync", "--since", "1h", "--html", str(page)]) == 0
+    assert 'class="whole"' in page.read_text()

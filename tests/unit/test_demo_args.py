@@ -56,3 +56,41 @@ def test_the_kept_demos_printed_commands_work_with_the_exports_it_prints(monkeyp
         if command[1] == "drill":
             assert cli._stack(args, cli.DRILL_STACK) == ("JobGuard-local", "JOBGUARD_STACK")
     assert "When done: make demo-stop (stops pid 4242, " in printed
+
+
+def test_a_selection_of_drills_writes_its_own_page_never_the_whole_demos(tmp_path):
+    """Issue 31, item 5.4: `make demo DEMO_ARGS="--job report-export"` after a full demo
+    replaced .local/drills.html, the page of every drill, and said nothing."""
+    every = demo.drills_page_path(tmp_path, only=[], job=None)
+    assert every == tmp_path / "drills.html"
+    pages = {every,
+             demo.drills_page_path(tmp_path, only=[], job="report-export"),
+             demo.drills_page_path(tmp_path, only=[], job="crm-sync"),
+             demo.drills_page_path(tmp_path, only=["lease-expiry"], job=None),
+             demo.drills_page_path(tmp_path, only=["lease-expiry"], job="crm-sync"),
+             demo.drills_page_path(tmp_path, only=["crm-sync:overlap"], job="crm-sync")}
+    assert len(pages) == 6 and all(p.parent == tmp_path for p in pages)  # one page each
+    assert demo.drills_page_path(tmp_path, only=[], job="report-export").name == \
+        "drills-report-export.html"
+    # one selection, one page, whatever the order it was given in
+    assert demo.drills_page_path(tmp_path, only=["b", "a", "b"], job=None) == \
+        demo.drills_page_path(tmp_path, only=["a", "b"], job=None)
+    # a name is a file name: no folder, no hidden file, whatever a drill is called
+    odd = demo.drills_page_path(tmp_path, only=["../x", "a/b", ".."], job=None)
+    assert odd.parent == tmp_path and odd.name.startswith("drills-")
+    long = demo.drills_page_path(tmp_path, only=[f"drill-{n}" for n in range(60)], job=None)
+    assert long.parent == tmp_path and len(long.name) < 140
+
+
+def test_the_demo_says_which_page_it_wrote_and_that_the_whole_demos_page_is_kept(tmp_path):
+    every = tmp_path / "drills.html"
+    lines = demo.page_lines(every)
+    assert lines[0] == f"drills page (every drill's checks and timeline): {every}"
+    selection = demo.drills_page_path(tmp_path, only=[], job="report-export")
+    assert "make demo with no DEMO_ARGS writes the page of every drill" in \
+        demo.page_lines(selection)[0]
+    every.write_text("the full demo's page")
+    said = demo.page_lines(selection)
+    assert said[0].startswith("drills page of this selection")
+    assert f"{every}, the page of every drill, is left as it was" in said[0]
+    assert said[0].endswith(f": {selection}") and said[1].endswith(selection.name)

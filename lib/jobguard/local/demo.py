@@ -8,7 +8,9 @@
    it checked on each side, then the table. Exit code 0 only when every drill held.
 
 It ends by writing ``.local/drills.html`` (every drill's checks and timeline, one
-self-contained page) and printing its path. ``--json FILE`` also writes the drills'
+self-contained page) and printing its path; a selection of drills writes a page of its
+own (``--job report-export``: ``.local/drills-report-export.html``), so that it never
+replaces the whole demo's page. ``--json FILE`` also writes the drills'
 summary; ``--only NAME`` runs one drill;
 ``--keep`` leaves the local AWS running (its endpoint is printed) for ``jobguard``
 commands, and notes it in ``.local/kept.json``; ``--stop`` (``make demo-stop``) stops
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from .ministack import ROOT, VERSION, LocalStack
 
-__all__ = ["kept_lines", "main"]
+__all__ = ["drills_page_path", "kept_lines", "main", "page_lines"]
 
 
 class _Progress:
@@ -88,6 +91,51 @@ def _check_selection(only: Sequence[str], job: str | None) -> None:
         raise SystemExit(f"error: --only: unknown drill {', '.join(unknown)} (drills: "
                          f"{', '.join(names)})"
                          + (f"; did you mean {', '.join(hints)}?" if hints else ""))
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+EVERY_DRILL_PAGE = "drills.html"
+
+
+def _file_part(name: str) -> str:
+    return _UNSAFE.sub("-", name).strip("-.") or "-"
+
+
+def drills_page_path(local: Path, *, only: Sequence[str], job: str | None) -> Path:
+    """Where the demo writes its drills page: ``drills.html`` for every drill, else a
+    page named after the selection (the job, then the drills, sorted), so that a
+    selection never replaces the page of another.
+
+    Example:
+        >>> drills_page_path(Path(".local"), only=[], job="report-export").name
+        'drills-report-export.html'
+        >>> drills_page_path(Path(".local"), only=["lease-expiry", "crm-sync:overlap"],
+        ...                  job=None).name
+        'drills-crm-sync-overlap+lease-expiry.html'
+    """
+    drills = "+".join(sorted({_file_part(name) for name in only}))
+    parts = [part for part in (_file_part(job) if job is not None else "", drills) if part]
+    if not parts:
+        return local / EVERY_DRILL_PAGE
+    name = "-".join(parts)
+    if len(name) > 120:  # a long list of drills: its start, and a digest of the whole
+        import hashlib
+
+        name = f"{name[:100]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+    return local / f"drills-{name}.html"
+
+
+def page_lines(page: Path) -> list[str]:
+    """What the demo prints last: the page it wrote, and, for a selection, that the
+    page of every drill (another file) was left as it was."""
+    lines = [f"drills page (every drill's checks and timeline): {page}",
+             f"  open {page.resolve().as_uri()}"]
+    if page.name != EVERY_DRILL_PAGE:
+        every = page.with_name(EVERY_DRILL_PAGE)
+        kept = (f"{every}, the page of every drill, is left as it was" if every.exists()
+                else f"make demo with no DEMO_ARGS writes the page of every drill, {every}")
+        lines[0] = f"drills page of this selection (its own file; {kept}): {page}"
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -155,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["seconds"] = round(time.monotonic() - started, 1)
         held = report["held"] and all(ok for _, ok in inspected)
         report["held"] = held
-        page: Path | None = local / "drills.html"
+        page: Path | None = drills_page_path(local, only=args.only or (), job=args.job)
         assert page is not None
         try:
             from ..drill.runner import write_drills_page
@@ -184,8 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"jobguard, the operator's command, is {cli} (or `. {Path(cli).parent}/activate`"
                   f" puts it on PATH); DEMO_ARGS=\"--keep\" leaves the local AWS running for it")
         if page is not None:  # last: the page's path is what the demo leaves behind
-            print(f"drills page (every drill's checks and timeline): {page}\n"
-                  f"  open {page.resolve().as_uri()}")
+            print("\n".join(page_lines(page)))
         return 0 if held else 1
     finally:
         progress.close()

@@ -100,6 +100,14 @@ def when(ms: int, *, day_of: str | None) -> str:
     return text if on == day_of else f"{on} {text}"
 
 
+def span(from_ms: int, to_ms: int) -> str:
+    """``11:58:10Z-11:59:40Z (1 min 30 s)``: a part of a day, its dates when it is not
+    one day's, milliseconds only when it has them."""
+    one = one_day(from_ms, to_ms)
+    return (f"{when(from_ms, day_of=one).replace('.000Z', 'Z')}-"
+            f"{when(to_ms, day_of=one).replace('.000Z', 'Z')} ({duration(to_ms - from_ms)})")
+
+
 def duration(ms: int) -> str:
     """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 10 min``, ``7 d 00 h``."""
     if ms < 1000:
@@ -180,11 +188,21 @@ def run_facts(bar: Bar, *, limit: int = 200) -> list[str]:
         facts.append(f"took over the lease of run {clean(bar.displaced_run_id, 60)}")
     if bar.requested_by:
         facts.append(f"requested by {clean(bar.requested_by, 100)}")
-    if bar.error:
-        facts.append(f"error: {clean(bar.error, limit)}")
-    if bar.detail:
-        facts.append(clean(bar.detail, limit))
+    error, detail = error_and_detail(bar)
+    if error:
+        facts.append(f"error: {clean(error, limit)}")
+    if detail:
+        facts.append(clean(detail, limit))
     return facts + list(bar.notes)
+
+
+def error_and_detail(bar: Bar) -> tuple[str | None, str | None]:
+    """A run's error and its detail, each said once: a detail the error already says
+    is left out (a lease-lost run's error, ``LeaseLostError: ... lost its lease:
+    <reason>``, ends with the reason its detail also holds)."""
+    if bar.error and bar.detail and bar.detail.strip() in bar.error:
+        return bar.error, None
+    return bar.error, bar.detail
 
 
 def mark_facts(mark: Mark, *, limit: int = 200) -> list[str]:

@@ -151,8 +151,9 @@ def counts(timeline: Timeline) -> dict[str, Any]:
 def timeline_command(store: RunLogReader, jobs: Sequence[str], window: Window, *,
                      now_ms: int, html: Path | None, open_page: bool, output: str,
                      width: int, say: Callable[[str], None] = print,
-                     opener: Callable[[str], bool] | None = None) -> int:
-    """Read the jobs' run logs in ``window``, then print or write the timeline."""
+                     opener: Callable[[str], bool] | None = None, zoom: bool = True) -> int:
+    """Read the jobs' run logs in ``window``, then print or write the timeline
+    (``zoom=False``: its chart over the whole window, never only where the runs are)."""
     import json
 
     timeline = collect(store, jobs, window, now_ms=now_ms)
@@ -160,13 +161,13 @@ def timeline_command(store: RunLogReader, jobs: Sequence[str], window: Window, *
         if output == "json":
             say(json.dumps(timeline.as_dict(), indent=2))
         else:
-            say(render_text(timeline, width=width))
+            say(render_text(timeline, width=width, zoom=zoom))
         return 0
     if html is None:  # --open alone: a private file in the shared temporary folder
-        html = write_private_page(render_page(timeline),
+        html = write_private_page(render_page(timeline, zoom=zoom),
                                   prefix=f"jobguard-timeline-{now_ms // 1000}-")
     else:  # --html FILE: the operator's own file, made as their shell makes one
-        write_page(render_page(timeline), html)
+        write_page(render_page(timeline, zoom=zoom), html)
     summary = {"html": str(html), **counts(timeline)}
     opened = None
     if open_page:

@@ -5,7 +5,9 @@ Per job a lane: each run a bar from start to end, coloured by status and labelle
 words where it fits (fence and run id on hover, and a link to its row in the table);
 runs that overlap (a takeover) on rows of their own; every trigger that did not run a
 mark at its time, linked to the run it deferred to; takeovers and force releases as
-markers. Under the chart, per job, the same events as a table (text, not only colour).
+markers. A range much longer than its records opens on where they are (it says so; the
+chart of the whole range is a click away). Under the chart, per job, the same events as
+a table (text, not only colour).
 Everything a record says is escaped: a run id, an error or a ``requested_by`` is text,
 never markup; element ids are counters, never record values.
 """
@@ -13,7 +15,7 @@ never markup; element ids are counters, never record values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html import escape
 
 from .._safe_text import safe_lines
@@ -32,7 +34,16 @@ from ._layout import (
     place_marks,
     shapes,
 )
-from .model import DECISIONS, RUN_STATUSES, Bar, Lane, Mark, Marker, Timeline
+from .model import (
+    DECISIONS,
+    RUN_STATUSES,
+    Bar,
+    Lane,
+    Mark,
+    Marker,
+    Timeline,
+    focus,
+)
 
 __all__ = ["DrillSection", "render_drills_page", "render_page", "render_svg"]
 
@@ -61,23 +72,32 @@ main{max-width:1260px;margin:0 auto;padding:18px 22px 40px;overflow-wrap:anywher
 h1{font-size:21px;margin:0 0 2px}h2{font-size:17px;margin:26px 0 6px}
 h3{font-size:15px;margin:18px 0 4px}
 .sub{color:var(--muted);margin:0 0 12px}
+.zoom{margin:4px 0;color:var(--muted)}details.whole{margin:4px 0 10px}
 code,.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px}
 .legend{display:flex;flex-wrap:wrap;gap:6px 18px;margin:8px 0 12px;padding:8px 12px;
 background:var(--panel);border-radius:6px;font-size:13px}
 .legend span{display:inline-flex;align-items:center;gap:6px}
 .legend svg{flex:none}
 .legend b{font-weight:600;margin-right:2px}
-figure{margin:0;border:1px solid var(--line);border-radius:6px;padding:4px 0;overflow-x:auto}
-figure svg{display:block;width:100%;min-width:900px;height:auto}
+figure,div.chart{margin:0;border:1px solid var(--line);border-radius:6px;padding:4px 0;
+overflow-x:auto}
+figure svg,div.chart svg{display:block;width:100%;min-width:900px;height:auto}
 .summary{margin:4px 0}
 .note{color:#8a4b00}
 .tw{overflow-x:auto}
-table{border-collapse:collapse;width:100%;font-size:12.5px;margin:6px 0}
+table{border-collapse:collapse;width:100%;font-size:12.5px;margin:6px 0;
+overflow-wrap:normal}
 th,td{text-align:left;padding:3px 8px;border-bottom:1px solid var(--line);
 vertical-align:top}
-th{background:var(--panel);font-weight:600;position:sticky;top:0}
+th{background:var(--panel);font-weight:600;position:sticky;top:0;white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 td{white-space:nowrap}td:last-child{white-space:normal;min-width:14em}
+table.events td.at{white-space:normal;min-width:8.6em}
+table.events td.id{white-space:normal;overflow-wrap:anywhere;min-width:10em}
+table.events td.wrap{white-space:normal;min-width:6em}table.events td.items{min-width:10.5em}
+table.events td.said{white-space:normal;overflow-wrap:anywhere;min-width:12em}
+details.more{margin:0}details.more summary{color:inherit}
+details.more[open] summary{color:var(--muted)}
 tr:target{background:#fff3c4}
 .tag{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;color:#fff;
 font-weight:600;white-space:nowrap}
@@ -303,12 +323,15 @@ def _axis(g: Geometry, height: int, out: list[str]) -> None:
 
 
 def render_svg(timeline: Timeline, *, ids: _Ids | None = None, label: str = "",
-               defs: bool = True) -> str:
+               defs: bool = True, again: bool = False) -> str:
     """The chart: an inline SVG whose geometry follows the records (``data-*``
     attributes name what each shape stands for). ``defs=False`` when the page already
-    carries the patterns and mark shapes (once per page)."""
+    carries the patterns and mark shapes (once per page); ``again=True`` for a second
+    view of the last chart's runs (its bars link to the same rows of the table)."""
     ids = ids or _Ids()
-    ids.bar, ids.row = {}, {}  # this chart's runs: links stay inside it and its tables
+    ids.bar = {}  # this chart's runs: links stay inside it and its tables
+    if not again:
+        ids.row = {}
     w = timeline.window
     g = Geometry(w.from_ms, w.span_ms)
     spots = [place_marks(lane, g) for lane in timeline.lanes]
@@ -529,6 +552,21 @@ def _legend() -> str:
             f'<span><b>lease</b></span>{markers}</div>')
 
 
+NOTE_SHOWN = 120
+"""Characters of a table row's error or detail shown at once; a longer one shows its
+start, and the whole text (up to :data:`NOTE_KEPT`) opens under it."""
+NOTE_KEPT = 4000
+
+
+def _note(text: str) -> str:
+    """A row's error or detail: short, as it is; long, its start as a summary that opens
+    to the whole (a row stays a few lines high, and nothing is cut off unseen)."""
+    if len(text) <= NOTE_SHOWN:
+        return _e(text, NOTE_SHOWN)
+    return (f'<details class="more"><summary>{_e(text, NOTE_SHOWN)}</summary>'
+            f"{_e(text, NOTE_KEPT)}</details>")
+
+
 def _run_ref(run_id: str, fence: int | None) -> str:
     """A run as a person names it in a table: its fence, else its id's last letters."""
     if fence is not None:
@@ -561,20 +599,20 @@ def _table(lane: Lane, index: int, ids: _Ids, day_of: str | None) -> str:
             row_id = ids.row.get((index, bar.run_id)) or ids.next()
             link = (linked("took over", bar.displaced_run_id,
                            fences.get(bar.displaced_run_id)) if bar.displaced_run_id else "")
-            note = "; ".join(x for x in (bar.error, bar.detail, *bar.notes) if x)
+            note = "; ".join(x for x in (*f.error_and_detail(bar), *bar.notes) if x)
             end = "running" if bar.status == "running" else "-" if bar.open_end else \
                 f.when(bar.end_ms, day_of=f.day(bar.start_ms))
             rows.append(
-                f'<tr id="t{row_id}"><td class="mono">{f.when(bar.start_ms, day_of=day_of)}'
-                f'</td><td class="mono">{end}</td>'
+                f'<tr id="t{row_id}"><td class="mono at">{f.when(bar.start_ms, day_of=day_of)}'
+                f'</td><td class="mono at">{end}</td>'
                 f'<td><span class="tag t-{_e(bar.status, 40)}">'
                 f'{_e(f.STATUS_LABEL.get(bar.status, bar.status), 40)}</span></td>'
                 f'<td class="num">{f.duration(bar.duration_ms)}</td>'
                 f'<td class="mono">{_e(bar.run_id, 80)}</td>'
                 f'<td class="num">{"" if bar.fence is None else bar.fence}</td>'
-                f'<td class="mono">{_e(bar.trigger_id, 120)}</td>'
-                f'<td>{_e(f.items_text(bar.items))}</td><td>{link}</td>'
-                f'<td>{_e(note, 400)}</td></tr>')
+                f'<td class="mono id">{_e(bar.trigger_id, 120)}</td>'
+                f'<td class="wrap items">{_e(f.items_text(bar.items))}</td>'
+                f'<td class="wrap">{link}</td><td class="said">{_note(note)}</td></tr>')
         elif isinstance(event, Mark):
             mark = event
             links = [linked("deferred to", mark.holder_run_id, mark.holder_fence)
@@ -582,20 +620,20 @@ def _table(lane: Lane, index: int, ids: _Ids, day_of: str | None) -> str:
                      linked("ran as", mark.became_run_id, fences.get(mark.became_run_id))
                      if mark.became_run_id else ""]
             rows.append(
-                f'<tr><td class="mono">{f.when(mark.at_ms, day_of=day_of)}</td><td></td>'
+                f'<tr><td class="mono at">{f.when(mark.at_ms, day_of=day_of)}</td><td></td>'
                 f'<td><span class="tag t-decision">{_e(mark.decision, 40)}</span></td>'
                 f'<td></td><td class="mono">{_e(mark.run_id, 80)}</td><td></td>'
-                f'<td class="mono">{_e(mark.trigger_id, 120)}</td><td></td>'
-                f'<td>{"; ".join(x for x in links if x)}</td>'
-                f'<td>{_e(mark.detail or "", 400)}</td></tr>')
+                f'<td class="mono id">{_e(mark.trigger_id, 120)}</td><td></td>'
+                f'<td class="wrap">{"; ".join(x for x in links if x)}</td>'
+                f'<td class="said">{_note(mark.detail or "")}</td></tr>')
         else:
             marker = event
             rows.append(
-                f'<tr><td class="mono">{f.when(marker.at_ms, day_of=day_of)}</td><td></td>'
+                f'<tr><td class="mono at">{f.when(marker.at_ms, day_of=day_of)}</td><td></td>'
                 f'<td><span class="tag t-marker">{f.MARKER_LABEL.get(marker.kind, "")}'
                 f'</span></td><td></td><td class="mono">{_e(marker.run_id, 80)}</td>'
                 f'<td class="num">{marker.fence or ""}</td><td></td><td></td>'
-                f'<td colspan="2">{_e(_marker_title(marker), 400)}</td></tr>')
+                f'<td class="said" colspan="2">{_note(_marker_title(marker))}</td></tr>')
     head = ("<tr><th>start (UTC)</th><th>end</th><th>status / decision</th><th>duration</th>"
             "<th>run id</th><th>fence</th><th>trigger</th><th>items</th><th>linked</th>"
             "<th>error / detail</th></tr>")
@@ -603,7 +641,8 @@ def _table(lane: Lane, index: int, ids: _Ids, day_of: str | None) -> str:
             "one; <code>jobguard timeline --output text</code> lists them all).</p>"
             if hidden else "")
     return (f"<details{' open' if len(events) <= 60 else ''}><summary>{len(events)} events "
-            f"of {_e(lane.job, 120)} as a table</summary>{more}<div class=\"tw\"><table>"
+            f"of {_e(lane.job, 120)} as a table</summary>{more}<div class=\"tw\">"
+            '<table class="events">'
             f"{head}" + "".join(rows) + "</table></div></details>")
 
 
@@ -648,16 +687,35 @@ def _jobs_body(timeline: Timeline, ids: _Ids, *, heading: str = "h2") -> str:
     return "".join(parts)
 
 
-def render_page(timeline: Timeline) -> str:
-    """The whole page for ``jobguard timeline --html``."""
+def _charts(timeline: Timeline, ids: _Ids, *, label: str = "", zoom: bool = True) -> str:
+    """The chart, opened on where the records are when they fill little of the range
+    (:func:`jobguard.timeline.model.focus`): the page says so, and the whole range is a
+    click away (no script: a ``<details>`` holding the chart of the whole range)."""
+    shown = focus(timeline) if zoom else None
+    if shown is None:
+        return f"<figure>{render_svg(timeline, ids=ids, label=label, defs=False)}</figure>"
+    zoomed = replace(timeline, window=shown)
+    svg = render_svg(zoomed, ids=ids, label=label, defs=False)
+    whole = render_svg(timeline, ids=ids, label=label, defs=False, again=True)
+    asked = f.span(timeline.window.from_ms, timeline.window.to_ms)
+    return (f'<p class="zoom" data-from-ms="{shown.from_ms}" data-to-ms="{shown.to_ms}">'
+            f"showing {f.span(shown.from_ms, shown.to_ms)}, where the runs are; the range "
+            f"asked was {asked}</p><figure>{svg}</figure>"
+            f'<details class="whole"><summary>show the whole range asked, {asked}</summary>'
+            f'<div class="chart">{whole}</div></details>')
+
+
+def render_page(timeline: Timeline, *, zoom: bool = True) -> str:
+    """The whole page for ``jobguard timeline --html``: its chart on where the runs are
+    when they fill little of the range (``zoom=False``: always the whole range)."""
     ids = _Ids()
-    svg = render_svg(timeline, ids=ids, defs=False)
+    charts = _charts(timeline, ids, zoom=zoom)
     jobs = ", ".join(lane.job for lane in timeline.lanes)
     return (_head(f"{timeline.title}: {jobs}") + f"<h1>{_e(timeline.title, 200)}</h1>"
             f'<p class="sub">{_e(jobs, 400)} · {_range_line(timeline)}. Hover a bar or a '
             "mark for its run id and fence; click a bar for its row in the table, a mark for "
             "the run it deferred to.</p>"
-            + _legend() + f"<figure>{svg}</figure>" + _jobs_body(timeline, ids)
+            + _legend() + charts + _jobs_body(timeline, ids)
             + "</main></body></html>\n")
 
 
@@ -712,14 +770,14 @@ def render_drills_page(sections: Iterable[DrillSection], *, generated_at_ms: int
         injected = "".join(f"<li>{_e(line, 600)}</li>" for line in section.injected)
         error = (f'<p class="bad">error: {_e(section.error, 1000)}</p>' if section.error
                  else "")
-        svg = render_svg(section.timeline, ids=ids, label=f"drill {section.name}",
-                         defs=False)
+        charts = _charts(section.timeline, ids, label=f"drill {section.name}")
         body.append(
-            f'<section id="d{n}"><h2>{_e(section.name, 120)} '
+            f'<section id="d{n}" data-drill="{_e(section.name, 120)}">'
+            f'<h2>{_e(section.name, 120)} '
             f'<span class="tag t-{verdict}">{verdict}</span></h2>'
             f'<p class="sub">{_e(section.title, 300)} · {section.seconds:.1f} s · '
             f"{_range_line(section.timeline, generated=False)}</p>{error}"
-            f"<figure>{svg}</figure>"
+            f"{charts}"
             f'<div class="two"><div><h3>injected</h3><ul>{injected}</ul></div>'
             f'<div><h3>checked</h3><ul class="checks">{checks}</ul></div></div>'
             f"<details><summary>the run log of this drill, as a table</summary>"

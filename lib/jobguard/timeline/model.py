@@ -28,8 +28,8 @@ from typing import Any
 from ..records import Decision, RunRecord, RunStatus
 from ._format import duration, iso
 
-__all__ = ["RUN_STATUSES", "DECISIONS", "Bar", "Lane", "Mark", "Marker", "Timeline",
-           "Window", "build_lane", "build_timeline"]
+__all__ = ["RUN_STATUSES", "DECISIONS", "FOCUS_AT_MOST", "Bar", "Lane", "Mark", "Marker",
+           "Timeline", "Window", "build_lane", "build_timeline", "focus"]
 
 RUN_STATUSES = ("succeeded", "incomplete", "failed", "lease_lost", "abandoned",
                 "expired", "released_by_operator", "running")
@@ -392,3 +392,42 @@ def build_timeline(logs: Sequence[tuple[str, Iterable[RunRecord]]], window: Wind
     """A timeline of several jobs from ``(job, records)`` pairs, on one axis."""
     lanes = tuple(build_lane(job, records, window, now_ms=now_ms) for job, records in logs)
     return Timeline(window=window, lanes=lanes, generated_at_ms=now_ms, title=title)
+
+
+FOCUS_AT_MOST = 1 / 3
+"""A timeline opens on where its records are when that (with its margin) is at most this
+share of the range asked: ``--since 1h`` over runs of a few seconds in its last minutes
+would otherwise draw every bar as a sliver at the right edge."""
+FOCUS_MARGIN = 1 / 8
+"""The margin either side of the records, as a share of their span ..."""
+FOCUS_MARGIN_MIN_MS = 2_000
+"""... and at least this (a lone run or mark is shown with time either side)."""
+
+
+def focus(timeline: Timeline) -> Window | None:
+    """The part of the range where the records are (every bar, with the lease it held on
+    after its end, every mark and marker), with a margin, when it is at most
+    :data:`FOCUS_AT_MOST` of the range; None when the whole range is the view (the
+    records fill enough of it, or there are none).
+
+    Example:
+        >>> from jobguard.records import Decision, RunRecord, RunStatus
+        >>> run = RunRecord(job="j", run_id="r", trigger_id="j@t", trigger_kind="tick",
+        ...                 policy="SKIP", decision=Decision.RAN, status=RunStatus.SUCCEEDED,
+        ...                 started_at_ms=3_540_000, ended_at_ms=3_556_000, fence=1)
+        >>> focus(build_timeline([("j", [run])], Window(0, 3_600_000), now_ms=3_600_000))
+        Window(from_ms=3538000, to_ms=3558000)
+    """
+    w = timeline.window
+    times = [t for lane in timeline.lanes for bar in lane.bars
+             for t in (bar.start_ms, bar.end_ms, bar.held_to_ms) if t is not None]
+    times += [m.at_ms for lane in timeline.lanes for m in lane.marks]
+    times += [m.at_ms for lane in timeline.lanes for m in lane.markers]
+    if not times:
+        return None
+    first, last = max(min(times), w.from_ms), min(max(times), w.to_ms)
+    margin = max(int((last - first) * FOCUS_MARGIN), FOCUS_MARGIN_MIN_MS)
+    start = (first - margin) // 1000 * 1000  # whole seconds, outwards
+    end = -(-(max(last, first + 1) + margin) // 1000) * 1000
+    shown = Window(max(w.from_ms, start), min(w.to_ms, end))
+    return shown if shown.span_ms <= w.span_ms * FOCUS_AT_MOST else None

@@ -1,15 +1,16 @@
 """The timeline in a terminal (``jobguard timeline --output text``): plain ASCII.
 
 Per job a chart on a shared axis (a line per row of runs, a line of marks for the
-triggers that did not run, a line of lease markers), then every event in time order,
-one line each. Record text is cleaned of control characters: a run id or an error can
+triggers that did not run, a line of lease markers; on where the records are when they
+fill little of the range, as the page does, and saying so), then every event in time
+order, one line each. Record text is cleaned of control characters: a run id or an error can
 never move the cursor or recolour the terminal.
 """
 
 from __future__ import annotations
 
 from . import _format as f
-from .model import Lane, Timeline
+from .model import Lane, Timeline, focus
 
 __all__ = ["BAR_CHARS", "MARK_CHARS", "fit", "render_text"]
 
@@ -151,8 +152,10 @@ def fit(text: str, width: int, indent: int = 4) -> list[str]:
     return lines
 
 
-def render_text(timeline: Timeline, *, width: int = 100) -> str:
-    """The terminal timeline, no line wider than ``width`` columns (at least 60)."""
+def render_text(timeline: Timeline, *, width: int = 100, zoom: bool = True) -> str:
+    """The terminal timeline, no line wider than ``width`` columns (at least 60); its
+    chart on where the runs are when they fill little of the range (``zoom=False``: always
+    the whole range)."""
     width = max(60, width)
     plot = width - LABEL_W - 2
     w = timeline.window
@@ -161,10 +164,15 @@ def render_text(timeline: Timeline, *, width: int = 100) -> str:
                  f"({f.duration(w.span_ms)}), times UTC", width)
     if day_of is None:
         lines.append(f"from {f.day(w.from_ms)} to {f.day(max(w.from_ms, w.to_ms - 1))}")
-    axis = _axis(w.from_ms, w.to_ms, plot)
+    shown = (focus(timeline) if zoom else None) or w  # the runs' part, if they fill little
+    if shown != w:
+        lines += fit(f"chart: {f.span(shown.from_ms, shown.to_ms)}, where the runs are; the "
+                     f"range asked was {f.span(w.from_ms, w.to_ms)} (--whole-range draws "
+                     "it all)", width, 7)
+    axis = _axis(shown.from_ms, shown.to_ms, plot)
     for lane in timeline.lanes:
         lines += ["", *fit(f"{f.clean(lane.job, 80)}: {f.summary(lane, '; ')}", width),
-                  *axis, *_chart(lane, w.from_ms, w.span_ms, plot)]
+                  *axis, *_chart(lane, shown.from_ms, shown.span_ms, plot)]
         notes = []
         if lane.truncated:
             notes.append("note: more records than were read; narrow the range")
