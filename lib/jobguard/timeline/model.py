@@ -334,8 +334,9 @@ def build_lane(job: str, records: Iterable[RunRecord], window: Window, *, now_ms
     continues = {_key(r.run_id): _text(r.extra.get("continues")) for r in ran}
     continued_by = {by: _key(r.run_id) for r in ran
                     if (by := _text(r.extra.get("continued_by")))}
+    continued = {c for c in continues.values() if c}  # a set: one lookup per run, not a scan
     heads = {run_id: _chain_head(run_id, continues, continued_by) for run_id in continues
-             if continues[run_id] or any(c == run_id for c in continues.values())
+             if continues[run_id] or run_id in continued
              or _text(by_run[run_id].extra.get("continued_by"))}
     bars = []
     markers: list[Marker] = []
