@@ -257,3 +257,12 @@ def test_the_tests_named_exist(path: str) -> None:
     where = path.split(" ")[0]
     if where.startswith("tests/"):
         assert (ROOT / where).is_file()
+
+
+def test_the_readme_is_a_front_door_of_at_most_250_lines() -> None:
+    """The README says what jobguard is, why, how to install and start, and sends the
+    reader to the site for the rest: at most 250 lines, each link into the docs alive."""
+    text = (ROOT / "README.md").read_text()
+    assert text.count("\n") <= 250, text.count("\n")
+    for target in re.findall(r"\]\((docs/[^)#\s]+)", text):
+        assert (ROOT / target).is_file(), target
