@@ -4,7 +4,8 @@ A page holds ``<!-- generated: NAME -->`` where a part goes; :func:`on_page_mark
 puts there what ``GENERATORS[NAME]`` makes from the code: the API and constructs
 pages' mkdocstrings directives (``jobguard.__all__``, read statically), the CLI
 (``reference_cli``), the records (``reference_records``), the metrics and alarms
-(``reference_alarms``). Nothing here imports the CDK or an AWS client.
+(``reference_alarms``), the protocol page's state diagram (``reference_states``).
+Nothing here imports the CDK or an AWS client.
 """
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from reference_alarms import alarm_sites, alarms, example_job, fleet_sites, metr
 from reference_cli import cli, subcommands  # noqa: E402
 from reference_records import fields, lease_attributes, members, records  # noqa: E402
 from reference_source import LIB, parsed  # noqa: E402
+from reference_states import trigger_states  # noqa: E402
 
 __all__ = ["GENERATORS", "alarm_sites", "alarms", "api_exports", "cli", "constructs",
            "example_job", "fields", "fleet_sites", "lease_attributes", "members", "metrics",
-           "on_page_markdown", "on_pre_build", "records", "subcommands"]
+           "on_page_markdown", "on_pre_build", "records", "subcommands", "trigger_states"]
 
 
 def _exports() -> list[str]:
@@ -53,7 +55,8 @@ def constructs() -> str:
 
 
 GENERATORS = {"api-exports": api_exports, "constructs": constructs, "cli": cli,
-              "records": records, "metrics": metrics, "alarms": alarms}
+              "records": records, "metrics": metrics, "alarms": alarms,
+              "trigger-states": trigger_states}
 
 
 def on_pre_build(**kwargs: Any) -> None:

@@ -213,3 +213,26 @@ def test_the_hook_imports_neither_the_cdk_nor_boto3() -> None:
     done = subprocess.run([sys.executable, "-c", code, str(HOOKS / "reference.py")],
                           capture_output=True, text=True, env=env, check=True, timeout=120)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_protocol_pages_diagram_is_the_transition_table(hook: ModuleType) -> None:
+    """GIVEN TRANSITIONS (the specification) WHEN the protocol page is built THEN its state
+    diagram has one edge per (from, to) pair of the table, labelled with every event of
+    that pair, and every state of the machine in it; the page holds the placeholder."""
+    from jobguard.trigger_state import TRANSITIONS, State
+
+    page = (ROOT / "docs" / "explanation" / "protocol.md").read_text()
+    built = hook.on_page_markdown(page)
+    assert "<!-- generated: trigger-states -->" in page and "<!--" not in built.split(
+        "stateDiagram-v2", 1)[1].split("```", 1)[0]
+    diagram = built.split("```mermaid\nstateDiagram-v2\n", 1)[1].split("```", 1)[0]
+    lines = diagram.strip().splitlines()
+    pairs = {("[*]" if t.source is None else t.source.value,
+              "[*]" if t.target is None else t.target.value) for t in TRANSITIONS}
+    assert len(lines) == len(pairs)
+    for t in TRANSITIONS:
+        source = "[*]" if t.source is None else t.source.value
+        target = "[*]" if t.target is None else t.target.value
+        (line,) = [ln for ln in lines if ln.strip().startswith(f"{source} --> {target}:")]
+        assert t.event.value.replace("_", " ") in line.split(":", 1)[1]
+    assert {s.value for s in State} <= set(diagram.replace(":", " ").split())
