@@ -5,6 +5,9 @@ tests/ship/test_own_stack.py's, with the wheel, MiniStack and the CDK CLI)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,9 +94,6 @@ def test_stop_never_signals_a_pid_that_is_not_the_kept_ministack(
         project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # GIVEN a note left by an earlier run whose MiniStack ended, its pid now another
     # process's (one that leads no process group)
-    import subprocess
-    import sys
-
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         state = project / up.STATE_DIR
@@ -123,3 +123,61 @@ def test_the_exports_point_jobguard_at_the_local_aws() -> None:
 def test_the_cdk_version_it_names_is_the_pinned_one() -> None:
     pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
     assert pinned == up.CDK_VERSION
+
+
+def _leader(tmpdir: Path | None) -> subprocess.Popen[bytes]:
+    """A process leading its own group (as the user's shell or another tool's daemon
+    does), with ``tmpdir`` as its TMPDIR."""
+    env = {**os.environ, **({"TMPDIR": str(tmpdir)} if tmpdir else {})}
+    return subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE, start_new_session=True, env=env)
+
+
+def _note(project: Path, **kept: object) -> Path:
+    state = project / up.STATE_DIR
+    state.mkdir(exist_ok=True)
+    (state / "kept.json").write_text(json.dumps({"endpoint": "http://127.0.0.1:1", **kept}))
+    return state
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("noted_workdir", [True, False], ids=["its-tmpdir", "no-workdir"])
+def test_stop_never_signals_or_removes_what_a_hand_edited_note_names(
+        project: Path, tmp_path: Path, noted_workdir: bool,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """GIVEN a note edited by hand (or left by another tool) that names a live process
+    leading its own group, e.g. a shell, and either that process's own TMPDIR, a folder of
+    the user's (not MiniStack's ``jobguard-ministack-*``), or no folder at all
+    WHEN the user runs --stop THEN the process keeps running and the folder keeps its
+    files; the note goes and the line says nothing was running."""
+    precious = tmp_path / "my-files"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    other = _leader(precious)
+    try:
+        _note(project, pid=other.pid, workdir=str(precious) if noted_workdir else None)
+        assert up.main(["--stop", "--dir", str(project)]) == 0
+        assert other.poll() is None, "--stop signalled a process that is not MiniStack"
+    finally:
+        other.kill()
+        other.wait(10)
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    assert "was no longer running" in capsys.readouterr().out
+    assert not (project / up.STATE_DIR / "kept.json").exists()
+
+
+@pytest.mark.process
+def test_stop_never_removes_a_folder_a_stale_note_names_that_is_not_ministacks(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """GIVEN a note whose MiniStack has ended (its pid is gone) and whose folder was edited
+    to name one of the user's folders WHEN --stop THEN that folder is left as it was."""
+    precious = tmp_path / "my-files"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(10)
+    _note(project, pid=gone.pid, workdir=str(precious))
+    assert up.main(["--stop", "--dir", str(project)]) == 0
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    out = capsys.readouterr().out
+    assert "was no longer running" in out and str(precious) not in out.split("removed")[1]
