@@ -260,8 +260,26 @@ KEPT = "kept.json"
 
 
 def _note_kept(local: Path, *, pid: int, endpoint: str, workdir: Path | None) -> None:
-    (local / KEPT).write_text(json.dumps({"pid": pid, "endpoint": endpoint,
-                                          "workdir": str(workdir) if workdir else None}))
+    _write_whole(local / KEPT, json.dumps({"pid": pid, "endpoint": endpoint,
+                                           "workdir": str(workdir) if workdir else None}))
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """``path`` holds ``text`` or what it held before, never a part: written to a file
+    beside it, then renamed over it (a symlink there is replaced, never written through)."""
+    import os
+    import tempfile
+
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def stop_kept(local: Path, *, wait_s: float = 10.0) -> str:
