@@ -341,3 +341,20 @@ def test_up_writes_its_files_in_place_of_a_symlink_never_through_it(
         assert not (project / up.STATE_DIR / name).is_symlink()
     finally:
         _up(project, env, "--stop")
+
+
+@pytest.mark.parametrize("where", ["missing", "a-file"])
+@pytest.mark.parametrize("stop", [False, True], ids=["up", "stop"])
+def test_a_dir_that_is_not_a_folder_is_refused_naming_dir(
+        project: Path, where: str, stop: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """GIVEN --dir names no folder (a typo, a file) WHEN up or --stop THEN exit 2 with one
+    line naming --dir, and nothing is created there."""
+    _with_cdk(project)
+    target = project / where
+    if where == "a-file":
+        target.write_text("")
+    args = ["--stop"] if stop else DEPLOY
+    assert up.main([*args, "--dir", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--dir:" in err and str(target) in err, err
+    assert not (project / up.STATE_DIR).exists()

@@ -188,6 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "removed")
     args = parser.parse_args(argv)
     project = args.dir.resolve()
+    if not project.is_dir():
+        print(f"error: --dir: {args.dir} is not a folder (the project folder, where your "
+              "app is)", file=sys.stderr)
+        return 2
     if args.stop:
         print(stop(project))
         return 0
