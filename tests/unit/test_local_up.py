@@ -213,6 +213,10 @@ class Answer(BaseHTTPRequestHandler):
         if self.headers.get("X-Amz-Target", "").endswith("UpdateTimeToLive"):
             self._send(b'{"TimeToLiveSpecification": {"Enabled": true, '
                        b'"AttributeName": "ttl"}}', "application/x-amz-json-1.0")
+        elif os.environ.get("FAKE_NO_TABLE"):  # a stack without jobguard's table
+            self._send(STACK.split("<Outputs>")[0].encode()
+                       + b"</member></Stacks></DescribeStacksResult></DescribeStacksResponse>",
+                       "text/xml")
         else:
             self._send(STACK.encode(), "text/xml")
 
@@ -358,3 +362,18 @@ def test_a_dir_that_is_not_a_folder_is_refused_naming_dir(
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--dir:" in err and str(target) in err, err
     assert not (project / up.STATE_DIR).exists()
+
+
+@pytest.mark.process
+def test_a_stack_without_jobguards_table_is_said_in_one_line(
+        project: Path, tmp_path: Path, leftovers: None) -> None:
+    """GIVEN --stack names a stack of the app that holds no JobTable (another of its
+    stacks) WHEN up deploys it THEN exit 1 with one line naming --stack and the missing
+    output (not a traceback), and the local AWS it started is stopped."""
+    env = {**_fake_tools(project, tmp_path, "exit 0"), "FAKE_NO_TABLE": "1"}
+    done = _up(project, env, *DEPLOY)
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr and "--stack" in last and "TableName" in last, \
+        done.stderr
+    assert _stand_ins(tmp_path) == []

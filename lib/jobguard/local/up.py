@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .demo import KEPT, _is_ours, _note_kept, _write_whole, stop_kept
+from .deploy import NoJobTable
 from .ministack import VERSION, LocalStack, client_env
 
 __all__ = ["STATE_DIR", "cdk_cli", "main", "ministack_cli"]
@@ -204,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except NoJobTable as exc:
+        print(f"error: --stack: {exc}", file=sys.stderr)
+        return 1
     except (RuntimeError, TimeoutError) as exc:  # cdk failed, MiniStack did not start
         print(f"error: {exc}", file=sys.stderr)
         return 1
