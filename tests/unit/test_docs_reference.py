@@ -248,7 +248,7 @@ def _unlisted(page: str, commands: dict[str, object]) -> list[str]:
             for action in group._group_actions:
                 if isinstance(action, argparse._HelpAction):
                     continue
-                shown = action.option_strings or [action.metavar or action.dest]
+                shown = action.option_strings or [str(action.metavar or action.dest)]
                 missing += [f"{name} {s}" for s in shown
                             if f"`{s}" not in where and f"{s}`" not in where]
     return missing
