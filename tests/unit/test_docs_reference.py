@@ -236,3 +236,54 @@ def test_the_protocol_pages_diagram_is_the_transition_table(hook: ModuleType) ->
         (line,) = [ln for ln in lines if ln.strip().startswith(f"{source} --> {target}:")]
         assert t.event.value.replace("_", " ") in line.split(":", 1)[1]
     assert {s.value for s in State} <= set(diagram.replace(":", " ").split())
+
+def _unplaced(pages: dict[str, str], generators: dict[str, object]) -> list[str]:
+    """The generators no page places (their part would be missing from the site)."""
+    return sorted(key for key in generators
+                  if not any(f"<!-- generated: {key} -->" in text for text in pages.values()))
+
+
+def test_every_generated_part_is_placed_on_a_page(hook: ModuleType) -> None:
+    """GIVEN the reference pages WHEN a page loses its placeholder (an edit that deletes
+    the line, or spells it ``<!--generated: cli-->``) THEN that generator is named: the
+    CLI page would otherwise build as an empty page with every test passing."""
+    pages = {p.name: p.read_text() for p in (ROOT / "docs" / "reference").glob("*.md")}
+    assert _unplaced(pages, hook.GENERATORS) == []
+    broken = {**pages, "cli.md": pages["cli.md"].replace("<!-- generated: cli -->",
+                                                         "<!--generated: cli-->")}
+    assert _unplaced(broken, hook.GENERATORS) == ["cli"]
+
+
+def _unlisted(page: str, commands: dict[str, object]) -> list[str]:
+    """Each ``command option`` (or positional) the command's own section does not show;
+    the global options are checked once, in their own section."""
+    import argparse
+
+    missing = []
+    for name, parser in commands.items():
+        assert isinstance(parser, argparse.ArgumentParser)
+        head = f"### `jobguard {name}`"
+        section = page.split(head, 1)[1].split("\n### ", 1)[0] if head in page else ""
+        for group in parser._action_groups:
+            own = group.title != "global options"
+            where = section if own else page.split("## Commands", 1)[0]
+            for action in group._group_actions:
+                if isinstance(action, argparse._HelpAction):
+                    continue
+                shown = action.option_strings or [str(action.metavar or action.dest)]
+                missing += [f"{name} {s}" for s in shown
+                            if f"`{s}" not in where and f"{s}`" not in where]
+    return missing
+
+
+def test_each_commands_section_lists_its_own_options(hook: ModuleType) -> None:
+    """GIVEN the CLI page WHEN a command's section loses its options table (another
+    command having the same option, e.g. --html, is not enough) THEN it is named."""
+    page, commands = hook.cli(), _commands()
+    assert _unlisted(page, commands) == []
+    head = "### `jobguard timeline`"
+    section = page.split(head, 1)[1].split("\n### ", 1)[0]
+    cut = page.replace(section, section.split("| argument |")[0])
+    assert "timeline --html" in _unlisted(cut, commands)
+    # the check this one tightens passes on that page: an option anywhere will do
+    assert "`--html" in cut

@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .ministack import ROOT, VERSION, LocalStack
+from .ministack import ROOT, VERSION, WORKDIR_PREFIX, LocalStack
 
 __all__ = ["drills_page_path", "kept_lines", "main", "page_lines"]
 
@@ -260,15 +260,35 @@ KEPT = "kept.json"
 
 
 def _note_kept(local: Path, *, pid: int, endpoint: str, workdir: Path | None) -> None:
-    (local / KEPT).write_text(json.dumps({"pid": pid, "endpoint": endpoint,
-                                          "workdir": str(workdir) if workdir else None}))
+    _write_whole(local / KEPT, json.dumps({"pid": pid, "endpoint": endpoint,
+                                           "workdir": str(workdir) if workdir else None}))
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """``path`` holds ``text`` or what it held before, never a part: written to a file
+    beside it, then renamed over it (a symlink there is replaced, never written through)."""
+    import os
+    import tempfile
+
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def stop_kept(local: Path, *, wait_s: float = 10.0) -> str:
     """Stop the local AWS a ``--keep`` left running (its process group: MiniStack and its
     function workers), remove its temporary folder and the note; what was done, in one
     line. Nothing noted: said, nothing done. A pid that is no longer MiniStack's (it
-    ended, and the number was reused) is never signalled."""
+    ended, and the number was reused, or the note was edited) is never signalled, and no
+    folder but MiniStack's own (``jobguard-ministack-*``, a real folder of this user's) is
+    removed."""
     import os
     import shutil
     import signal
@@ -293,7 +313,7 @@ def stop_kept(local: Path, *, wait_s: float = 10.0) -> str:
     else:
         said = f"the local AWS at {endpoint} (pid {pid}) was no longer running"
     removed = [str(note)]
-    if workdir and Path(workdir).is_dir():
+    if _ministack_folder(workdir, exists=True) is not None:
         shutil.rmtree(workdir, ignore_errors=True)
         removed.insert(0, workdir)
     note.unlink()
@@ -317,11 +337,36 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _ministack_folder(workdir: object, *, exists: bool) -> Path | None:
+    """The noted folder, when it can be MiniStack's own (``LocalStack.start`` makes it):
+    an absolute path named ``jobguard-ministack-*``; with ``exists``, also a real folder
+    (not a symlink) owned by this user. Else None: a note edited by hand, or another's."""
+    import os
+    import stat
+
+    if not isinstance(workdir, str) or not workdir:
+        return None
+    path = Path(workdir)
+    if not path.is_absolute() or not path.name.startswith(WORKDIR_PREFIX):
+        return None
+    if exists:
+        try:
+            found = path.lstat()
+        except OSError:
+            return None
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+            return None
+    return path
+
+
 def _is_ours(pid: int, workdir: str | None) -> bool:
     """``pid`` is still the kept MiniStack: alive, leading its own process group, and
-    started with the environment the demo gave it (its TMPDIR the noted folder)."""
+    started with the environment the demo gave it (its TMPDIR the noted folder, which
+    is named as MiniStack's are). A note without that folder names nothing of ours."""
     import os
 
+    if _ministack_folder(workdir, exists=False) is None:
+        return False
     if not _alive(pid):
         return False
     try:
@@ -329,8 +374,6 @@ def _is_ours(pid: int, workdir: str | None) -> bool:
             return False
     except ProcessLookupError:
         return False
-    if workdir is None:
-        return True
     try:
         with open(f"/proc/{pid}/environ", "rb") as env:
             return f"TMPDIR={workdir}".encode() in env.read().split(b"\0")

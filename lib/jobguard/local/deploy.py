@@ -30,7 +30,7 @@ from ..schema import TTL_ATTRIBUTE
 from .ministack import ACCOUNT, REGION, ROOT, client_env
 from .node import with_pinned_node
 
-__all__ = ["DEFAULT_STACK", "deploy", "inspect_deployment", "stack_outputs"]
+__all__ = ["DEFAULT_STACK", "NoJobTable", "deploy", "inspect_deployment", "stack_outputs"]
 
 DEFAULT_STACK = "JobGuard-local"
 """The local deployment's stack (``infra.settings``: a local stack's name ends in
@@ -63,6 +63,17 @@ def _cdk(args: list[str], endpoint: str, log: Path, *, cwd: Path = ROOT,
     if done.returncode:
         raise RuntimeError(f"cdk {args[0]} failed (exit {done.returncode}); see {log}")
     return time.monotonic() - started
+
+
+class NoJobTable(RuntimeError):
+    """The stack deployed has no ``TableName`` output: it holds no jobguard ``JobTable``
+    (another stack of the app was named)."""
+
+    def __init__(self, stack: str, outputs: Sequence[str]) -> None:
+        super().__init__(f"{stack} has no TableName output (its outputs: "
+                         f"{', '.join(outputs) or 'none'}); name the stack that holds "
+                         "jobguard's JobTable")
+        self.stack = stack
 
 
 def stack_outputs(cloudformation: Any, stack: str) -> dict[str, str]:
@@ -104,6 +115,8 @@ def deploy(endpoint: str, *, stack: str = DEFAULT_STACK, drills: bool = True,
                                     aws_secret_access_key="test")
     cfn = session.client("cloudformation", endpoint_url=endpoint)
     outputs = stack_outputs(cfn, stack)
+    if "TableName" not in outputs:
+        raise NoJobTable(stack, sorted(outputs))
     ddb = session.client("dynamodb", endpoint_url=endpoint)
     ddb.update_time_to_live(
         TableName=outputs["TableName"],

@@ -61,6 +61,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+WORKDIR_PREFIX = "jobguard-ministack-"
+"""How MiniStack's own temporary folder is named (its TMPDIR): ``--stop`` removes no
+other folder a note names."""
+
+
 @dataclass
 class LocalStack:
     """A running MiniStack process (or one already running at ``endpoint``)."""
@@ -85,7 +90,7 @@ class LocalStack:
         import tempfile
 
         port = port or _free_port()
-        workdir = Path(tempfile.mkdtemp(prefix="jobguard-ministack-"))
+        workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         env = {**os.environ, "BIND_HOST": "127.0.0.1", "GATEWAY_PORT": str(port),
                "MINISTACK_HOST": "127.0.0.1", "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"),
                "TMPDIR": str(workdir), "S3_DATA_DIR": str(workdir / "s3")}

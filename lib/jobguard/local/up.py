@@ -26,7 +26,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .demo import _is_ours, _note_kept, stop_kept
+from .demo import KEPT, _is_ours, _note_kept, _write_whole, stop_kept
+from .deploy import NoJobTable
 from .ministack import VERSION, LocalStack, client_env
 
 __all__ = ["STATE_DIR", "cdk_cli", "main", "ministack_cli"]
@@ -140,6 +141,9 @@ def up(project: Path, *, app: str, stack: str, context: Sequence[str]) -> int:
         os.environ["JOBGUARD_MINISTACK"] = str(ministack)  # LocalStack.start runs it
         aws = LocalStack.start(log_path=state / "ministack.log")
         endpoint = aws.endpoint
+        if aws.process is not None:  # noted now: were this process killed while deploying
+            # (MiniStack runs in a session of its own and outlives it), --stop finds it
+            _note_kept(state, pid=aws.process.pid, endpoint=endpoint, workdir=aws.workdir)
         print(f"local AWS: MiniStack at {endpoint} (log: {state / 'ministack.log'})")
     jsii_cache = os.environ.get("JSII_RUNTIME_PACKAGE_CACHE_ROOT") or str(
         Path.home() / ".cache" / "aws" / "jsii" / "package-cache")
@@ -153,15 +157,15 @@ def up(project: Path, *, app: str, stack: str, context: Sequence[str]) -> int:
     except BaseException:
         if aws is not None:
             aws.stop()
+            (state / KEPT).unlink(missing_ok=True)
             print(f"the deployment failed: stopped the local AWS at {endpoint}",
                   file=sys.stderr)
         raise
-    if aws is not None and aws.process is not None:
-        _note_kept(state, pid=aws.process.pid, endpoint=endpoint, workdir=aws.workdir)
-        aws.process = None  # kept running: not stopped when this process ends
+    if aws is not None:  # kept running (noted above): not stopped when this process ends
+        aws.process = None
         aws.workdir = None  # its function workers still use it
     lines = env_lines(endpoint, stack)
-    (state / ENV_FILE).write_text("\n".join(lines) + "\n")
+    _write_whole(state / ENV_FILE, "\n".join(lines) + "\n")
     print(f"\n{stack} is deployed (table {outputs.get('TableName')}). Point jobguard at it, "
           f"in this shell:\n  . {STATE_DIR}/{ENV_FILE}\nwhich sets:")
     print("\n".join(f"  {line}" for line in lines))
@@ -185,6 +189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "removed")
     args = parser.parse_args(argv)
     project = args.dir.resolve()
+    if not project.is_dir():
+        print(f"error: --dir: {args.dir} is not a folder (the project folder, where your "
+              "app is)", file=sys.stderr)
+        return 2
     if args.stop:
         print(stop(project))
         return 0
@@ -197,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except NoJobTable as exc:
+        print(f"error: --stack: {exc}", file=sys.stderr)
+        return 1
     except (RuntimeError, TimeoutError) as exc:  # cdk failed, MiniStack did not start
         print(f"error: {exc}", file=sys.stderr)
         return 1
