@@ -22,7 +22,7 @@ RUN_BY = {
     "python3 -m pip wheel --no-deps -w dist .": "tests/ship/_user.py (build_installed)",
     "mkdir billing && cd billing": "tests/ship/test_as_a_user.py (project: an empty folder)",
     "python3 -m venv .venv && . .venv/bin/activate": "tests/ship/_user.py (build_installed)",
-    "pip install 'path/to/jobguard/dist/jobguard-0.1.0-py3-none-any.whl[cdk,testing]'":
+    "pip install '../jobguard/dist/jobguard-0.1.0-py3-none-any.whl[cdk,testing]'":
         "tests/ship/_user.py (build_installed)",
     # the two installs below: the project links node_modules (npm ci of package-lock.json)
     # and .venv-ministack (requirements/ministack.lock); their versions are checked here
@@ -30,6 +30,7 @@ RUN_BY = {
     "python3 -m venv .venv-ministack && .venv-ministack/bin/pip install ministack==":
         f"{OWN} (deployed) + tests/ship/test_tutorial.py (versions)",
     "mkdir myjobs && touch myjobs/__init__.py": "tests/ship/test_as_a_user.py (project)",
+    "mkdir tests": "tests/ship/test_as_a_user.py (project)",
     "python -m pytest -q": "tests/ship/test_as_a_user.py",
     "python -m jobguard.local.up --app": f"{OWN} (deployed: this very line)",
     ". .jobguard-local/env": f"{OWN} (test_the_tutorials_commands_work_as_written)",
