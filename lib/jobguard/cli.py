@@ -1381,8 +1381,9 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument("--jobs-module", default=default(None),
                        help="module whose JOBS lists the job definitions (default: "
                             "JOBGUARD_JOBS_MODULE); imported only when named, looked for "
-                            "in the installed packages, then in this folder. runbook and "
-                            "drill need it; the other commands read the table")
+                            "in the installed packages, then in this folder. Without "
+                            "--stack, runbook and drill need it; with one, every command "
+                            "reads the jobs from the stack's outputs")
 
 
 def _nearest(word: str, choices: Sequence[str]) -> str:
@@ -1586,14 +1587,14 @@ def build_parser() -> argparse.ArgumentParser:
     local.set_defaults(run=cmd_local)
     drill = command(
         "drill", "run the failure drills against a drillable stack (LambdaBundle(..., "
-        "drills=True); this repository's: -c jobguard:drills=true), its jobs read from its "
+        "drills=True), its jobs read from its "
         f"outputs: --stack, else {STACK_ENV}, else {DRILL_STACK} (locally: --endpoint-url; "
         "in AWS: --profile/--region)", job=False)
     drill.add_argument("--only", action="append", metavar="NAME",
                        help="run only this drill (repeatable)")
     drill.add_argument("--job", help="drill this job of the stack (any guarded job of a "
                        "drillable deployment: the library installs its switches) instead of "
-                       "the examples (crm-sync, report-export)")
+                       "jobguard's own examples (crm-sync, report-export, when the stack has them)")
     drill.add_argument("--html", metavar="FILE", help="also write one page with every "
                        "drill's checks and timeline to FILE (a regular file, checked before "
                        "the drills run; a symlink, FIFO or device is refused)")

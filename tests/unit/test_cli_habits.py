@@ -254,8 +254,8 @@ def test_drill_reads_its_stack_from_jobguard_stack_and_names_a_missing_one(
     monkeypatch.setenv("JOBGUARD_STACK", "Mine-local")
     # WHEN `jobguard drill` runs THEN it read that stack: its functions are what is missing
     assert main(["drill"]) == 2
-    assert capsys.readouterr().err.startswith("error: --stack: no ['crm-sync', 'report-export']"
-                                              " function")
+    assert capsys.readouterr().err.startswith(
+        "error: --job: stack 'Mine-local' has none of jobguard's example jobs")
     assert _count(ddb, table) == 0
 
 

@@ -392,8 +392,9 @@ def test_drill_takes_its_jobs_from_the_stack(aws, capsys):
         "error: --job: no job 'invoice-mailr' in stack 'Drillable' (its jobs: "
         f"{JOB}); did you mean {JOB!r}?\n")
     assert main(["drill", "--stack", "Drillable"]) == 2
-    assert capsys.readouterr().err.startswith(
-        "error: --stack: no ['crm-sync', 'report-export'] function")
+    assert capsys.readouterr().err == (
+        "error: --job: stack 'Drillable' has none of jobguard's example jobs, whose drills "
+        f"run without --job; drill one of its jobs with --job NAME (its jobs: {JOB})\n")
     assert main(["drill", "--stack", "Drillable", "--table", "jobguard-other"]) == 2
     assert capsys.readouterr().err.startswith(
         "error: --table: drill uses stack 'Drillable''s own table")

@@ -107,8 +107,10 @@ def run_drills(stack: DeployedStack, *, only: Sequence[str] = (), job: str | Non
         drills, drilled = DRILLS, [CRM, REPORT]
         missing = {CRM, REPORT} - set(stack.jobs)
         if missing:
-            raise ValueError(f"--stack: no {sorted(missing)} function: deploy the example "
-                             "jobs with -c jobguard:drills=true, or drill yours with --job")
+            mine = ", ".join(sorted(stack.jobs)) or "none"
+            raise ValueError(f"--job: stack {stack.name!r} has none of jobguard's example "
+                             f"jobs, whose drills run without --job; drill one of its "
+                             f"jobs with --job NAME (its jobs: {mine})")
     if not all(stack.jobs[name].drills for name in drilled):
         raise ValueError(NOT_DRILLABLE.format(stack=stack.name))
     for name in drilled:  # the outputs say drillable; the function itself must agree

@@ -178,9 +178,10 @@ def timeline_command(store: RunLogReader, jobs: Sequence[str], window: Window, *
     if output == "json":
         say(json.dumps(summary, indent=2))
     else:
+        markers = summary["markers"]
         say(f"wrote {html}: {', '.join(summary['jobs'])}, {summary['runs']} runs, "
-            f"{summary['not_run']} triggers not run, {summary['markers']} takeovers and "
-            "force releases")
+            f"{summary['not_run']} triggers not run, {markers} "
+            f"{'takeover or force release' if markers == 1 else 'takeovers and force releases'}")
         if opened is False:
             say(f"no browser could be opened here: open {html.resolve().as_uri()}")
     return 0
