@@ -621,7 +621,7 @@ def job_drills(job: str) -> tuple[Drill, ...]:
             stack.wait("2 decisions behind the paused run", lambda: len(
                 [r for r in stack.runs(job, since) if r.decision is not Decision.RAN]) >= 2)
             lease = stack.lease(job)
-            result.check("runs", f"the paused run still holds the lease (fence {lease.fence})",
+            result.check("lease", f"the paused run still holds the lease (fence {lease.fence})",
                          lease.run_id == held["held_by"])
         ctx.release(job, "overlap")
         stack.wait_settled(job, since)
