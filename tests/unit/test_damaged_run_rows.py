@@ -266,9 +266,6 @@ def _cli_json(capsys, *argv: str) -> str:
     return capsys.readouterr().out
 
 
-@pytest.mark.xfail(strict=True, reason="item rows are read without checks "
-                   "(dynamodb_items.item_record): ItemState('bogus'), int('many') raise; "
-                   "needs a DamagedItem as DamagedRun, listed by `items`")
 @pytest.mark.parametrize("attributes", [
     {"state": {"S": "bogus"}}, {"state": {"S": "failed"}, "attempts": {"S": "many"}},
     {"state": {"S": "failed"}, "attempts": {"M": {}}}], ids=["state", "attempts", "map"])
