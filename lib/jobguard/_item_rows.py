@@ -30,7 +30,7 @@ _PROBLEM_CHARS = 500
 def _problems(row: dict[str, Any], job: str, key_work_id: str | None) -> list[str]:
     said: list[str] = []
     state = row.get("state")
-    if state not in {m.value for m in ItemState}:
+    if not isinstance(state, str) or state not in {m.value for m in ItemState}:
         said.append(f"state {quote_value(state)} is not an item state jobguard writes")
     for name in _TEXT:
         value = row.get(name)

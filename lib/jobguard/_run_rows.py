@@ -63,7 +63,8 @@ def _problems(row: dict[str, Any], key_job: str | None, key_run_id: str) -> list
         said.append(f"run_id {quote_value(run_id)} is not the id in its key")
     for name, kind in (("status", RunStatus), ("decision", Decision)):
         value = row.get(name)
-        if name in row and value not in {m.value for m in kind}:
+        if name in row and (not isinstance(value, str)
+                            or value not in {m.value for m in kind}):
             said.append(f"{name} {quote_value(value)} is not a run {name} jobguard writes")
     for name in _TEXT + _TEXT_OR_EMPTY:
         value = row.get(name)

@@ -1261,6 +1261,10 @@ def _recovery_text(answer: dict[str, Any]) -> str:
         lines.append(f"rejected: {plan['rejected']} records no work id can be made for, "
                      "never replayed (fix them at the source, then recover again): "
                      + "; ".join(plan.get("rejected_sample", [])))
+    if plan.get("damaged"):
+        lines.append(f"damaged: {plan['damaged']} ledger rows that are not readable items, "
+                     "never replayed (look at each, then jobguard resolve it): "
+                     + "; ".join(plan.get("damaged_sample", [])))
     if plan.get("sample"):
         lines.append("sample: " + ", ".join(plan["sample"]))
     if answer.get("next_steps"):

@@ -54,8 +54,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ._bounds import MAX_BATCH_SIZE, check_cursor
-from ._item_rows import read_item_row
 from ._dynamo import Expr, code, from_attr, old_item, plain, reasons, to_attr, transient
+from ._item_rows import read_item_row
 from .callsites import RETRY, STOP, SURFACE, Path, Target, call_site
 from .errors import LeaseLostError, StoreError
 from .schema import (
@@ -264,8 +264,8 @@ class DynamoItemStore:
         """A job's claimed / failed / uncertain items, at most ``limit``: the open
         claim's first, then the uncertain rows the sparse index names, then the failed
         ones, each confirmed by a consistent read (an index is eventually consistent).
-        Damaged rows (:class:`DamagedItem`) always, last. Rejected records only when ``states`` names them (with ``now_ms``, those past
-        their TTL are absent).
+        Damaged rows (:class:`DamagedItem`) always, last. Rejected records only when
+        ``states`` names them (with ``now_ms``, those past their TTL are absent).
 
         The index is read state by state (its sort key leads with the state), so however
         many failed rows are indexed, an uncertain one is never cut off by them."""
