@@ -288,6 +288,21 @@ def test_items_names_a_damaged_item_row_and_lists_the_rest(env, capsys, attribut
     assert main(["items", JOB, "--json"]) == 0, capsys.readouterr().err[-1500:]
     rows = json.loads(capsys.readouterr().out)
     assert [r["work_id"] for r in rows] == ["good", "bad"] and "damaged" in rows[1]
+    assert rows[0]["state"] == "failed" and rows[0]["damaged"] is None
+    assert rows[1]["state"] is None and rows[1]["damaged"]["pk"] == item_pk(JOB, "bad")
+    problem = rows[1]["damaged"]["problem"]
+    assert ("state" if "bogus" in str(attributes) else "attempts") in problem
+    for output in ("table", "text"):
+        assert main(["items", JOB, "--output", output]) == 0
+        captured = capsys.readouterr()
+        assert captured.err == "" and "good" in captured.out, captured
+        assert problem in captured.out  # the damaged row named, with what is wrong
+    assert "DAMAGED" in main_table(capsys)
+
+
+def main_table(capsys) -> str:
+    assert main(["items", JOB]) == 0
+    return capsys.readouterr().out
 
 
 def test_runs_lists_the_run_log_when_the_lease_row_is_damaged(log, capsys):
