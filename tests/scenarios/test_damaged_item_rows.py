@@ -83,7 +83,8 @@ def test_a_run_leaves_a_damaged_item_row_as_it_is_and_names_it(aws: Any, clock: 
     assert raw(aws) == written
     rows = DynamoItemStore(aws.table, client=aws.ddb).get_many(JOB, [*GOOD, DAMAGED])
     assert {w: rows[w].state for w in GOOD} == dict.fromkeys(GOOD, ItemState.COMPLETED)
-    assert isinstance(rows[DAMAGED], DamagedItem) and problem in rows[DAMAGED].problem
+    damaged = rows[DAMAGED]
+    assert isinstance(damaged, DamagedItem) and problem in damaged.problem
     [run] = aws.runs(JOB)
     assert run.extra["uncertain"] == 1 and run.extra["completed"] == 2
     assert run.status.value != "succeeded"
