@@ -160,3 +160,33 @@ def test_an_operator_resolves_a_damaged_item_row(aws: Any, clock: Any) -> None:
     assert (row.state, row.destination_id) == (ItemState.COMPLETED, note_id)
     job.handler()(manual("tick"), None)
     assert sorted(notes.calls) == sorted([DAMAGED, *GOOD])  # one call each, ever
+
+
+
+def test_the_checkpoint_stays_before_a_damaged_row_until_it_is_resolved(
+        aws: Any, clock: Any) -> None:
+    """GIVEN crm-sync's second contact's row damaged as a hand-edited completion is
+    (``completed``, attempts a map: not in the ``unresolved`` index, as no completion
+    is) WHEN the job runs twice THEN the checkpoint never goes past its page (nothing
+    else would bring it back) and no run calls for it; WHEN an operator resolves it
+    THEN the next run moves the checkpoint past it, still without a call for it."""
+    notes = NotesTable.create(aws.ddb)
+    note_id = notes.put(DAMAGED, "email changed #1")
+    damage(aws, ROWS["completed-but-attempts-a-map"][0])
+    job = crm(aws, clock, notes)
+    store = DynamoItemStore(aws.table, client=aws.ddb)
+
+    job.handler()(manual("tick-1"), None)
+    job.handler()(manual("tick-2"), None)
+
+    assert store.read_checkpoint(JOB).cursor is None
+    assert sorted(notes.calls) == sorted([DAMAGED, *GOOD])  # the operator's note, once
+    assert all(r.extra["uncertain"] == 1 for r in aws.runs(JOB))
+
+    answer = resolve(job.config, [DAMAGED], found=note_id, reason="seen in the CRM",
+                     requested_by="alice", guard_options={"store": aws.store, "clock": clock})
+    assert answer["result"] == "resolved", answer
+    job.handler()(manual("tick-3"), None)
+
+    assert store.read_checkpoint(JOB).cursor is not None
+    assert sorted(notes.calls) == sorted([DAMAGED, *GOOD])  # still one call each
