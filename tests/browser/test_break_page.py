@@ -9,8 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.ids import new_run_id
 from jobguard.local.emulator import in_process
@@ -18,12 +16,10 @@ from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.schema import job_pk, run_sk
 from jobguard.timeline import Window, build_timeline, collect, render_page
 
-from .chromium import Browser, find_chromium
+from . import NEEDS_CHROMIUM
+from .chromium import Browser
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    find_chromium() is None,
-    reason="headless Chromium is not installed (/usr/bin/chromium): apt-get install -y "
-           "--no-install-recommends chromium")]
+pytestmark = NEEDS_CHROMIUM
 
 T0 = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 

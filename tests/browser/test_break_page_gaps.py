@@ -18,13 +18,11 @@ from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.timeline import Window, build_timeline, render_page
 from jobguard.timeline.html import PAD, PLOT_W, WIDTH
 
-from .chromium import Browser, find_chromium
+from . import NEEDS_CHROMIUM
+from .chromium import Browser
 from .test_timeline_page import _pixels
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    find_chromium() is None,
-    reason="headless Chromium is not installed (/usr/bin/chromium): apt-get install -y "
-           "--no-install-recommends chromium")]
+pytestmark = NEEDS_CHROMIUM
 
 T0 = 1_800_000_000_000
 SPAN = 300_000

@@ -12,19 +12,15 @@ import shlex
 import struct
 from pathlib import Path
 
-import pytest
-
 from jobguard.drill.drills import DRILLS
 from jobguard.ids import new_run_id
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.timeline import DrillSection, Window, build_timeline, render_drills_page
 
-from .chromium import find_chromium, main
+from . import NEEDS_CHROMIUM
+from .chromium import main
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    find_chromium() is None,
-    reason="headless Chromium is not installed (/usr/bin/chromium): apt-get install -y "
-           "--no-install-recommends chromium")]
+pytestmark = NEEDS_CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000_000

@@ -16,12 +16,10 @@ from jobguard.ids import new_run_id
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.timeline import Window, build_timeline, render_page
 
-from .chromium import Browser, find_chromium
+from . import NEEDS_CHROMIUM
+from .chromium import Browser
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    find_chromium() is None,
-    reason="headless Chromium is not installed (/usr/bin/chromium): apt-get install -y "
-           "--no-install-recommends chromium")]
+pytestmark = NEEDS_CHROMIUM
 
 T0 = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 LONG_ERROR = ("LeaseLostError: job 'crm-sync': run 01M92CA7JS9C57D8FR0EF24HNP (fence 123457) "

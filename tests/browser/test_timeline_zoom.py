@@ -9,19 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from jobguard.ids import new_run_id
 from jobguard.records import Decision, RunRecord, RunStatus
 from jobguard.timeline import Window, build_timeline, render_page
 from jobguard.timeline.html import PLOT_W, WIDTH
 
-from .chromium import Browser, find_chromium
+from . import NEEDS_CHROMIUM
+from .chromium import Browser
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    find_chromium() is None,
-    reason="headless Chromium is not installed (/usr/bin/chromium): apt-get install -y "
-           "--no-install-recommends chromium")]
+pytestmark = NEEDS_CHROMIUM
 
 NOON = 1_800_014_400_000  # 2027-01-15T12:00:00Z
 HOUR = Window(NOON - 3_600_000, NOON)
