@@ -17,7 +17,7 @@ from ._dynamo import plain
 from .records import DamagedRun, Decision, RunRecord, RunStatus
 from .schema import PARTITION_KEY, RUN_PREFIX, SORT_KEY, TTL_ATTRIBUTE
 
-__all__ = ["read_run_row"]
+__all__ = ["quote_value", "read_run_row", "value_kind"]
 
 _MAX_MS = 253_402_300_799_999
 """9999-12-31T23:59:59.999Z, the last millisecond a date can show (a run id holds
@@ -32,7 +32,7 @@ _KNOWN = frozenset({"job", "run_id", "decision", "status", "duration_ms", *_TEXT
 _PROBLEM_CHARS = 500
 
 
-def _quote(value: Any) -> str:
+def quote_value(value: Any) -> str:
     """A value as a problem quotes it: its repr, a long one cut."""
     if isinstance(value, str | bytes) and len(value) > 40:
         return f"{value[:40]!r}... ({len(value):,} characters)"
@@ -40,7 +40,7 @@ def _quote(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _kind(value: Any) -> str:
+def value_kind(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     return {str: "text", int: "a number", float: "a fraction", dict: "a map",
@@ -54,29 +54,30 @@ def _problems(row: dict[str, Any], key_job: str | None, key_run_id: str) -> list
             said.append(f"{name} is missing")
     job, run_id = row.get("job"), row.get("run_id")
     if "job" in row and not isinstance(job, str):
-        said.append(f"job is {_kind(job)}, not text")
+        said.append(f"job is {value_kind(job)}, not text")
     elif isinstance(job, str) and key_job is not None and job != key_job:
-        said.append(f"job {_quote(job)} is not the job of its key ({_quote(key_job)})")
+        said.append(f"job {quote_value(job)} is not the job of its key ({quote_value(key_job)})")
     if "run_id" in row and not isinstance(run_id, str):
-        said.append(f"run_id is {_kind(run_id)}, not text")
+        said.append(f"run_id is {value_kind(run_id)}, not text")
     elif isinstance(run_id, str) and run_id != key_run_id:
-        said.append(f"run_id {_quote(run_id)} is not the id in its key")
+        said.append(f"run_id {quote_value(run_id)} is not the id in its key")
     for name, kind in (("status", RunStatus), ("decision", Decision)):
         value = row.get(name)
-        if name in row and value not in {m.value for m in kind}:
-            said.append(f"{name} {_quote(value)} is not a run {name} jobguard writes")
+        if name in row and (not isinstance(value, str)
+                            or value not in {m.value for m in kind}):
+            said.append(f"{name} {quote_value(value)} is not a run {name} jobguard writes")
     for name in _TEXT + _TEXT_OR_EMPTY:
         value = row.get(name)
         if value is not None and not isinstance(value, str):
-            said.append(f"{name} is {_kind(value)}, not text")
+            said.append(f"{name} is {value_kind(value)}, not text")
     for name in _TIMES + _NUMBERS:
         value = row.get(name)
         if value is None:
             continue
         if not isinstance(value, int) or isinstance(value, bool):
-            said.append(f"{name} is {_kind(value)}, not a whole number")
+            said.append(f"{name} is {value_kind(value)}, not a whole number")
         elif name in _TIMES and not 0 <= value <= _MAX_MS:
-            said.append(f"{name} {_quote(value)} is not a time in milliseconds")
+            said.append(f"{name} {quote_value(value)} is not a time in milliseconds")
     return said
 
 

@@ -31,6 +31,7 @@ from .workitems import (
     MAX_SOURCE_KEPT,
     Commit,
     Completion,
+    DamagedItem,
     Fence,
     ItemRecord,
     ItemState,
@@ -91,6 +92,11 @@ class BatchReport:
     rejected_first: str | None = None
     """The first rejected record's ledger key and why (``jobguard items --status
     rejected`` lists them all)."""
+    damaged_first: str | None = None
+    """The first item whose row is not a readable item (a :class:`DamagedItem`): its
+    key and what is wrong. Such items are left as they are (not claimed, not called,
+    not reconciled, not overwritten) and counted ``uncertain``: an operator looks, then
+    ``jobguard resolve`` replaces the row."""
     written_on_failure: str | None = None
     """When the handler raised with the lease held: what the run wrote before it ended
     (the completions, failed and uncertain rows and checkpoint it had earned)."""
@@ -579,6 +585,12 @@ class WorkClaims:
             if key in self._rows or (key in self._mine and key not in self._ended):
                 self.report.held += 1  # this run holds it already (another page, iterator)
                 continue
+            if isinstance(row, DamagedItem):
+                # what it says cannot be known: done (skip) and absent (redo) are both
+                # guesses; left as it is, counted uncertain, named for an operator
+                self._damaged(row)
+                covered.add(key)
+                continue
             if row is not None and row.state is ItemState.COMPLETED and row.live(now_s):
                 if payload_differs(row.payload_hash, digest):
                     self._conflict(key, "completed earlier with a different payload")
@@ -663,6 +675,14 @@ class WorkClaims:
         for row in rows:
             self.telemetry.logger.warning("record rejected: no work id", extra={
                 "work_id": row.work_id, "error": row.error})
+
+    def _damaged(self, row: DamagedItem) -> None:
+        """Count and log an item whose row is not a readable item (left as it is)."""
+        self.report.uncertain += 1
+        if self.report.damaged_first is None:
+            self.report.damaged_first = bounded_text(str(row), 500)
+        self.telemetry.logger.error("item row damaged: left as it is", extra={
+            "work_id": row.work_id, "problem": row.problem})
 
     def _lookup(self, work_ids: list[str]) -> dict[str, ItemRecord]:
         """The items' rows, the job row with them on a run's first page, and the rows
@@ -1006,6 +1026,12 @@ class WorkClaims:
         for row in unresolved:
             self.run.ensure_lease()
             report.examined += 1
+            if isinstance(row, DamagedItem):
+                report.damaged += 1  # not reconciled, not overwritten: an operator looks
+                covered.add(row.work_id)
+                self.telemetry.logger.error("item row damaged: left as it is", extra={
+                    "work_id": row.work_id, "problem": row.problem})
+                continue
             if row.state is ItemState.FAILED:
                 report.failed += 1
                 continue
@@ -1177,6 +1203,8 @@ class SweepReport:
     still_uncertain: int = 0
     failed: int = 0
     held: int = 0
+    damaged: int = 0
+    """Rows that are not readable items (:class:`DamagedItem`): left as they are."""
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -1190,7 +1218,8 @@ def sweep(run: Any, reconcile: Callable[[Any, ItemRecord], str | None],
     index, each confirmed by a consistent read), then: an item found at the destination
     is completed (a reconciliation finding); one not found becomes a retryable failure
     (safe to redo by the next run or a recovery); one whose lookup fails stays uncertain.
-    Failed items are counted, not touched. ``reconcile`` is called with ``record=None``.
+    Failed items are counted, not touched, and so are rows that are not readable items
+    (``damaged``: an operator looks). ``reconcile`` is called with ``record=None``.
     One write of completion facts and one of the job row (with the rows) for the lot.
 
     Example:

@@ -32,6 +32,7 @@ working folder. Nothing is imported from the working folder unless named.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
@@ -574,15 +575,32 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_items(args: argparse.Namespace) -> int:
-    from .workitems import ItemState
+    """A job's unresolved items. A row that is not a readable item
+    (:class:`~jobguard.workitems.DamagedItem`) is listed too, whatever ``--status``
+    asks: in JSON and text with its readable keys null and ``damaged`` = ``{"pk", "sk",
+    "problem"}`` (null on every readable item), in the table with state ``DAMAGED``,
+    then named under it with what is wrong."""
+    from .workitems import DamagedItem, ItemRecord, ItemState
 
     store, items = _stores(args)
     job = _known_job(args, store)
     states = [ItemState(args.status)] if args.status else None
-    rows = [_with_times({**r.__dict__, "state": r.state.value})
-            for r in items.unresolved(job, states=states, now_ms=int(time.time() * 1000))]
-    _out(args, rows, _table_text(rows, ("work_id", "state", "run_id", "fence", "attempts",
-                                        "updated_at", "last_error")))
+    keys = [f.name for f in dataclasses.fields(ItemRecord)]
+    rows: list[dict[str, Any]] = []
+    table: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for r in items.unresolved(job, states=states, now_ms=int(time.time() * 1000)):
+        if isinstance(r, DamagedItem):
+            rows.append(_with_times({**dict.fromkeys(keys), **r.as_dict()}))
+            table.append({"work_id": r.work_id, "state": "DAMAGED"})
+            notes.append(f"damaged row {safe_text(r.pk)}: {safe_text(r.problem)}")
+        else:
+            rows.append(_with_times({**{k: getattr(r, k) for k in keys},
+                                     "state": r.state.value, "damaged": None}))
+            table.append(rows[-1])
+    _out(args, rows, "\n".join([_table_text(table, ("work_id", "state", "run_id", "fence",
+                                                    "attempts", "updated_at", "last_error")),
+                                *notes]))
     return 0
 
 
@@ -1243,6 +1261,10 @@ def _recovery_text(answer: dict[str, Any]) -> str:
         lines.append(f"rejected: {plan['rejected']} records no work id can be made for, "
                      "never replayed (fix them at the source, then recover again): "
                      + "; ".join(plan.get("rejected_sample", [])))
+    if plan.get("damaged"):
+        lines.append(f"damaged: {plan['damaged']} ledger rows that are not readable items, "
+                     "never replayed (look at each, then jobguard resolve it): "
+                     + "; ".join(plan.get("damaged_sample", [])))
     if plan.get("sample"):
         lines.append("sample: " + ", ".join(plan["sample"]))
     if answer.get("next_steps"):

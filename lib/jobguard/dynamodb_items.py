@@ -55,6 +55,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ._bounds import MAX_BATCH_SIZE, check_cursor
 from ._dynamo import Expr, code, from_attr, old_item, plain, reasons, to_attr, transient
+from ._item_rows import read_item_row
 from .callsites import RETRY, STOP, SURFACE, Path, Target, call_site
 from .errors import LeaseLostError, StoreError
 from .schema import (
@@ -76,6 +77,7 @@ from .workitems import (
     Commit,
     Committed,
     Completion,
+    DamagedItem,
     Fence,
     ItemRecord,
     ItemState,
@@ -156,32 +158,10 @@ UNRESOLVED = call_site(
 
 
 def item_record(job: str, raw: dict[str, Any] | None) -> ItemRecord | None:
-    row = plain(raw)
-    if not row or "state" not in row:
-        return None
-    work_id = row.get("work_id")
-    if work_id is None and isinstance(row.get(PARTITION_KEY), str):
-        work_id = row[PARTITION_KEY].split("#", 2)[-1]
-    return ItemRecord(
-        job=job,
-        work_id=str(work_id or ""),
-        state=ItemState(row["state"]),
-        run_id=row.get("run_id"),
-        fence=row.get("fence"),
-        claim_expires_at_ms=row.get("claim_expires_at_ms"),
-        attempts=int(row.get("attempts", 0)),
-        retryable=bool(row.get("retryable", False)),
-        last_error=row.get("last_error"),
-        destination_id=row.get("destination_id"),
-        payload_hash=row.get("payload_hash"),
-        created_at_ms=row.get("created_at_ms"),
-        updated_at_ms=row.get("updated_at_ms", row.get("completed_at_ms")),
-        completed_at_ms=row.get("completed_at_ms"),
-        ttl_epoch_s=row.get(TTL_ATTRIBUTE),
-        source_id=row.get("source_id"),
-        held_until_ms=row.get("held_until_ms"),
-        excerpt=row.get("excerpt"),
-    )
+    """An item row (DynamoDB JSON) of ``job`` as read: an item record, a
+    :class:`~jobguard.workitems.DamagedItem` when the row is not a readable item (never
+    an exception), or None when there is no row."""
+    return read_item_row(job, raw)
 
 
 def job_row(job: str, raw: dict[str, Any] | None) -> JobRow:
@@ -284,8 +264,8 @@ class DynamoItemStore:
         """A job's claimed / failed / uncertain items, at most ``limit``: the open
         claim's first, then the uncertain rows the sparse index names, then the failed
         ones, each confirmed by a consistent read (an index is eventually consistent).
-        Rejected records only when ``states`` names them (with ``now_ms``, those past
-        their TTL are absent).
+        Damaged rows (:class:`DamagedItem`) always, last. Rejected records only when
+        ``states`` names them (with ``now_ms``, those past their TTL are absent).
 
         The index is read state by state (its sort key leads with the state), so however
         many failed rows are indexed, an uncertain one is never cut off by them."""
@@ -298,9 +278,13 @@ class DynamoItemStore:
         confirmed = self.get_many(job, work_ids, now_ms=now_ms, with_claim=True)
         order = {ItemState.CLAIMED: 0, ItemState.UNCERTAIN: 1, ItemState.FAILED: 2,
                  ItemState.REJECTED: 3}
-        kept = [r for r in confirmed.values() if r.state in wanted
+        # a damaged row is listed whatever ``states`` asks (after the readable ones):
+        # what it is cannot be known, and it is never silently dropped
+        kept = [r for r in confirmed.values()
+                if (r.state in wanted or isinstance(r, DamagedItem))
                 and (now_ms is None or r.live(now_ms // 1000))]
-        return sorted(kept, key=lambda r: order.get(r.state, 3))[:limit]
+        return sorted(kept, key=lambda r: 4 if isinstance(r, DamagedItem)
+                      else order.get(r.state, 3))[:limit]
 
     def _indexed(self, job: str, state: ItemState, limit: int) -> list[str]:
         """Up to ``limit`` work ids the index files under ``state``, shard by shard."""

@@ -32,7 +32,7 @@ from ._durations import human
 from .claims import destination_id_problem, identify, rejection, remaining_ms
 from .errors import InvalidRequestError
 from .triggers import Trigger, TriggerKind
-from .workitems import ItemRecord, ItemState, payload_differs
+from .workitems import DamagedItem, ItemRecord, ItemState, payload_differs
 
 __all__ = ["EXECUTE_ALIAS", "Plan", "RecoveryMode", "RecoveryRequest", "Summary", "make_plan",
            "parse_request", "recover", "resolve"]
@@ -199,6 +199,12 @@ class Plan:
     raises): never replayed; fix them at the source and recover again."""
     rejected_sample: list[str] = field(default_factory=list)
     """Up to 10 of them: the ledger key and why."""
+    damaged: int = 0
+    """Items whose ledger row is not a readable item (:class:`DamagedItem`): what they
+    are cannot be known, so they are never replayed (nor counted done); look at each,
+    then ``jobguard resolve`` it."""
+    damaged_sample: list[str] = field(default_factory=list)
+    """Up to 10 of them: the row's key and what is wrong."""
     sample: list[str] = field(default_factory=list)
     token: str = ""
     records: list[Any] = field(default_factory=list, repr=False)
@@ -208,6 +214,18 @@ class Plan:
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()
                 if k not in ("records", "rows", "replay_ids")}
+
+
+def _name_damaged(plan: Plan, row: DamagedItem) -> None:
+    """A damaged row in the range: named, never replayed."""
+    plan.damaged += 1
+    if len(plan.damaged_sample) < SAMPLE_SIZE:
+        plan.damaged_sample.append(str(row))
+
+
+def _state(row: ItemRecord) -> str:
+    """A row's state as a plan's token sees it (a damaged row's is ``damaged``)."""
+    return "damaged" if isinstance(row, DamagedItem) else row.state.value
 
 
 def _in_scope(row: ItemRecord | None, mode: RecoveryMode) -> bool:
@@ -265,6 +283,9 @@ def make_plan(job: Any, items: Any, request: RecoveryRequest, *, now_ms: int) ->
                 rejected_sample=[f"{r.work_id}: {r.error}" for r in rejected[:SAMPLE_SIZE]])
     for work_id in by_id:
         row = rows.get(work_id)
+        if isinstance(row, DamagedItem):
+            _name_damaged(plan, row)
+            continue
         if row is not None and payload_differs(row.payload_hash, digests[work_id]):
             plan.conflicts += 1
             if len(plan.conflict_ids) < SAMPLE_SIZE:
@@ -284,7 +305,7 @@ def make_plan(job: Any, items: Any, request: RecoveryRequest, *, now_ms: int) ->
     plan.to_replay = len(plan.replay_ids)
     plan.sample = plan.replay_ids[:SAMPLE_SIZE]
     fingerprint = {"request": request.identity(),
-                   "plan": sorted([f"{w}={rows[w].state.value if w in rows else 'new'}"
+                   "plan": sorted([f"{w}={_state(rows[w]) if w in rows else 'new'}"
                                    for w in by_id] + [f"{r.work_id}=rejected"
                                                       for r in rejected])}
     plan.token = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:24]
@@ -443,6 +464,9 @@ def _plan_plain(job: Any, request: RecoveryRequest, *, threshold: int) -> dict[s
             "narrow it or raise max_items")
     plan = Plan(selected=len(rows))
     for row in rows:
+        if isinstance(row, DamagedItem):
+            _name_damaged(plan, row)
+            continue
         if row.state is ItemState.FAILED:
             plan.failed += 1
         else:
@@ -450,7 +474,7 @@ def _plan_plain(job: Any, request: RecoveryRequest, *, threshold: int) -> dict[s
         plan.replay_ids.append(row.work_id)
     plan.sample = sorted(plan.replay_ids)[:SAMPLE_SIZE]
     fingerprint = {"request": request.identity(),
-                   "plan": sorted(f"{r.work_id}={r.state.value}" for r in rows)}
+                   "plan": sorted(f"{r.work_id}={_state(r)}" for r in rows)}
     plan.token = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:24]
     next_steps = PLAIN_NEXT_STEPS.format(job=request.job)
     if not request.dry_run:

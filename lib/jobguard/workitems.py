@@ -28,8 +28,10 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from .errors import JobGuardError
+from .schema import ITEM_SK, item_pk
 
 __all__ = [
     "CLAIM_HASH_CHARS",
@@ -37,6 +39,7 @@ __all__ = [
     "Commit",
     "Committed",
     "Completion",
+    "DamagedItem",
     "Fence",
     "InvalidWorkIdError",
     "MAX_SOURCE_KEPT",
@@ -312,6 +315,48 @@ class ItemRecord:
             and self.ttl_epoch_s is not None
             and self.ttl_epoch_s < now_s
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DamagedItem(ItemRecord):
+    """A row under a work item's key that is not a readable item: a state no jobguard
+    writes, an attribute missing or of the wrong type (edited by hand, written by
+    another tool, or by anyone who may write the table). Readers name it in its place
+    and go on (:class:`~jobguard.records.DamagedRun` is its run-log twin).
+
+    It reads as ``uncertain`` (so nothing takes it for done, nor for absent), with
+    nothing else of the row trusted; a run and a sweep leave it as it is (counted
+    uncertain, logged with its problem), a recovery plan names it and replays it not.
+    An operator's ``jobguard resolve`` replaces it with a readable row.
+
+    Example:
+        >>> DamagedItem(job="crm-sync", work_id="contact-42:create-note",
+        ...             problem="state 'bogus' is not an item state").as_dict()
+        ... # doctest: +NORMALIZE_WHITESPACE
+        {'job': 'crm-sync', 'work_id': 'contact-42:create-note',
+         'damaged': {'pk': 'ITEM#crm-sync#contact-42:create-note', 'sk': 'ITEM',
+                     'problem': "state 'bogus' is not an item state"}}
+    """
+
+    state: ItemState = ItemState.UNCERTAIN
+    """Always ``uncertain``: what the row says is not trusted."""
+    problem: str
+    """What is wrong with it, each damaged attribute named (at most about 500
+    characters; values quoted in part)."""
+
+    @property
+    def pk(self) -> str:
+        """The row's partition key, which names it (``ITEM#<job>#<work id>``)."""
+        return item_pk(self.job, self.work_id)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The shape the CLI's JSON gives it: ``{"job", "work_id", "damaged": {"pk",
+        "sk", "problem"}}`` (a readable item's has no ``damaged``)."""
+        return {"job": self.job, "work_id": self.work_id,
+                "damaged": {"pk": self.pk, "sk": ITEM_SK, "problem": self.problem}}
+
+    def __str__(self) -> str:
+        return f"{self.pk}: {self.problem}"
 
 
 class OutcomeUnknown(JobGuardError):

@@ -297,7 +297,7 @@ def test_a_sweep_resolves_uncertain_items_without_redoing_any(aws, clock):
 
     # THEN found -> completed, not found -> retryable failure, error -> still uncertain
     assert report == {"examined": 3, "found": 1, "not_found": 1, "still_uncertain": 1,
-                      "failed": 0, "held": 0}
+                      "failed": 0, "held": 0, "damaged": 0}
     rows = {r.work_id: r for r in (items.get(JOB, f"contact-0000{i}:x") for i in range(3))}
     assert rows["contact-00000:x"].state is ItemState.COMPLETED
     assert rows["contact-00000:x"].destination_id == notes.find("contact-00000:x")

@@ -218,6 +218,8 @@ def test_the_testing_kit_lists_the_runs_past_a_damaged_row(jobguard_sandbox):
       "holder_fence": {"BOOL": False}}, "holder_fence is a boolean, not a whole number"),
     ({"job": {"N": "7"}, "run_id": {"S": "R1"}, "status": {"NULL": True}},
      "job is a number, not text; status None is not a run status jobguard writes"),
+    ({"job": {"S": JOB}, "run_id": {"S": "R1"}, "status": {"M": {"a": {"S": "b"}}}},
+     "status {'a': 'b'} is not a run status jobguard writes"),
 ])
 def test_each_wrong_attribute_is_named(item, problem):
     read = read_run_row({"pk": {"S": job_pk(JOB)}, "sk": {"S": "RUN#R1"}, **item})
@@ -266,9 +268,6 @@ def _cli_json(capsys, *argv: str) -> str:
     return capsys.readouterr().out
 
 
-@pytest.mark.xfail(strict=True, reason="item rows are read without checks "
-                   "(dynamodb_items.item_record): ItemState('bogus'), int('many') raise; "
-                   "needs a DamagedItem as DamagedRun, listed by `items`")
 @pytest.mark.parametrize("attributes", [
     {"state": {"S": "bogus"}}, {"state": {"S": "failed"}, "attempts": {"S": "many"}},
     {"state": {"S": "failed"}, "attempts": {"M": {}}}], ids=["state", "attempts", "map"])
@@ -289,6 +288,21 @@ def test_items_names_a_damaged_item_row_and_lists_the_rest(env, capsys, attribut
     assert main(["items", JOB, "--json"]) == 0, capsys.readouterr().err[-1500:]
     rows = json.loads(capsys.readouterr().out)
     assert [r["work_id"] for r in rows] == ["good", "bad"] and "damaged" in rows[1]
+    assert rows[0]["state"] == "failed" and rows[0]["damaged"] is None
+    assert rows[1]["state"] is None and rows[1]["damaged"]["pk"] == item_pk(JOB, "bad")
+    problem = rows[1]["damaged"]["problem"]
+    assert ("state" if "bogus" in str(attributes) else "attempts") in problem
+    for output in ("table", "text"):
+        assert main(["items", JOB, "--output", output]) == 0
+        captured = capsys.readouterr()
+        assert captured.err == "" and "good" in captured.out, captured
+        assert problem in captured.out  # the damaged row named, with what is wrong
+    assert "DAMAGED" in main_table(capsys)
+
+
+def main_table(capsys) -> str:
+    assert main(["items", JOB]) == 0
+    return capsys.readouterr().out
 
 
 def test_runs_lists_the_run_log_when_the_lease_row_is_damaged(log, capsys):
@@ -302,3 +316,41 @@ def test_runs_lists_the_run_log_when_the_lease_row_is_damaged(log, capsys):
     assert main(["runs", JOB, "--json"]) == 0, capsys.readouterr().err
     rows = json.loads(capsys.readouterr().out)
     assert {r["run_id"] for r in rows} >= {r.run_id for r in log["good"]}
+
+
+@pytest.mark.parametrize(("attributes", "problem"), [
+    ({}, "state None is not an item state jobguard writes"),
+    ({"state": {"M": {"a": {"S": "b"}}}},
+     "state {'a': 'b'} is not an item state jobguard writes"),
+    ({"state": {"S": "failed"}, "attempts": {"S": "many"}}, "attempts is text, not a whole number"),
+    ({"state": {"S": "failed"}, "retryable": {"S": "yes"}}, "retryable is text, not a boolean"),
+    ({"state": {"S": "completed"}, "destination_id": {"N": "5"}, "fence": {"N": "1.5"}},
+     "destination_id is a number, not text; fence is a fraction, not a whole number"),
+    ({"state": {"S": "failed"}, "work_id": {"S": "other:op"}},
+     "work_id 'other:op' is not the work id in its key"),
+])
+def test_each_wrong_item_attribute_is_named(attributes, problem):
+    """GIVEN an item row anyone could write WHEN it is read THEN a DamagedItem, read as
+    uncertain (never done, never absent), naming its key and each problem."""
+    from jobguard._item_rows import read_item_row
+    from jobguard.schema import item_pk
+    from jobguard.workitems import DamagedItem, ItemState
+
+    read = read_item_row(JOB, {"pk": {"S": item_pk(JOB, "c-1:note")}, "sk": {"S": "ITEM"},
+                               "x": {"S": "y"}, **attributes})
+    assert isinstance(read, DamagedItem) and read.problem == problem, read
+    assert read.work_id == "c-1:note" and read.state is ItemState.UNCERTAIN
+    assert str(read) == f"{item_pk(JOB, 'c-1:note')}: {problem}"
+
+
+def test_a_good_item_row_reads_as_its_item():
+    from jobguard._item_rows import read_item_row
+    from jobguard.schema import item_pk
+    from jobguard.workitems import DamagedItem, ItemState
+
+    read = read_item_row(JOB, {"pk": {"S": item_pk(JOB, "c-1:note")}, "sk": {"S": "ITEM"},
+                               "state": {"S": "failed"}, "attempts": {"N": "2"},
+                               "retryable": {"BOOL": True}, "last_error": {"S": "boom"}})
+    assert read is not None and not isinstance(read, DamagedItem)
+    assert (read.work_id, read.state, read.attempts, read.retryable, read.last_error) == (
+        "c-1:note", ItemState.FAILED, 2, True, "boom")
