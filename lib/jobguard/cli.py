@@ -684,7 +684,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     store, _ = _stores(args)
     job = _known_job(args, store)
     from .errors import DamagedRowError
-
+    from .requests import ForceRelease
     who = _login() or "operator"
     try:
         lease = store.read_lease(job)
@@ -706,9 +706,9 @@ def cmd_release(args: argparse.Namespace) -> int:
           file=sys.stderr)
     if not args.yes:
         _confirm("release it and bump the fence so that run can write nothing more? [y/N] ")
-    released = store.force_release(job, holder_run_id=lease.run_id, fence=lease.fence,
-                                   now_ms=int(time.time() * 1000), by=who,
-                                   reason=args.reason)
+    released = store.force_release(ForceRelease(  # the holder seen, by whom, why
+        job, holder_run_id=lease.run_id, fence=lease.fence, by=who, reason=args.reason,
+        now_ms=int(time.time() * 1000)))
     if not released:
         raise CommandError("JOB", "the lease changed hands meanwhile; look again")
     data = {"job": job, "released": True, "old_run_id": lease.run_id,

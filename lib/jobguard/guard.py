@@ -40,15 +40,19 @@ from .ids import new_run_id
 from .lease import Acquired, HandOff, LeaseState, Released, backoff
 from .ports import ContinuationPort, JobStore, TriggerQueuePort
 from .records import Decision, Outcome, RunOrigin, RunRecord, RunStatus
+from .requests import Acquisition, DecisionWrite, Release
 from .run import Heartbeat, Run, _reset_current, _set_current
 from .trigger_state import (
     TERMINAL,
     Next,
+    Observed,
     Refused,
     Route,
     State,
     TriggerRecord,
     decide,
+    landed_and_ended,
+    late,
     names_hand_off,
     route_of,
 )
@@ -106,16 +110,6 @@ class _Deferred(JobGuardError):
     def __init__(self, state: LeaseState) -> None:
         self.state = state
         super().__init__(f"job {state.job!r} is held by run {state.run_id}")
-
-
-def _landed_and_ended(run_id: str, refused: Refused) -> bool:
-    """A refused acquisition shows that an earlier attempt under ``run_id`` landed and
-    its run has been ended since: the row names it as the run before or the last one
-    released, or the trigger's item names it (the row, refusing, no longer does)."""
-    lease, item = refused.lease, refused.trigger
-    if lease is not None and run_id in (lease.prev_run_id, lease.last_run_id):
-        return True
-    return item is not None and item.run_id == run_id
 
 
 def _unlanded(job: str, trigger: Trigger, error: str) -> StoreError:
@@ -270,7 +264,7 @@ class GuardedJob:
         now = self.clock.now()
         now_ms = to_ms(now)
         run_id = own_run_id = new_run_id(now_ms)
-        owed = False  # a late tick this job already accepted onto its queue
+        owed = False
         if trigger.scheduled_at is not None and not trigger.is_from_queue:
             # EventBridge delivers a tick (a rule event) at or after its time; only the
             # clocks' skew can put it ahead of this worker's. One further ahead was made
@@ -285,7 +279,7 @@ class GuardedJob:
                     f"({human(config.skew_margin)}): a tick is delivered at or after its "
                     "scheduled time, so this event was not sent by a schedule (or this "
                     "worker's clock is behind)")
-            if now - trigger.scheduled_at > config.stale_after:
+            if late(trigger, now, config):
                 owed = self._owed(trigger, now_ms)
                 if not owed:
                     return self._stale(trigger, run_id, now)
@@ -306,25 +300,22 @@ class GuardedJob:
             # what the hand-off the row names promises: its item `handed`, its run id
             item = TriggerRecord(trigger_id=trigger.trigger_id, state=State.HANDED,
                                  route=Route.DIRECT, run_id=lease.run_id, ttl_epoch_s=2**40)
-        high_water = 0
-        unmarkable: str | None = None  # a holder whose trigger item cannot be marked
-        keep_follow_up = True
-        seen: list[str] = []
+        observed = Observed(lease=lease, item=item, owed=owed)
+        trace: list[str] = []  # the steps decided, for the error when none holds
         unanswered: str | None = None  # the last attempt's error, read back unapplied
         for attempt in range(_MAX_ATTEMPTS):
-            if attempt and trigger.scheduled_at is not None and route is Route.DIRECT \
-                    and not owed and now - trigger.scheduled_at > config.stale_after:
+            if attempt and observed.stale(trigger, now, config):
                 # Stale by now (this delivery was held up between attempts): a tick never
                 # runs past stale_after, so its item, kept that long, is always there to
                 # say whether it already ran.
                 return self._stale(trigger, run_id, now)
-            step = decide(lease, item, trigger, config, now_ms)
-            seen.append(step.value)
+            lease = observed.lease
+            step = decide(lease, observed.item, trigger, config, now_ms)
+            trace.append(step.value)
             refused: Refused | None
             if step is Next.DEFER:
                 raise _Deferred(lease)
-            continuing = trigger.kind is TriggerKind.CONTINUATION
-            if continuing:
+            if trigger.kind is TriggerKind.CONTINUATION:
                 # the link's run id, as the link before named it, while the row names the
                 # hand-off; any other decision is this delivery's own (never written over
                 # the record a takeover or a replacement wrote of the link)
@@ -333,60 +324,23 @@ class GuardedJob:
             if step is Next.RUN:
                 rt.telemetry.count("LeaseAcquireAttempts")
                 acquired_mono = now_mono
-                displacing = lease.run_id
-                result = rt.store.acquire(
-                    trigger.trigger_id, job=config.name, run_id=run_id, owner=self.owner,
-                    now_ms=now_ms, lease_ms=self._lease_ms, skew_ms=self._skew_ms,
-                    lease=lease, item=item, route=route, trigger_kind=trigger.kind.value,
-                    trigger_ttl_s=self._running_ttl(trigger, now_ms),
-                    high_water=high_water,
-                    # (a continuation takes the hand-off, never a live run's lease)
-                    replace=config.policy is OverlapPolicy.REPLACE and not continuing,
-                    # a dead run's own trigger takes its turn back, ahead of the queue (and
-                    # a chain's next link, ahead of what waits behind the chain)
-                    queue_gate=config.policy is OverlapPolicy.QUEUE and route is Route.DIRECT
-                    and not continuing
-                    and not (item is not None and item.state is State.RUNNING),
-                    displaced=None if continuing else self._displaced_record(lease, now_ms),
-                    # the holder it displaces is marked, unless its item could not be
-                    # (then only that holder: a new one is marked again)
-                    record_ttl_s=self._ttl(now_ms),
-                    mark_displaced=displacing is None or displacing != unmarkable,
-                    # (a chain's link, like a service run, carries the follow-up on: it
-                    # runs once after the chain)
-                    keep_follow_up=(not self.serves_triggers or continuing) and keep_follow_up,
-                    origin=self._origin(trigger),
-                )
+                result = rt.store.acquire(self._acquisition(trigger, observed, run_id, now_ms))
                 if isinstance(result, Acquired):
                     return self._run(trigger, run_id, result, now_ms,
                                      self._deadline_base(result, now_ms, acquired_mono),
                                      event, context, service=not self.serves_triggers)
                 refused = result
-                if _landed_and_ended(run_id, refused):
-                    # The acquisition landed with its answer lost, and its run was ended
-                    # since (taken over, replaced, force-released), the record of that
-                    # under this run id: what is decided next is a new decision, with its
-                    # own. (While nothing names the id, it is kept: an attempt still in
-                    # flight may land, and the next attempt must know the row as ours.)
+                if landed_and_ended(run_id, refused):
+                    # (while nothing names the id, it is kept: an attempt still in flight
+                    # may land, and the next attempt must know the row as ours)
                     run_id = own_run_id = new_run_id(now_ms)
             else:
-                outcome, refused = self._decide(trigger, step, lease, item, run_id, now_ms,
-                                                event)
+                outcome, refused = self._decide(trigger, step, lease, observed.item, run_id,
+                                                now_ms, event)
                 if outcome is not None:
                     return outcome
             assert refused is not None
-            if refused.lease is not None:
-                lease = refused.lease
-            if refused.trigger_failed:
-                item = refused.trigger
-            if refused.high_water is not None:
-                high_water = refused.high_water
-            if refused.displaced_failed and step is Next.RUN:
-                unmarkable = displacing
-            if refused.follow_up_failed:
-                # the row was as seen, its follow-up not: it ran or was absorbed (the
-                # store reports no gate refusal beside a changed or conflicting row)
-                keep_follow_up = False
+            observed = observed.after(refused, step)
             unanswered = refused.unanswered
             if refused.conflict or unanswered:
                 backoff(attempt)
@@ -396,11 +350,12 @@ class GuardedJob:
             now_ms = to_ms(now)
         if unanswered:
             raise _unlanded(config.name, trigger, unanswered)
+        item = observed.item
         raise StoreError(
             "acquire", config.name,
             f"no stable decision for trigger {trigger.trigger_id} after {_MAX_ATTEMPTS} tries "
-            f"({' -> '.join(seen)}); lease row: holder {lease.run_id}, fence {lease.fence}; "
-            f"trigger item: {item.state.value if item else 'absent'}")
+            f"({' -> '.join(trace)}); lease row: holder {observed.lease.run_id}, fence "
+            f"{observed.lease.fence}; trigger item: {item.state.value if item else 'absent'}")
 
     def run_exclusive(self, trigger: Trigger, *, wait: float, ignore_pause: bool = False,
                       event: Any = None, context: Any = None) -> Any:
@@ -414,17 +369,14 @@ class GuardedJob:
 
         rt = self.runtime()
         deadline = self.clock.monotonic() + wait
-        lease = rt.store.expected_lease(self.config.name)
-        item: TriggerRecord | None = None
-        high_water = 0
-        unmarkable: str | None = None
-        keep_follow_up = True
+        observed = Observed(lease=rt.store.expected_lease(self.config.name))
         conflicts = 0
         unanswered = 0  # attempts in a row whose answer was an error, read back unapplied
         while True:
             now_mono = self.clock.monotonic()
             now_ms = to_ms(self.clock.now())
             run_id = new_run_id(now_ms)
+            lease = observed.lease
             held = lease.is_held(now_ms, self._skew_ms)
             paused = lease.paused_at_ms is not None and not ignore_pause
             if held or paused:
@@ -433,44 +385,62 @@ class GuardedJob:
                     raise LeaseBusyError(self.config.name, lease.run_id, lease.expires_at_ms,
                                          lease.paused_reason)
                 time.sleep(min(left, 0.5))
-                lease = rt.store.read_lease(self.config.name)
+                observed = dataclasses.replace(
+                    observed, lease=rt.store.read_lease(self.config.name))
                 continue
             acquired_mono = now_mono
             rt.telemetry.count("LeaseAcquireAttempts")
-            result = rt.store.acquire(
-                trigger.trigger_id, job=self.config.name, run_id=run_id, owner=self.owner,
-                now_ms=now_ms, lease_ms=self._lease_ms, skew_ms=self._skew_ms, lease=lease,
-                item=item, route=Route.DIRECT, trigger_kind=trigger.kind.value,
-                trigger_ttl_s=self._running_ttl(trigger, now_ms), high_water=high_water,
-                ignore_pause=ignore_pause, displaced=self._displaced_record(lease, now_ms),
-                record_ttl_s=self._ttl(now_ms),
-                mark_displaced=lease.run_id is None or lease.run_id != unmarkable,
-                keep_follow_up=keep_follow_up, origin=self._origin(trigger),
-            )
+            result = rt.store.acquire(self._acquisition(
+                trigger, observed, run_id, now_ms, exclusive=True, ignore_pause=ignore_pause))
             if isinstance(result, Acquired):
                 return self._run(trigger, run_id, result, now_ms,
                                  self._deadline_base(result, now_ms, acquired_mono), event,
                                  context, service=True)
-            displacing = lease.run_id
-            if result.lease is not None:
-                lease = result.lease
-            if result.trigger_failed:
-                item = result.trigger
-                if item is not None and item.state in TERMINAL:
-                    raise StoreError("acquire", self.config.name,
-                                     f"trigger {trigger.trigger_id} already {item.state.value}")
-            if result.high_water is not None:
-                high_water = result.high_water
-            if result.displaced_failed:
-                unmarkable = displacing
-            if result.follow_up_failed:
-                keep_follow_up = False  # as in handle()
+            observed = observed.after(result, Next.RUN)
+            item = observed.item
+            if result.trigger_failed and item is not None and item.state in TERMINAL:
+                raise StoreError("acquire", self.config.name,
+                                 f"trigger {trigger.trigger_id} already {item.state.value}")
             unanswered = unanswered + 1 if result.unanswered else 0
             if result.unanswered and unanswered >= _MAX_ATTEMPTS:
                 raise _unlanded(self.config.name, trigger, result.unanswered)
             if result.conflict or result.unanswered:
                 conflicts += 1
                 backoff(conflicts)
+
+    def _acquisition(self, trigger: Trigger, observed: Observed, run_id: str, now_ms: int, *,
+                     exclusive: bool = False, ignore_pause: bool = False) -> Acquisition:
+        """What an acquisition by ``run_id`` for ``trigger`` asks of the store, from what
+        was observed; pure. ``exclusive``: a recovery's (:meth:`run_exclusive`), which
+        takes the lease whatever the policy, never from a live run."""
+        config = self.config
+        lease, item = observed.lease, observed.item
+        continuing = trigger.kind is TriggerKind.CONTINUATION
+        route = Route.DIRECT if exclusive else route_of(trigger)
+        policy = None if exclusive else config.policy
+        return Acquisition(
+            job=config.name, trigger_id=trigger.trigger_id, trigger_kind=trigger.kind.value,
+            route=route, run_id=run_id, owner=self.owner, now_ms=now_ms,
+            lease_ms=self._lease_ms, skew_ms=self._skew_ms, lease=lease, item=item,
+            trigger_ttl_s=self._running_ttl(trigger, now_ms), high_water=observed.high_water,
+            # (a continuation takes the hand-off, never a live run's lease)
+            replace=policy is OverlapPolicy.REPLACE and not continuing,
+            # a dead run's own trigger takes its turn back, ahead of the queue (and a
+            # chain's next link, ahead of what waits behind the chain)
+            queue_gate=policy is OverlapPolicy.QUEUE and route is Route.DIRECT
+            and not continuing and not (item is not None and item.state is State.RUNNING),
+            ignore_pause=ignore_pause,
+            displaced=None if continuing else self._displaced_record(lease, now_ms),
+            record_ttl_s=self._ttl(now_ms),
+            # the holder it displaces is marked, unless its item could not be (then only
+            # that holder: a new one is marked again)
+            mark_displaced=lease.run_id is None or lease.run_id != observed.unmarkable,
+            # (a chain's link, like a service run, carries the follow-up on: it runs once
+            # after the chain)
+            keep_follow_up=(exclusive or not self.serves_triggers or continuing)
+            and not observed.follow_up_served,
+            origin=self._origin(trigger),
+        )
 
     # -- decisions -----------------------------------------------------------------------
 
@@ -517,14 +487,14 @@ class GuardedJob:
         if step is Next.QUEUE or follow_up is not None:
             self._trigger_queue()  # no (or a malformed) queue URL: refused before any write
         record = self._decision_record(trigger, run_id, decision, lease, now_ms, detail=detail)
-        refused = rt.store.record_decision(
-            record, step=step, lease=lease, item=item, route=route, now_ms=now_ms,
+        refused = rt.store.record_decision(DecisionWrite(
+            record=record, step=step, lease=lease, item=item, route=route, now_ms=now_ms,
             skew_ms=self._skew_ms, max_queued=config.max_queued,
             trigger_ttl_s=(self._queue_ttl(now_ms) if step is Next.QUEUE or route is Route.QUEUE
                            else self._retried_ttl(trigger, now_ms) if step is Next.COALESCE
                            else self._trigger_ttl(trigger, now_ms)),
             record_ttl_s=self._ttl(now_ms), follow_up=follow_up,
-        )
+        ))
         if refused is not None:
             return None, refused
         # Recorded first, sent second: the trigger's item is the truth the consumer
@@ -782,12 +752,12 @@ class GuardedJob:
                                              ended_ms)))
             if released is not None and released.released:
                 record, handed_to = handed, next_run_id
-        released = released if released is not None else rt.store.release(
-            config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
+        released = released if released is not None else rt.store.release(Release(
+            job=config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
             outcome=outcome, record=record, record_ttl_s=self._ttl(ended_ms),
             trigger_ttl_s=trigger_ttl_s,
             keep_follow_up=service,
-        )
+        ))
         if not released.released:
             if status is not RunStatus.FAILED:
                 status = RunStatus.LEASE_LOST

@@ -110,11 +110,11 @@ _BUGS = (
 """),
                  Patch("jobguard.guard", """\
             keep_follow_up=service,
-        )
+        ))
         if not released.released:
 """, """\
             keep_follow_up=service,
-        )
+        ))
         if pruned and released.released:
             forget(rt.store, config.name, pruned)
         if not released.released:
