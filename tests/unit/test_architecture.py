@@ -48,7 +48,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "jobguard.dynamodb_items", "jobguard.triggerqueue", "jobguard.continuation",
         "jobguard.destinations", "jobguard.faults")),
     ("runtime", (
-        "jobguard.guard", "jobguard.run", "jobguard.claims", "jobguard.batch",
+        "jobguard.guard", "jobguard._guard_parts", "jobguard._guard_asks",
+        "jobguard._guard_decisions", "jobguard._guard_run", "jobguard._guard_queue",
+        "jobguard.run", "jobguard.claims", "jobguard.batch",
         "jobguard.recovery", "jobguard.registry", "jobguard.functions", "jobguard._drills",
         "jobguard.drill.switches")),
     ("tools", (
@@ -67,7 +69,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.drill.drills": 683,
     "jobguard.dynamodb": 1615,
     "jobguard.dynamodb_items": 692,
-    "jobguard.guard": 1097,
     "jobguard.local.emulator": 1075,
     "jobguard.local.load": 580,
     "jobguard.local.throughput": 643,
