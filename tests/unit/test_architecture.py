@@ -80,7 +80,6 @@ KNOWN_CYCLES: list[set[str]] = [
     {"jobguard._drills", "jobguard.drill.switches"},
     {"jobguard.cli", "jobguard.local.load"},
     {"jobguard.runbook", "jobguard.runbook_fleet"},
-    {"jobguard.timeline._format", "jobguard.timeline.model"},
 ]
 KNOWN_UPWARD: set[tuple[str, str]] = {
     ("jobguard.definitions", "jobguard._drills"),
