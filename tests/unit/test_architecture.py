@@ -77,12 +77,10 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.workitems": 553,
 }
 KNOWN_CYCLES: list[set[str]] = [
-    {"jobguard._drills", "jobguard.drill.switches"},
     {"jobguard.cli", "jobguard.local.load"},
     {"jobguard.runbook", "jobguard.runbook_fleet"},
 ]
 KNOWN_UPWARD: set[tuple[str, str]] = {
-    ("jobguard.definitions", "jobguard._drills"),
     ("jobguard.destinations", "jobguard.run"),
 }
 KNOWN_WIDE_METHODS: dict[str, int] = {
