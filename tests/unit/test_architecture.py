@@ -73,7 +73,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.local.throughput": 643,
     "jobguard.recovery": 730,
     "jobguard.testing": 593,
-    "jobguard.timeline.html": 793,
     "jobguard.workitems": 553,
 }
 KNOWN_CYCLES: list[set[str]] = [
