@@ -64,7 +64,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.claims": 1236,
     "jobguard.cli": 1770,
     "jobguard.destinations": 533,
-    "jobguard.drill.drills": 683,
     "jobguard.dynamodb": 1615,
     "jobguard.dynamodb_items": 692,
     "jobguard.guard": 1127,
