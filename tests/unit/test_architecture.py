@@ -60,7 +60,6 @@ PACKAGE_INIT = "jobguard"  # the public names: it may import from every layer
 
 # What does not hold yet (issue 32), with today's measure.
 KNOWN_SIZES: dict[str, int] = {
-    "jobguard.cdk.guarded_job": 576,
     "jobguard.claims": 1236,
     "jobguard.cli": 1770,
     "jobguard.destinations": 533,
