@@ -54,17 +54,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tools", (
         "jobguard.cli", "jobguard.timeline", "jobguard.drill", "jobguard.local",
         "jobguard.testing", "jobguard.pytest_plugin", "jobguard.cdk", "jobguard.runbook",
-        "jobguard.runbook_fleet")),
+        "jobguard.runbook_alarms", "jobguard.runbook_fleet")),
 ]
 PACKAGE_INIT = "jobguard"  # the public names: it may import from every layer
 
 # What does not hold yet (issue 32), with today's measure.
 KNOWN_SIZES: dict[str, int] = {
-    "jobguard.cdk.guarded_job": 576,
     "jobguard.claims": 1236,
     "jobguard.cli": 1770,
     "jobguard.destinations": 533,
-    "jobguard.drill.drills": 683,
     "jobguard.dynamodb": 1615,
     "jobguard.dynamodb_items": 692,
     "jobguard.guard": 1127,
@@ -73,17 +71,12 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.local.throughput": 643,
     "jobguard.recovery": 730,
     "jobguard.testing": 593,
-    "jobguard.timeline.html": 793,
     "jobguard.workitems": 553,
 }
 KNOWN_CYCLES: list[set[str]] = [
-    {"jobguard._drills", "jobguard.drill.switches"},
     {"jobguard.cli", "jobguard.local.load"},
-    {"jobguard.runbook", "jobguard.runbook_fleet"},
-    {"jobguard.timeline._format", "jobguard.timeline.model"},
 ]
 KNOWN_UPWARD: set[tuple[str, str]] = {
-    ("jobguard.definitions", "jobguard._drills"),
     ("jobguard.destinations", "jobguard.run"),
 }
 KNOWN_WIDE_METHODS: dict[str, int] = {
