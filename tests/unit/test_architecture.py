@@ -39,7 +39,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "jobguard.callsites", "jobguard.schema", "jobguard.names", "jobguard._bounds",
         "jobguard._durations", "jobguard._redact", "jobguard._safe_text", "jobguard._cron",
         "jobguard._launch", "jobguard._offline", "jobguard._clients", "jobguard.environment",
-        "jobguard.config", "jobguard.records", "jobguard.workitems", "jobguard.lease",
+        "jobguard.config", "jobguard.records", "jobguard.workitems", "jobguard._work_keys",
+        "jobguard.lease",
         "jobguard.triggers", "jobguard.trigger_state", "jobguard.ports",
         "jobguard._rejected", "jobguard.observability", "jobguard.definitions",
         "jobguard.deployment")),
@@ -74,7 +75,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.recovery": 730,
     "jobguard.testing": 593,
     "jobguard.timeline.html": 793,
-    "jobguard.workitems": 553,
 }
 KNOWN_CYCLES: list[set[str]] = [
     {"jobguard._drills", "jobguard.drill.switches"},
