@@ -47,7 +47,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("adapters", (
         "jobguard._dynamo", "jobguard._run_rows", "jobguard._item_rows", "jobguard.dynamodb",
         "jobguard.dynamodb_items", "jobguard.triggerqueue", "jobguard.continuation",
-        "jobguard.destinations", "jobguard.faults")),
+        "jobguard.destinations", "jobguard._destination_wire", "jobguard.faults")),
     ("runtime", (
         "jobguard.guard", "jobguard.run", "jobguard.claims", "jobguard.batch",
         "jobguard.recovery", "jobguard.registry", "jobguard.functions", "jobguard._drills",
@@ -64,7 +64,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.cdk.guarded_job": 576,
     "jobguard.claims": 1236,
     "jobguard.cli": 1770,
-    "jobguard.destinations": 533,
     "jobguard.drill.drills": 683,
     "jobguard.dynamodb": 1615,
     "jobguard.dynamodb_items": 692,
@@ -84,7 +83,6 @@ KNOWN_CYCLES: list[set[str]] = [
 ]
 KNOWN_UPWARD: set[tuple[str, str]] = {
     ("jobguard.definitions", "jobguard._drills"),
-    ("jobguard.destinations", "jobguard.run"),
 }
 KNOWN_WIDE_METHODS: dict[str, int] = {
     "DynamoJobStore.acquire": 21,
