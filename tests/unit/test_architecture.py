@@ -50,8 +50,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "jobguard.destinations", "jobguard._destination_wire", "jobguard.faults")),
     ("runtime", (
         "jobguard.guard", "jobguard.run", "jobguard.claims", "jobguard.batch",
-        "jobguard.recovery", "jobguard.registry", "jobguard.functions", "jobguard._drills",
-        "jobguard.drill.switches")),
+        "jobguard.recovery", "jobguard._recovery_plan", "jobguard.registry",
+        "jobguard.functions", "jobguard._drills", "jobguard.drill.switches")),
     ("tools", (
         "jobguard.cli", "jobguard.timeline", "jobguard.drill", "jobguard.local",
         "jobguard.testing", "jobguard.pytest_plugin", "jobguard.cdk", "jobguard.runbook",
@@ -71,7 +71,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.local.emulator": 1075,
     "jobguard.local.load": 580,
     "jobguard.local.throughput": 643,
-    "jobguard.recovery": 730,
     "jobguard.testing": 593,
     "jobguard.timeline.html": 793,
 }
