@@ -27,6 +27,7 @@ MAX_STORE_ARGS = 5
 STORES = {
     "jobguard.dynamodb": ("DynamoJobStore",),
     "jobguard.dynamodb_items": ("DynamoItemStore",),
+    "jobguard._item_writes": ("ItemWrites",),  # DynamoItemStore's writes (its base)
     "jobguard.ports": ("JobStore", "TriggerQueuePort", "ContinuationPort"),
     "jobguard.triggerqueue": ("TriggerQueue",),
 }
@@ -45,7 +46,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "jobguard._rejected", "jobguard.observability", "jobguard.definitions",
         "jobguard.deployment")),
     ("adapters", (
-        "jobguard._dynamo", "jobguard._run_rows", "jobguard._item_rows", "jobguard.dynamodb",
+        "jobguard._dynamo", "jobguard._run_rows", "jobguard._item_rows", "jobguard._item_writes",
+        "jobguard.dynamodb",
         "jobguard.dynamodb_items", "jobguard.triggerqueue", "jobguard.continuation",
         "jobguard.destinations", "jobguard._destination_wire", "jobguard.faults")),
     ("runtime", (
@@ -66,7 +68,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.cli": 1770,
     "jobguard.drill.drills": 683,
     "jobguard.dynamodb": 1615,
-    "jobguard.dynamodb_items": 692,
     "jobguard.guard": 1127,
     "jobguard.local.emulator": 1075,
     "jobguard.local.load": 580,
