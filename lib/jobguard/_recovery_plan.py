@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ._claim_values import identify, rejection
 from ._durations import human
-from .claims import identify, rejection
 from .errors import InvalidRequestError
 from .workitems import DamagedItem, ItemRecord, ItemState, payload_differs
 

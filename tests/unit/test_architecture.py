@@ -51,7 +51,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "jobguard.dynamodb_items", "jobguard.triggerqueue", "jobguard.continuation",
         "jobguard.destinations", "jobguard._destination_wire", "jobguard.faults")),
     ("runtime", (
-        "jobguard.guard", "jobguard.run", "jobguard.claims", "jobguard.batch",
+        "jobguard.guard", "jobguard.run", "jobguard.claims", "jobguard._claim_outcomes",
+        "jobguard._claim_reconcile", "jobguard._claim_reports", "jobguard._claim_values",
+        "jobguard.batch",
         "jobguard.recovery", "jobguard._recovery_plan", "jobguard.registry",
         "jobguard.functions", "jobguard._drills", "jobguard.drill.switches")),
     ("tools", (
@@ -64,7 +66,6 @@ PACKAGE_INIT = "jobguard"  # the public names: it may import from every layer
 # What does not hold yet (issue 32), with today's measure.
 KNOWN_SIZES: dict[str, int] = {
     "jobguard.cdk.guarded_job": 576,
-    "jobguard.claims": 1236,
     "jobguard.cli": 1770,
     "jobguard.drill.drills": 683,
     "jobguard.dynamodb": 1615,
