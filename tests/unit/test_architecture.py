@@ -68,7 +68,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.guard": 1127,
     "jobguard.local.emulator": 1075,
     "jobguard.local.load": 580,
-    "jobguard.local.throughput": 643,
     "jobguard.recovery": 730,
     "jobguard.testing": 593,
     "jobguard.workitems": 553,

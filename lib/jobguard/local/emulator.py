@@ -586,7 +586,7 @@ _BUDGET: list[PartitionBudget | None] = [None]
 
 
 class _MotoTables:
-    """The emulator's tables as :func:`jobguard.local.throughput.serve` reads them:
+    """The emulator's tables as :func:`jobguard.local._throttle.serve` reads them:
     straight from moto's backend, under the DynamoDB lock, without a request."""
 
     def __init__(self, region: str) -> None:
@@ -634,7 +634,7 @@ def _budgeted(budget: PartitionBudget, original: Any, stubber: Any, event_name: 
     from botocore.compat import HTTPHeaders
     from moto.core.botocore_stubber import MockRawResponse
 
-    from .throughput import serve
+    from ._throttle import serve
 
     target: Any = request.headers.get("X-Amz-Target", b"")
     if isinstance(target, bytes):
