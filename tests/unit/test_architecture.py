@@ -66,7 +66,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.dynamodb": 1615,
     "jobguard.dynamodb_items": 692,
     "jobguard.guard": 1127,
-    "jobguard.local.emulator": 1075,
     "jobguard.local.load": 580,
     "jobguard.recovery": 730,
     "jobguard.testing": 593,
