@@ -66,14 +66,11 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.dynamodb": 1615,
     "jobguard.dynamodb_items": 692,
     "jobguard.guard": 1127,
-    "jobguard.local.load": 580,
     "jobguard.recovery": 730,
     "jobguard.testing": 593,
     "jobguard.workitems": 553,
 }
-KNOWN_CYCLES: list[set[str]] = [
-    {"jobguard.cli", "jobguard.local.load"},
-]
+KNOWN_CYCLES: list[set[str]] = []
 KNOWN_UPWARD: set[tuple[str, str]] = {
     ("jobguard.destinations", "jobguard.run"),
 }
