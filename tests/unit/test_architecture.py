@@ -67,7 +67,6 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.dynamodb_items": 692,
     "jobguard.guard": 1127,
     "jobguard.recovery": 730,
-    "jobguard.testing": 593,
     "jobguard.workitems": 553,
 }
 KNOWN_CYCLES: list[set[str]] = []
