@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["InProcessAWS", "in_process"]
 
+# Guards the stubber patch's reference count and original (the transactions patch has
+# its own guard).
 _PATCH_GUARD = threading.Lock()
 _patch_depth = 0
 _original_stubber_call: Any = None

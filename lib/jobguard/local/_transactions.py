@@ -36,7 +36,7 @@ _LOG = logging.getLogger("jobguard.local.emulator")
 # not what this relies on, the patch is not applied, or a call falls back to moto's
 # original method, which is slow but correct.
 
-
+# Guards the reference count and the originals below (each patch has its own guard).
 _PATCH_GUARD = threading.Lock()
 _transactions_depth = 0
 _original_transact: Any = None
