@@ -68,14 +68,8 @@ KNOWN_SIZES: dict[str, int] = {
     "jobguard.cli": 1770,
     "jobguard.dynamodb": 1615,
     "jobguard.guard": 1127,
-    "jobguard.local.emulator": 1075,
-    "jobguard.local.load": 580,
-    "jobguard.local.throughput": 643,
-    "jobguard.testing": 593,
 }
-KNOWN_CYCLES: list[set[str]] = [
-    {"jobguard.cli", "jobguard.local.load"},
-]
+KNOWN_CYCLES: list[set[str]] = []
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 KNOWN_WIDE_METHODS: dict[str, int] = {
     "DynamoJobStore.acquire": 21,
