@@ -27,7 +27,7 @@ def _watchers() -> dict[str, list[str]]:
     from jobguard.runbook_fleet import fleet_alarms
 
     found: dict[str, list[str]] = {}
-    sources = [("GuardedJob", alarm_sites("guarded_job")),
+    sources = [("GuardedJob", alarm_sites("_job_alarms")),
                ("Reconciler", alarm_sites("reconciler"))]
     fleet = fleet_alarms("ops", queues=True)
     sources.append(("JobFleet", {k: {"watches": f"JobGuard `{a.metric}`"}
@@ -107,11 +107,17 @@ def _watched(metric: ast.expr | None, assigned: dict[str, ast.expr]) -> str:
         return f"{space} `{name}` ({how})"
     if named.startswith("metric_") and isinstance(func, ast.Attribute):
         words = "".join(part.title() for part in named.removeprefix("metric_").split("_"))
-        owner = ast.unparse(func.value).removeprefix("self.").replace("_", " ")
+        owner = _own(func.value).replace("_", " ")
         statistic = keyword(metric, "statistic")
         how = f" ({statistic.value!s})" if isinstance(statistic, ast.Constant) else ""
         return f"`{words}`{how} of the {owner}"
     return f"`{ast.unparse(metric)}`"
+
+
+def _own(expr: ast.expr) -> str:
+    """An attribute of the construct an alarm is made for, without the construct: ``self.x``
+    in a construct's method, ``guarded.x`` in ``jobguard.cdk._job_alarms`` (a job's)."""
+    return ast.unparse(expr).removeprefix("self.").removeprefix("guarded.")
 
 
 def _key(call: ast.Call, target: ast.expr | None) -> str | None:
@@ -170,9 +176,8 @@ def _site(node: ast.Call, assigned: dict[str, ast.expr],
                 if isinstance(comparison, ast.Attribute) else ">=")
         when = f"{sign} `{ast.unparse(threshold)}`" if threshold else ""
     else:
-        queue = node.args[2] if len(node.args) > 2 else None  # self.failed_ticks: named
-        target = ast.unparse(queue).removeprefix("self.") if isinstance(
-            queue, ast.Attribute) else ""
+        queue = node.args[2] if len(node.args) > 2 else None  # guarded.failed_ticks: named
+        target = _own(queue) if isinstance(queue, ast.Attribute) else ""
         watches = docs.get(helper, "").rstrip(".") + (f" (`{target}`)" if target else "")
         when = ">= `1`"
     periods = keyword(node, "evaluation_periods")
@@ -286,7 +291,7 @@ def alarms() -> str:
             site["watches"] = f"JobGuard `{alarm.metric}` (Sum)"
         # the construct id is made from the key: f"{pascal(key)}Alarm"
         site["construct"] = "`" + "".join(part.title() for part in key.split("_")) + "Alarm`"
-    fleet_job = alarm_sites("guarded_job")
+    fleet_job = alarm_sites("_job_alarms")
     fleet_job_texts = {"liveness": liveness_alarm(job, job.no_success_window().span),
                        "trigger_queue_age": job_alarms(job)["trigger_queue_age"]}
     return "\n".join([
@@ -294,7 +299,7 @@ def alarms() -> str:
         "Each job's own alarms (`GuardedJob.alarms`, by key). Which ones a job gets depends "
         "on its policy; `overlap` only with an `overlap_alarm_share`, `no_success` only "
         "where its schedule is enabled.", "",
-        _alarms_table(list(texts.values()), alarm_sites("guarded_job"), which),
+        _alarms_table(list(texts.values()), alarm_sites("_job_alarms"), which),
         "### A job of a JobFleet", "",
         "A job deployed in a `JobFleet` keeps only these of its own; the fleet's alarms "
         "watch the rest.", "",

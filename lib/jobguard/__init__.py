@@ -23,10 +23,16 @@ from .clock import Clock, SystemClock
 from .config import JobConfig, OverlapPolicy
 from .errors import ConfigError, InvalidTriggerError, JobGuardError, LeaseLostError, StoreError
 from .guard import GuardedJob, guarded
+from .hooks import provide_run as _provide_run
 from .lease import LeaseState
 from .records import Decision, Outcome, RunRecord, RunStatus
 from .run import Run, current_run
+from .run import active_run as _active_run
 from .triggers import Trigger, TriggerKind
+
+# The composition root: code below the runtime (a destination helper's hook point) asks
+# jobguard.hooks for the run it is called in, and the runtime's lookup answers.
+_provide_run(_active_run)
 
 if TYPE_CHECKING:
     from .batch import BatchJob, BatchReport, ClaimedItem, Page

@@ -5,21 +5,17 @@ function; the library then installs the job's drill fault switches
 (:mod:`jobguard.drill.switches`) when a guarded job is built, and
 :meth:`jobguard.definitions.JobDefinition.as_deployed` picks the drill clock. Handlers
 carry no drill code, and a production code asset carries no ``jobguard.drill``: it is
-imported only when the variable says so.
+imported only when the variable says so. The variable and its reading are
+:data:`jobguard.environment.DRILLS` and :func:`jobguard.environment.drills` (re-exported
+here as ``DRILLS`` and ``enabled``), where the definitions and the switches read it too.
 """
 
 from __future__ import annotations
 
-import os
+from .environment import DRILLS
+from .environment import drills as enabled
 
 __all__ = ["DRILLS", "apply", "enabled"]
-
-DRILLS = "JOBGUARD_DRILLS"
-"""Set to ``1`` only by a drill deployment; without it every switch is ignored."""
-
-
-def enabled() -> bool:
-    return os.environ.get(DRILLS) == "1"
 
 
 def apply(job: str) -> bool:

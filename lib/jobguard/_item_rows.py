@@ -7,6 +7,10 @@ that raised on it would stop every run, sweep, recovery and ``jobguard items`` o
 job; one that guessed could take it for done (skipping work) or for absent (doing it
 again). So each row is checked, attribute by attribute, against what jobguard writes,
 and a row that fails is returned as damaged, with its key and every problem named.
+
+The job row (checkpoint, open claim, fence high-water mark) is read here too
+(:func:`job_row`): the ledger's reads and its writes (a refused write reads the row it
+found) both decode it.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ from typing import Any
 from ._dynamo import plain
 from ._run_rows import quote_value, value_kind
 from .schema import PARTITION_KEY, TTL_ATTRIBUTE
-from .workitems import DamagedItem, ItemRecord, ItemState
+from .workitems import Checkpoint, DamagedItem, ItemRecord, ItemState, JobRow, OpenClaim
 
-__all__ = ["read_item_row"]
+__all__ = ["job_row", "read_item_row"]
 
 _TEXT = ("job", "work_id", "run_id", "last_error", "destination_id", "payload_hash",
          "source_id", "excerpt")
@@ -95,3 +99,23 @@ def read_item_row(job: str, raw: dict[str, Any] | None) -> ItemRecord | None:
         held_until_ms=row.get("held_until_ms"),
         excerpt=row.get("excerpt"),
     )
+
+
+def job_row(job: str, raw: dict[str, Any] | None) -> JobRow:
+    """The job row as stored (absent: fence 0, no checkpoint, no claim)."""
+    row = plain(raw)
+    hw = row.get("hw", 0)
+    claim = None
+    if isinstance(row.get("claim_run_id"), str):
+        stored = row.get("claim")
+        items: dict[Any, Any] = stored if isinstance(stored, dict) else {}
+        claim = OpenClaim(run_id=row["claim_run_id"], fence=int(row.get("claim_fence", 0)),
+                          expires_at_ms=int(row.get("claim_expires_at_ms", 0)),
+                          items={str(k): str(v) for k, v in items.items()})
+    checkpoint = Checkpoint(cursor=row.get("cursor"), seq=int(row.get("seq", 0)),
+                            run_id=row.get("cursor_run_id"), fence=row.get("cursor_fence"),
+                            updated_at_ms=row.get("cursor_at_ms"))
+    hold = row.get("hold_until_ms")
+    return JobRow(job=job, fence=hw if isinstance(hw, int) else 0, checkpoint=checkpoint,
+                  claim=claim, token=row.get("commit_token"),
+                  hold_until_ms=hold if isinstance(hold, int) else None)

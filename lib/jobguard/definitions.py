@@ -30,6 +30,7 @@ from typing import Any, Literal
 from ._cron import longest_gap
 from ._durations import human
 from .config import JobConfig, OverlapPolicy, validate_job_name
+from .environment import drills as _drill_deployment
 from .errors import ConfigError
 
 __all__ = ["AUTO_OVERLAP_SHARE", "DRILL_HEARTBEAT", "DRILL_LEASE", "DRILL_TIMEOUT",
@@ -374,9 +375,7 @@ class JobDefinition:
             ...               lease=timedelta(seconds=30)).as_deployed().lease
             datetime.timedelta(seconds=30)
         """
-        from . import _drills
-
-        return self.for_drills() if _drills.enabled() else self
+        return self.for_drills() if _drill_deployment() else self
 
     def check_deployment(
         self,

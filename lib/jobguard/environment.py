@@ -20,10 +20,10 @@ from urllib.parse import urlsplit
 
 from .errors import ConfigError
 
-__all__ = ["FLEET", "FLEET_JOB_FUNCTION", "JOB_FUNCTION", "JOB_NAME", "OVERLAP_AFTER_MS",
+__all__ = ["DRILLS", "FLEET", "FLEET_JOB_FUNCTION", "JOB_FUNCTION", "JOB_NAME", "OVERLAP_AFTER_MS",
            "RECONCILER_FUNCTION", "RECOVERY_CONFIRM_ABOVE",
            "RECOVERY_FUNCTION", "RECOVERY_MODULES", "TABLE", "TRACING", "TRIGGER_QUEUE_URL",
-           "check_table_name", "check_trigger_queue_url", "confirm_above", "job_name",
+           "check_table_name", "check_trigger_queue_url", "confirm_above", "drills", "job_name",
            "optional", "recovery_modules", "table_name", "tracing", "trigger_queue_url"]
 
 TABLE = "JOBGUARD_TABLE"
@@ -56,6 +56,11 @@ OVERLAP_AFTER_MS = "JOBGUARD_OVERLAP_AFTER_MS"
 """Set with :data:`FLEET` where the job has an overlap alarm: a run longer than this many
 milliseconds also counts ``RunsNearInterval`` (the fleet's overlap alarm watches that
 count, since one threshold cannot fit every job's interval)."""
+
+DRILLS = "JOBGUARD_DRILLS"
+"""Set to ``1`` only by a drill deployment (``-c jobguard:drills=true``: a drills
+:class:`jobguard.cdk.LambdaBundle` sets it on every function); without it every drill
+switch is ignored and a job keeps its own timings (:func:`drills`)."""
 
 JOB_FUNCTION = (TABLE, TRIGGER_QUEUE_URL, TRACING)
 """Read by a guarded job's function (the queue only for QUEUE/COALESCE jobs)."""
@@ -207,3 +212,10 @@ def tracing(environ: Mapping[str, str] | None = None) -> bool:
     if raw in ("1", "true"):
         return True
     raise ConfigError(TRACING, f"must be 1 or 0, got {raw!r}")
+
+
+def drills(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this function is a drill deployment's (``JOBGUARD_DRILLS`` is ``1``): it
+    then runs on the drill clock (:meth:`jobguard.definitions.JobDefinition.as_deployed`)
+    and honours its job's drill switches (:mod:`jobguard._drills`). Anything else is off."""
+    return _read(DRILLS, environ) == "1"

@@ -23,6 +23,10 @@ Points fired by jobguard:
   (:mod:`jobguard.destinations`) is about to write the work item's effect, so a drill
   can fail, pause or crash the call there. Handlers fire nothing themselves.
 
+A fire site below the runtime (a destination helper) names the run it is called in
+through :func:`active_run`: the runtime provides the lookup (:func:`provide_run`, wired
+when the package loads), so no adapter imports the runtime.
+
 Example:
     >>> import threading
     >>> from jobguard import hooks
@@ -38,11 +42,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["add", "fire", "on"]
+__all__ = ["active_run", "add", "fire", "on", "provide_run"]
 
 Hook = Callable[..., Any]
 _hooks: dict[str, list[Hook]] = {}
 _lock = threading.Lock()
+_run_lookup: Callable[[], Any] | None = None
 
 
 def fire(point: str, **context: Any) -> None:
@@ -72,3 +77,16 @@ def on(point: str, callback: Hook) -> Iterator[None]:
             _hooks[point].remove(callback)
             if not _hooks[point]:
                 del _hooks[point]
+
+
+def provide_run(lookup: Callable[[], Any]) -> None:
+    """Set how :func:`active_run` finds the run of the executing context
+    (``jobguard.run.active_run``: ``jobguard`` wires it when it loads)."""
+    global _run_lookup
+    _run_lookup = lookup
+
+
+def active_run() -> Any:
+    """The run of the guarded handler executing in this context (it has ``job`` and
+    ``run_id``), or None outside one (or before the runtime provided its lookup)."""
+    return _run_lookup() if _run_lookup is not None else None

@@ -1,6 +1,6 @@
 """The alarms of a fleet of jobs (:class:`jobguard.cdk.JobFleet`), with their runbook text.
 
-A job alone gets 11-18 alarms (:func:`jobguard.runbook.job_alarms`), each watching one of
+A job alone gets 11-18 alarms (:func:`jobguard.runbook_alarms.job_alarms`), each watching one of
 its own metrics: $1.10-$1.80 a month at list price, plus a custom metric per name per job.
 A fleet keeps each failure mode detectable for a fraction of that:
 
@@ -32,7 +32,7 @@ from datetime import timedelta
 
 from .config import OverlapPolicy
 from .definitions import AlarmWindow, JobDefinition
-from .runbook import ASYNC_RETRIES, AlarmText, _human, busy_metric, job_alarms
+from .runbook_alarms import ASYNC_RETRIES, AlarmText, _human, busy_metric, job_alarms
 
 __all__ = ["FleetAlarm", "fleet_alarms", "fleet_job_alarms", "liveness_alarm", "logs_query",
            "paused_windows"]

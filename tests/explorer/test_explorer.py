@@ -24,6 +24,11 @@ OPEN_FINDINGS: dict[int, str] = {
     464696: "QUEUE: a manual trigger whose queue send timed out, delivered again and "
             "sent again while its first message was handled, ends duplicate>queued>"
             "duplicate and never runs (END)",
+    # Found by issue 32's 30-minute run before its change (on b88d5c7): open.
+    482518: "COALESCE: a follow-up delivered while the job was paused leaves its item "
+            "paused while the lease row still names it; after a resume, a manual trigger "
+            "meeting the dead holder decides coalesce, is refused on the follow-up's item "
+            "8 times and fails with no stable decision (END)",
     465056: "REPLACE: a run whose lease row lost its fence (damaged) is displaced by "
             "REPLACE; its tick, retried after the settle, runs again (RERUN, completed 0: "
             "the item ledger kept every note once)",

@@ -150,8 +150,9 @@ def _files(code_dir: Path) -> set[str]:
 def test_the_production_asset_carries_no_drill_cli_fault_or_test_code(synth) -> None:
     files = _files(synth.stack.bundle.code_dir)
     shipped_tools = {f for f in files if f.startswith(("jobguard/drill/", "jobguard/local/",
-                                                       "jobguard/timeline/", "jobguard/cdk/"))
-                     or f in ("jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py",
+                                                       "jobguard/timeline/", "jobguard/cdk/",
+                                                       "jobguard/testing/"))
+                     or f in ("jobguard/cli.py", "jobguard/faults.py",
                               "jobguard/pytest_plugin.py", "jobguard/_offline.py")}
     assert shipped_tools == set()
     assert {"jobguard/guard.py", "jobguard/dynamodb.py", "jobguard/_drills.py",
@@ -163,9 +164,10 @@ def test_a_drill_deployments_asset_carries_the_switches_and_no_tools(drill) -> N
     stack, _, _ = drill
     files = _files(stack.bundle.code_dir)
     assert "jobguard/drill/switches.py" in files
-    assert not {"jobguard/cli.py", "jobguard/faults.py", "jobguard/testing.py",
+    assert not {"jobguard/cli.py", "jobguard/faults.py",
                 "jobguard/pytest_plugin.py", "jobguard/_offline.py"} & files
-    assert not any(f.startswith(("jobguard/local/", "jobguard/cdk/")) for f in files)
+    assert not any(f.startswith(("jobguard/local/", "jobguard/cdk/", "jobguard/testing/"))
+                   for f in files)
 
 
 def test_every_handler_imports_from_the_production_asset_alone(synth) -> None:

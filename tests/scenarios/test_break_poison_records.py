@@ -237,11 +237,13 @@ def test_a_failed_run_whose_row_write_fails_says_which_completions_it_wrote(
     whenever flush() raises, although _write_facts landed the 5 completions before the
     job-row write failed: the run record tells the operator nothing was written while
     the ledger holds 5 completed items."""
+    import jobguard._item_writes as writes_module
     import jobguard.dynamodb_items as store_module
     from jobguard import Page
     from jobguard.records import RunStatus
 
     monkeypatch.setattr(store_module, "_backoff", lambda attempt: None)
+    monkeypatch.setattr(writes_module, "_backoff", lambda attempt: None)
     notes = NotesTable.create(aws.ddb)
     source = contacts(11)
     down = JobRowDown()
@@ -296,9 +298,11 @@ def test_completions_that_landed_are_counted_completed_when_a_later_chunk_is_ref
     UncertainOutcomes are emitted for 5 unknown outcomes."""
     from botocore.exceptions import ClientError
 
+    import jobguard._item_writes as writes_module
     import jobguard.dynamodb_items as store_module
 
     monkeypatch.setattr(store_module, "_backoff", lambda attempt: None)
+    monkeypatch.setattr(writes_module, "_backoff", lambda attempt: None)
     notes = NotesTable.create(aws.ddb)
     source = contacts(30)
     job = CrmSync(config(aws, batch_size=30), source, notes, store=aws.store, clock=clock)

@@ -637,11 +637,11 @@ class _CopySpy:
 def copy_spy(monkeypatch: pytest.MonkeyPatch) -> _CopySpy:
     from moto.dynamodb.models.dynamo_type import Item
 
-    from jobguard.local import emulator
+    from jobguard.local import _transactions
 
     spy = _CopySpy()
     original_copy = Item.__deepcopy__
-    original_snapshot = emulator._snapshot_touched_items
+    original_snapshot = _transactions._snapshot_touched_items
 
     def counting_copy(self: Item, memo: dict[int, Any]) -> Item:
         spy.item_copies += 1
@@ -654,7 +654,7 @@ def copy_spy(monkeypatch: pytest.MonkeyPatch) -> _CopySpy:
         return snapshot
 
     monkeypatch.setattr(Item, "__deepcopy__", counting_copy)
-    monkeypatch.setattr(emulator, "_snapshot_touched_items", recording_snapshot)
+    monkeypatch.setattr(_transactions, "_snapshot_touched_items", recording_snapshot)
     return spy
 
 
@@ -726,13 +726,14 @@ def test_the_copy_spy_sees_moto_s_full_table_backup(
     # GIVEN the same large table, with moto's original transaction method put back
     from moto.dynamodb.models import DynamoDBBackend
 
-    from jobguard.local import emulator
+    from jobguard.local import _transactions
 
     with in_process() as aws:
         ddb = aws.client("dynamodb")
         _create_table(ddb, "big")
         _fill_directly("big", aws.region, LARGE_TABLE_ITEMS)
-        monkeypatch.setattr(DynamoDBBackend, "transact_write_items", emulator._original_transact)
+        monkeypatch.setattr(DynamoDBBackend, "transact_write_items",
+                            _transactions._original_transact)
         copies_before = copy_spy.item_copies
 
         # WHEN the same transaction runs

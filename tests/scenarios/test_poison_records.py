@@ -282,9 +282,11 @@ def test_completions_the_store_never_takes_end_uncertain_never_silently_claimed(
     left claimed by a run that ended), the checkpoint stays before them, the run fails
     saying why; the next run (store healthy) reconciles them (found at the destination:
     completed, not called again) and does the rest: each note exists once."""
+    import jobguard._item_writes as writes_module
     import jobguard.dynamodb_items as store_module
 
     monkeypatch.setattr(store_module, "_backoff", lambda attempt: None)
+    monkeypatch.setattr(writes_module, "_backoff", lambda attempt: None)
     notes = NotesTable.create(aws.ddb)
     source = contacts(7)
     job = CrmSync(config(aws, batch_size=5), source, notes, store=aws.store, clock=clock)

@@ -110,7 +110,7 @@ def test_every_alarm_of_every_construct_is_listed_with_what_it_watches(
     page = hook.alarms()
     job = _example(OverlapPolicy.QUEUE, hook)
     expected = {
-        "guarded_job": {k for p in OverlapPolicy
+        "_job_alarms": {k for p in OverlapPolicy
                         for k in job_alarms(_example(p, hook))},
         "reconciler": set(reconciler_alarms(job, own_dead_letter_queue=True)),
         "recovery": set(recovery_alarms()),

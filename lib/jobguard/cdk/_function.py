@@ -18,7 +18,6 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobguard import environment as jobguard_environment
-from jobguard._drills import DRILLS
 from jobguard.definitions import RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES
 from jobguard.errors import ConfigError
 
@@ -93,7 +92,7 @@ def python_function(
         timeout=seconds(timeout),
         memory_size=memory_mb,
         environment={**environment, jobguard_environment.TRACING: "1" if tracing else "0",
-                     **({DRILLS: "1"} if bundle.drills else {})},
+                     **({jobguard_environment.DRILLS: "1"} if bundle.drills else {})},
         description=description[:256],
         role=role,
         log_group=log_group,

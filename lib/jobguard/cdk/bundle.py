@@ -103,7 +103,7 @@ LAMBDA_MARKERS = {
 _EXCLUDED_PARTS = {"__pycache__"}
 _EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
 NEVER_SHIPPED = frozenset({("jobguard", "cli.py"), ("jobguard", "faults.py"),
-                           ("jobguard", "testing.py"), ("jobguard", "pytest_plugin.py"),
+                           ("jobguard", "testing"), ("jobguard", "pytest_plugin.py"),
                            ("jobguard", "_offline.py"), ("jobguard", "local"),
                            ("jobguard", "cdk"), ("jobguard", "timeline")})
 """Operator, test and deployment tools no function imports: ``jobguard`` (the CLI), the

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from .guarded_job import GuardedJob, _function_widget
+from ._job_widgets import function_widget
+from .guarded_job import GuardedJob
 from .reconciler import Reconciler
 from .recovery import RecoveryFunction
 
@@ -47,9 +48,9 @@ class JobGuardDashboard(Construct):
         for job in jobs:
             for row in job.widgets():
                 self.dashboard.add_widgets(*row)
-        functions = [_function_widget(r.function, f"{r.job.name} reconciler")
+        functions = [function_widget(r.function, f"{r.job.name} reconciler")
                      for r in reconcilers]
         if recovery is not None:
-            functions.append(_function_widget(recovery.function, "recovery"))
+            functions.append(function_widget(recovery.function, "recovery"))
         if functions:
             self.dashboard.add_widgets(*functions)

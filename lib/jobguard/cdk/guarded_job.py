@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -49,10 +49,12 @@ from jobguard.config import OverlapPolicy
 from jobguard.definitions import VISIBILITY_FACTOR, JobDefinition
 from jobguard.deployment import job_output, job_output_key
 from jobguard.errors import ConfigError
-from jobguard.runbook import ASYNC_RETRIES, busy_metric, busy_window, job_alarms, queue_age_limit
+from jobguard.runbook import ASYNC_RETRIES
 
 from ._context import local_deployment
 from ._function import check_extra_environment, python_function, seconds
+from ._job_alarms import fleet_job_alarms, own_alarms
+from ._job_widgets import job_widgets
 from ._outputs import check_free, mark
 from ._queues import (
     FAILED_EVENT_ACTIONS,
@@ -62,17 +64,6 @@ from ._queues import (
     secure_queue,
 )
 from ._schedule import function_schedule
-from ._text import human
-from .alarms import (
-    Runbook,
-    async_dropped_alarm,
-    dlq_alarm,
-    errors_alarm,
-    from_text,
-    job_metric,
-    runbook_alarm,
-    throttles_alarm,
-)
 from .bundle import LambdaBundle
 from .destination import AlarmDestination, BoundAlarms, require
 from .table import JobTable
@@ -337,10 +328,10 @@ class GuardedJob(Construct):
         self.destination = destination
         if fleet is None:
             assert destination is not None
-            self.alarms = self._alarms(destination.bind(self, job=job.name))
+            self.alarms = own_alarms(self, destination.bind(self, job=job.name))
             stack, runbook_link = Stack.of(self), destination.runbook
         else:
-            self.alarms = self._fleet_alarms(fleet.action)
+            self.alarms = fleet_job_alarms(self, fleet.action)
             stack, runbook_link = fleet.output_stack, fleet.runbook
         self.output = CfnOutput(
             stack, job_output_key(job.name),
@@ -368,209 +359,8 @@ class GuardedJob(Construct):
                               f"{override!r} is longer than SQS allows (12 hours)")
         return override
 
-    # -- alarms ----------------------------------------------------------------------------
-
-    def _alarms(self, action: BoundAlarms) -> dict[str, cloudwatch.Alarm]:
-        """The job's alarms. Their words come from jobguard.runbook, which
-        `jobguard runbook` prints too, so the pager and the runbook cannot disagree."""
-        job, name = self.job, self.job.name
-        texts = job_alarms(job)
-        alarms: dict[str, cloudwatch.Alarm] = {}
-
-        def runbook(key: str) -> Runbook:
-            return from_text(texts[key])
-
-        # refused when defined if no run can last that long (RunDuration is cut by the
-        # timeout); checked again against this function's timeout by check_deployment
-        budget = job.overlap_threshold(job.timeout)
-        if budget is not None:
-            alarms["overlap"] = runbook_alarm(
-                self, "OverlapAheadAlarm",
-                metric=job_metric(name, "RunDuration", statistic="Maximum"),
-                threshold=budget.total_seconds() * 1000,
-                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                action=action, runbook=runbook("overlap"),
-            )
-        # no dead-man alarm where the schedule is disabled (local and drill deployments:
-        # only the drills deliver ticks, so silence is their normal state)
-        window = job.no_success_window() if self.schedule_enabled else None
-        if window is not None:
-            # the dead-man alarm: silence is the symptom, so missing data breaches
-            alarms["no_success"] = runbook_alarm(
-                self, "NoSuccessAlarm",
-                metric=job_metric(name, "RunSucceeded", period=seconds(window.period)),
-                threshold=1, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-                evaluation_periods=window.periods,
-                missing_data=cloudwatch.TreatMissingData.BREACHING,
-                action=action, runbook=runbook("no_success"),
-            )
-        paused = job.paused_window()
-        alarms["paused"] = runbook_alarm(
-            self, "PausedAlarm",
-            metric=job_metric(name, "TriggersPaused", period=seconds(paused.period)),
-            threshold=1, evaluation_periods=paused.periods, action=action,
-            runbook=runbook("paused"),
-        )
-        busy = busy_metric(job)
-        if busy is not None:
-            period, periods, _ = busy_window(job)
-            metric = job_metric(name, busy[0], period=seconds(period or timedelta(days=1)))
-            alarms["busy"] = runbook_alarm(
-                self, "BusyAlarm", metric=metric,
-                threshold=1.0 if period is not None else float(job.skipped_alarm_count),
-                evaluation_periods=periods, action=action, runbook=runbook("busy"),
-            )
-        if "dropped" in texts:
-            alarms["dropped"] = runbook_alarm(
-                self, "DroppedAlarm", metric=job_metric(name, "TriggersDropped"),
-                threshold=1, action=action, runbook=runbook("dropped"),
-            )
-        if "lease_lost" in texts:
-            alarms["lease_lost"] = runbook_alarm(
-                self, "LeaseLostAlarm", metric=job_metric(name, "LeaseLost"),
-                threshold=1, action=action, runbook=runbook("lease_lost"),
-            )
-        alarms["uncertain"] = runbook_alarm(
-            self, "UncertainAlarm", metric=job_metric(name, "UncertainOutcomes"),
-            threshold=1, action=action, runbook=runbook("uncertain"),
-        )
-        alarms["records_rejected"] = runbook_alarm(
-            self, "RecordsRejectedAlarm", metric=job_metric(name, "ItemsRejected"),
-            threshold=1, action=action, runbook=runbook("records_rejected"),
-        )
-        alarms["incomplete"] = runbook_alarm(
-            self, "IncompleteAlarm", metric=job_metric(name, "RunsIncomplete"),
-            threshold=1, action=action, runbook=runbook("incomplete"),
-        )
-        alarms["reconciled"] = runbook_alarm(
-            self, "ReconciliationFindingsAlarm",
-            metric=job_metric(name, "ReconciliationFindings"), threshold=1, action=action,
-            runbook=runbook("reconciled"),
-        )
-        alarms["schedule_dlq"] = dlq_alarm(
-            self, "ScheduleDlqAlarm", self.schedule_dlq, action=action,
-            runbook=runbook("schedule_dlq"),
-        )
-        if self.trigger_dlq is not None:
-            alarms["trigger_dlq"] = dlq_alarm(
-                self, "TriggerDlqAlarm", self.trigger_dlq, action=action,
-                runbook=runbook("trigger_dlq"),
-            )
-        if self.trigger_queue is not None:
-            alarms["trigger_queue_age"] = runbook_alarm(
-                self, "TriggerQueueAgeAlarm",
-                metric=self.trigger_queue.metric_approximate_age_of_oldest_message(
-                    period=Duration.minutes(5), statistic="Maximum"),
-                threshold=queue_age_limit(job).total_seconds(), action=action,
-                runbook=runbook("trigger_queue_age"),
-            )
-            # a message that is no trigger was deleted at once (so the triggers behind it
-            # ran): nothing else would tell anyone that something writes to this queue
-            alarms["messages_rejected"] = runbook_alarm(
-                self, "TriggerMessagesRejectedAlarm",
-                metric=job_metric(name, "TriggerMessagesRejected"), threshold=1,
-                action=action, runbook=runbook("messages_rejected"),
-            )
-        alarms["errors"] = errors_alarm(
-            self, "ErrorsAlarm", self.function, action=action, runbook=runbook("errors"),
-        )
-        alarms["throttles"] = throttles_alarm(
-            self, "ThrottlesAlarm", self.function, action=action, runbook=runbook("throttles"))
-        alarms["async_dropped"] = async_dropped_alarm(
-            self, "AsyncDroppedAlarm", self.function, action=action,
-            runbook=runbook("async_dropped"))
-        alarms["failed_ticks"] = dlq_alarm(
-            self, "FailedTicksAlarm", self.failed_ticks, action=action,
-            runbook=runbook("failed_ticks"))
-        return alarms
-
-    def _fleet_alarms(self, action: BoundAlarms) -> dict[str, cloudwatch.Alarm]:
-        """A fleet job's own alarms: the dead-man on its function's invocations (free
-        metric, where its schedule fires) and its trigger queue's age; the fleet watches
-        the rest (:mod:`jobguard.runbook_fleet`)."""
-        from jobguard.runbook_fleet import liveness_alarm
-
-        job, alarms = self.job, {}
-        window = job.no_success_window() if self.schedule_enabled else None
-        if window is not None:
-            alarms["liveness"] = runbook_alarm(
-                self, "LivenessAlarm",
-                metric=self.function.metric_invocations(
-                    period=seconds(window.period), statistic="Sum"),
-                threshold=1, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-                evaluation_periods=window.periods,
-                missing_data=cloudwatch.TreatMissingData.BREACHING,
-                action=action, runbook=from_text(liveness_alarm(job, window.span)))
-        if self.trigger_queue is not None:
-            alarms["trigger_queue_age"] = runbook_alarm(
-                self, "TriggerQueueAgeAlarm",
-                metric=self.trigger_queue.metric_approximate_age_of_oldest_message(
-                    period=Duration.minutes(5), statistic="Maximum"),
-                threshold=queue_age_limit(job).total_seconds(), action=action,
-                runbook=from_text(job_alarms(job)["trigger_queue_age"]))
-        return alarms
-
     # -- dashboard -------------------------------------------------------------------------
 
     def widgets(self) -> list[list[cloudwatch.IWidget]]:
-        """Rows of dashboard widgets for this job."""
-        job, name = self.job, self.job.name
-
-        def metrics(*names: str, statistic: str = "Sum") -> list[cloudwatch.IMetric]:
-            return [job_metric(name, n, statistic=statistic) for n in names]
-
-        interval = job.interval or job.timeout
-        header = cloudwatch.TextWidget(
-            width=24, height=2,
-            markdown=f"### {name}: {job.policy.value}, {job.schedule}, timeout "
-                     f"{human(job.timeout)}, lease {human(job.lease)}\n{job.description}")
-        annotations = [cloudwatch.HorizontalAnnotation(
-            value=interval.total_seconds() * 1000, label="interval")]
-        overlap = job.overlap_threshold(job.timeout)
-        if overlap is not None:
-            annotations.append(cloudwatch.HorizontalAnnotation(
-                value=overlap.total_seconds() * 1000, label="overlap alarm"))
-        duration = cloudwatch.GraphWidget(
-            title="Run duration (ms, max)", width=8,
-            left=metrics("RunDuration", statistic="Maximum"),
-            left_annotations=annotations)
-        rejected = ("TriggerMessagesRejected",) if self.trigger_queue is not None else ()
-        decisions = cloudwatch.GraphWidget(
-            title="Trigger decisions", width=8, stacked=True,
-            left=metrics("TriggersSkipped", "TriggersQueued", "TriggersCoalesced",
-                         "TriggersDropped", "TriggersStale", "TriggersDuplicate",
-                         "TriggersPaused", *rejected))
-        lease = cloudwatch.GraphWidget(
-            title="Lease", width=8,
-            left=metrics("LeaseAcquireAttempts", "RunSucceeded", "LeaseTakeovers", "LeaseLost"))
-        items = cloudwatch.GraphWidget(
-            title="Work items", width=8,
-            left=metrics("ItemsCompleted", "ItemsFailed", "ItemsRetried", "RunsIncomplete",
-                         "UncertainOutcomes", "ReconciliationFindings",
-                         "CompletionsRejected", "ItemsRejected"))
-        queues: list[cloudwatch.IMetric] = [
-            self.schedule_dlq.metric_approximate_number_of_messages_visible(
-                label="schedule DLQ", statistic="Maximum"),
-            self.failed_ticks.metric_approximate_number_of_messages_visible(
-                label="failed ticks", statistic="Maximum")]
-        if self.trigger_queue is not None and self.trigger_dlq is not None:
-            queues += [
-                self.trigger_queue.metric_approximate_number_of_messages_visible(
-                    label="trigger queue (visible)", statistic="Maximum"),
-                self.trigger_queue.metric_approximate_number_of_messages_not_visible(
-                    label="trigger queue (deferred or running)", statistic="Maximum"),
-                self.trigger_dlq.metric_approximate_number_of_messages_visible(
-                    label="trigger DLQ", statistic="Maximum"),
-            ]
-        queue_widget = cloudwatch.GraphWidget(title="Queues", width=8, left=queues)
-        function = _function_widget(self.function, f"{name} function")
-        return [[header], [duration, decisions, lease], [items, queue_widget, function]]
-
-
-def _function_widget(function: lambda_.IFunction, title: str) -> cloudwatch.GraphWidget:
-    return cloudwatch.GraphWidget(
-        title=title, width=8,
-        left=[function.metric_invocations(statistic="Sum"),
-              function.metric_errors(statistic="Sum"),
-              function.metric_throttles(statistic="Sum")],
-        right=[function.metric_duration(statistic="Maximum")])
+        """Rows of dashboard widgets for this job (:mod:`._job_widgets`)."""
+        return job_widgets(self)

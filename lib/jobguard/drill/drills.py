@@ -3,176 +3,46 @@
 Every drill injects its fault with a switch (:mod:`jobguard.drill.switches`) or by
 delivering triggers the way AWS may (twice, late, concurrently), waits on what the stack
 records (never on a fixed sleep), then checks all three sides: the run records and the
-lease row, the item ledger and the checkpoint, and the destination.
+lease row, the item ledger and the checkpoint, and the destination
+(:mod:`.context`). The drills of any deployed job are :mod:`.job_drills`, re-exported
+here with the context's names the runner imports.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from ..records import Decision, RunRecord, RunStatus
+from ..records import Decision, RunStatus
 from ..recovery import EXECUTE_ALIAS
 from ..workitems import ItemState
-from . import switches
-from .report import DrillResult, JobTally, tally
-from .stack import DeployedStack, now_utc
+from .context import (
+    CRM,
+    REPORT,
+    SKEW_MS,
+    Drill,
+    DrillContext,
+    Seeded,
+    check_crm,
+    check_report,
+    counted,
+    decision_counts,
+    in_period,
+    now_ms,
+    period_name,
+)
+from .job_drills import job_drills
+from .report import DrillResult
+from .stack import now_utc
 
-__all__ = ["CRM", "DRILLS", "REPORT", "Drill", "DrillContext"]
-
-CRM = "crm-sync"
-REPORT = "report-export"
-SKEW_MS = 5000
-"""The jobs' skew margin (JobConfig's default): a lease is free this long after it ends."""
-
-
-@dataclass
-class Seeded:
-    """Contact changes a drill put on crm-sync's change feed."""
-
-    changes: list[dict[str, str]]
-
-    @property
-    def work_ids(self) -> list[str]:
-        return [f"{c['contact_id']}@{c['seq']}:create-note" for c in self.changes]
-
-    @property
-    def last_seq(self) -> str:
-        return self.changes[-1]["seq"]
-
-
-@dataclass
-class DrillContext:
-    stack: DeployedStack
-    say: Callable[[str], None] = print
-    _used: set[str] = field(default_factory=set)
-    """Scheduled times already ticked (a tick is job + scheduled time: never reuse one)."""
-
-    # -- crm-sync's data ---------------------------------------------------------------
-
-    def seed(self, drill: str, n: int) -> Seeded:
-        """``n`` new changes after everything on the feed (sequence numbers only grow)."""
-        base = time.time_ns() // 1000
-        changes = [{"seq": f"{base + i:020d}", "contact_id": f"{drill}-{i:03d}",
-                    "change": f"{drill}: contact {i} changed"} for i in range(n)]
-        table = self.stack.outputs["CrmContactChangesTable"]
-        for change in changes:
-            self.stack.ddb.put_item(TableName=table, Item={
-                "pk": {"S": "changes"}, **{k: {"S": v} for k, v in change.items()}})
-        return Seeded(changes)
-
-    def notes(self, seeded: Seeded) -> Counter[str]:
-        """How many notes the destination holds for each seeded change."""
-        table = self.stack.outputs["CrmNotesTable"]
-        wanted = set(seeded.work_ids)
-        counts: Counter[str] = Counter()
-        kwargs: dict[str, Any] = {"TableName": table}
-        while True:
-            page = self.stack.ddb.scan(**kwargs)
-            for item in page.get("Items", []):
-                work_id = item["work_id"]["S"]
-                if work_id in wanted:
-                    counts[work_id] += 1
-            if "LastEvaluatedKey" not in page:
-                return counts
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    # -- report-export's data ----------------------------------------------------------
-
-    def exports(self, periods: list[str]) -> Counter[str]:
-        """Object versions per exported period: a second accepted write would show as a
-        second version of the same key (the bucket is versioned)."""
-        bucket = self.stack.outputs["ReportBucketName"]
-        counts: Counter[str] = Counter()
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": "reports/"}
-        while True:
-            page = self.stack.s3.list_object_versions(**kwargs)
-            for version in page.get("Versions", []):
-                for period in periods:
-                    if period in version["Key"]:
-                        counts[period] += 1
-            if not page.get("IsTruncated"):
-                return counts
-            kwargs["KeyMarker"] = page.get("NextKeyMarker")
-            kwargs["VersionIdMarker"] = page.get("NextVersionIdMarker")
-
-    # -- triggers ------------------------------------------------------------------------
-
-    def tick_time(self, job: str) -> datetime:
-        """A scheduled time no earlier tick of this job used (ticks are deduplicated by
-        job + scheduled time, as they must be)."""
-        at = now_utc().replace(microsecond=0) - timedelta(seconds=60)
-        while at.isoformat() in self._used:
-            at += timedelta(seconds=1)
-        self._used.add(at.isoformat())
-        return at
-
-    # -- switches ---------------------------------------------------------------------------
-
-    def arm(self, job: str, name: str, **spec: Any) -> str:
-        switches.arm(self.stack.ddb, self.stack.table, job, name, **spec)
-        return name
-
-    def held(self, job: str, name: str) -> dict[str, Any]:
-        return switches.wait_held(self.stack.ddb, self.stack.table, job, name, timeout_s=60)
-
-    def release(self, job: str, name: str) -> None:
-        switches.release(self.stack.ddb, self.stack.table, job, name)
-
-    def disarm(self, job: str, name: str) -> None:
-        switches.disarm(self.stack.ddb, self.stack.table, job, name)
-
-
-def _ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _crm_checks(ctx: DrillContext, result: DrillResult, seeded: Seeded,
-                since_ms: int) -> None:
-    """The three sides for crm-sync after a drill: every change one note, every item
-    completed, the checkpoint at the last change; and the job's row in the table."""
-    stack = ctx.stack
-    notes = ctx.notes(seeded)
-    ledger = stack.ledger(CRM, seeded.work_ids)
-    dups = sum(n - 1 for n in notes.values() if n > 1)
-    missing = [w for w in seeded.work_ids if notes[w] == 0]
-    result.check("destination", f"{len(seeded.work_ids)} changes -> "
-                 f"{sum(notes.values())} notes, {dups} duplicates, {len(missing)} missing",
-                 dups == 0 and not missing)
-    states = Counter(r.state.value for r in ledger.values())
-    result.check("ledger", f"every item completed ({_counted(states)})",
-                 len(ledger) == len(seeded.work_ids)
-                 and all(r.state is ItemState.COMPLETED for r in ledger.values()))
-    checkpoint = stack.checkpoint(CRM)
-    result.check("ledger", f"checkpoint at the last change ({checkpoint.cursor}, "
-                 f"seq {checkpoint.seq})", (checkpoint.cursor or "") >= seeded.last_seq)
-    records = stack.runs(CRM, since_ms)
-    result.keep_runs(records)
-    result.tallies.append(tally(CRM, records, ledger.values(), duplicates=dups))
-
-
-def _counted(counter: Counter[Any]) -> str:
-    """Counts as a person reads them (``ran 1, skipped 2``), not as a Python dict."""
-    return ", ".join(f"{getattr(k, 'value', k)} {v}" for k, v in sorted(
-        counter.items(), key=lambda kv: str(getattr(kv[0], "value", kv[0])))) or "none"
-
-
-def _decisions(records: list[RunRecord]) -> Counter[str]:
-    return Counter(r.decision.value for r in records)
-
-
-# --------------------------------------------------------------------------- the drills
+__all__ = ["CRM", "DRILLS", "REPORT", "Drill", "DrillContext", "job_drills"]
 
 
 def second_worker(ctx: DrillContext, result: DrillResult) -> None:
     """A second worker while the first processes the same batch."""
-    stack, since = ctx.stack, _ms()
+    stack, since = ctx.stack, now_ms()
     seeded = ctx.seed("second-worker", 12)
     ctx.arm(CRM, "second-worker", point="after_claim", action="pause")
     result.injected.append("crm-sync run 1 paused right after claiming its page (12 items)")
@@ -200,12 +70,12 @@ def second_worker(ctx: DrillContext, result: DrillResult) -> None:
                   and r.decision is Decision.RAN]
     result.check("runs", f"the coalesced tick became one follow-up run "
                  f"({len(follow_ups)} follow-up)", len(follow_ups) == 1)
-    _crm_checks(ctx, result, Seeded(seeded.changes + late.changes), since)
+    check_crm(ctx, result, Seeded(seeded.changes + late.changes), since)
 
 
 def paused_after_lock(ctx: DrillContext, result: DrillResult) -> None:
     """The first worker paused after acquiring the lock, before writing a result."""
-    stack, since = ctx.stack, _ms()
+    stack, since = ctx.stack, now_ms()
     seeded = ctx.seed("paused-after-lock", 6)
     ctx.arm(CRM, "paused-crm", point="after_acquire", action="pause")
     ctx.arm(REPORT, "paused-report", point="after_acquire", action="pause")
@@ -214,14 +84,14 @@ def paused_after_lock(ctx: DrillContext, result: DrillResult) -> None:
     stack.tick(CRM, ctx.tick_time(CRM))
     periods = [now_utc().replace(minute=0, second=0, microsecond=0) - timedelta(hours=h)
                for h in (3, 2, 1)]
-    stack.tick(REPORT, _in_period(periods[0]))
+    stack.tick(REPORT, in_period(periods[0]))
     crm_held = ctx.held(CRM, "paused-crm")
     report_held = ctx.held(REPORT, "paused-report")
     before = stack.lease(CRM).expires_at_ms or 0
     stack.tick(CRM, ctx.tick_time(CRM))
     stack.tick(CRM, ctx.tick_time(CRM))
     for period in periods[1:]:
-        stack.tick(REPORT, _in_period(period))
+        stack.tick(REPORT, in_period(period))
     result.injected.append("2 crm-sync ticks and 2 report-export ticks (the next periods) "
                            "during the pause")
     stack.wait("4 decisions behind the paused runs", lambda: (
@@ -244,53 +114,24 @@ def paused_after_lock(ctx: DrillContext, result: DrillResult) -> None:
     ctx.disarm(CRM, "paused-crm")
     ctx.disarm(REPORT, "paused-report")
     crm_runs = stack.runs(CRM, since)
-    result.check("runs", f"crm-sync: {_counted(_decisions(crm_runs))}: the two ticks coalesced "
-                 "into one follow-up", _decisions(crm_runs)["coalesced"] == 2
+    result.check("runs", f"crm-sync: {counted(decision_counts(crm_runs))}: the two ticks coalesced "
+                 "into one follow-up", decision_counts(crm_runs)["coalesced"] == 2
                  and sum(1 for r in crm_runs if r.trigger_kind == "follow_up") == 1)
     report_runs = stack.runs(REPORT, since)
     ran = [r for r in report_runs if r.decision is Decision.RAN
            and r.status is RunStatus.SUCCEEDED]
-    result.check("runs", f"report-export: {_counted(_decisions(report_runs))}: every period "
+    result.check("runs", f"report-export: {counted(decision_counts(report_runs))}: every period "
                  "queued and then run once", len(ran) == 3
-                 and _decisions(report_runs)["queued"] == 2
+                 and decision_counts(report_runs)["queued"] == 2
                  and any(r.run_id == report_held["held_by"] for r in ran))
-    _crm_checks(ctx, result, seeded, since)
-    _report_checks(ctx, result, [_period(p) for p in periods], since)
+    check_crm(ctx, result, seeded, since)
+    check_report(ctx, result, [period_name(p) for p in periods], since)
 
-
-def _in_period(start: datetime) -> datetime:
-    """A scheduled time inside report-export's period ``start`` that no earlier drill run
-    this hour used: the period's own export is made once, but each drill run's ticks are
-    new triggers (a tick is job + scheduled time), so the drills can run again."""
-    return start + timedelta(seconds=int(time.time()) % 3600)
-
-
-def _period(at: datetime) -> str:
-    """report-export's name for the period starting at ``at`` (its work id's source)."""
-    return at.strftime("%Y-%m-%dT%H:00Z")
-
-
-def _report_checks(ctx: DrillContext, result: DrillResult, periods: list[str],
-                   since_ms: int) -> None:
-    exports = ctx.exports(periods)
-    dups = sum(n - 1 for n in exports.values() if n > 1)
-    missing = [p for p in periods if exports[p] == 0]
-    result.check("destination", f"{len(periods)} periods -> {sum(exports.values())} export "
-                 f"versions, {dups} duplicates, {len(missing)} missing",
-                 dups == 0 and not missing)
-    records = ctx.stack.runs(REPORT, since_ms)
-    result.keep_runs(records)
-    work_ids = [f"report@{p}:export" for p in periods]
-    ledger = {k: v for k, v in ctx.stack.items.get_many(REPORT, work_ids).items()}
-    if ledger:
-        result.check("ledger", "every period's item completed",
-                     all(r.state is ItemState.COMPLETED for r in ledger.values()))
-    result.tallies.append(tally(REPORT, records, ledger.values(), duplicates=dups))
 
 
 def lease_expiry(ctx: DrillContext, result: DrillResult) -> None:
     """Lease expiry and recovery without duplicates."""
-    stack, since = ctx.stack, _ms()
+    stack, since = ctx.stack, now_ms()
     seeded = ctx.seed("lease-expiry", 10)
     ctx.arm(CRM, "frozen", point="after_claim", action="pause", freeze=True, hold_s=90)
     result.injected.append("crm-sync run 1 frozen after claiming its page: no heartbeat, "
@@ -320,12 +161,12 @@ def lease_expiry(ctx: DrillContext, result: DrillResult) -> None:
     ledger = stack.ledger(CRM, seeded.work_ids)
     result.check("ledger", "every item completed by run 2 (FENCE: run 1's claims were "
                  "superseded)", all(r.run_id == taker.run_id for r in ledger.values()))
-    _crm_checks(ctx, result, seeded, since)
+    check_crm(ctx, result, seeded, since)
 
 
 def restart_mid_call(ctx: DrillContext, result: DrillResult) -> None:
     """A restart during a destination call, then reconciliation."""
-    stack, since = ctx.stack, _ms()
+    stack, since = ctx.stack, now_ms()
     seeded = ctx.seed("restart-mid-call", 8)
     ctx.arm(CRM, "crash", point="after_process", action="crash", skip=3)
     result.injected.append("crm-sync's process exits right after the destination accepted "
@@ -355,14 +196,14 @@ def restart_mid_call(ctx: DrillContext, result: DrillResult) -> None:
     sweep = stack.invoke(stack.reconciler(CRM), {})
     result.check("ledger", f"the reconciler's sweep finds nothing left unresolved ({sweep})",
                  not sweep.get("function_error"))
-    _crm_checks(ctx, result, seeded, since)
+    check_crm(ctx, result, seeded, since)
 
 
 def duplicate_deliveries(ctx: DrillContext, result: DrillResult) -> None:
     """Two scheduler registrations for one tick, and one tick delivered three times."""
-    stack, since = ctx.stack, _ms()
+    stack, since = ctx.stack, now_ms()
     period = now_utc().replace(minute=0, second=0, microsecond=0) - timedelta(hours=5)
-    at = _in_period(period)
+    at = in_period(period)
     execution = str(uuid.uuid4())
     threads = [threading.Thread(target=stack.tick, args=(REPORT, at),
                                 kwargs={"execution_id": e})
@@ -383,19 +224,19 @@ def duplicate_deliveries(ctx: DrillContext, result: DrillResult) -> None:
     stack.wait("3 crm-sync decisions", lambda: len(stack.runs(CRM, since)) >= 3)
     stack.wait_settled(REPORT, since)
     stack.wait_settled(CRM, since)
-    report = _decisions(stack.runs(REPORT, since))
-    result.check("runs", f"report-export: {_counted(report)}: one run, four duplicates",
+    report = decision_counts(stack.runs(REPORT, since))
+    result.check("runs", f"report-export: {counted(report)}: one run, four duplicates",
                  report["ran"] == 1 and report["duplicate"] == 4)
-    crm = _decisions(stack.runs(CRM, since))
-    result.check("runs", f"crm-sync: {_counted(crm)}: one run, two duplicates",
+    crm = decision_counts(stack.runs(CRM, since))
+    result.check("runs", f"crm-sync: {counted(crm)}: one run, two duplicates",
                  crm["ran"] == 1 and crm["duplicate"] == 2)
-    _report_checks(ctx, result, [_period(period)], since)
-    _crm_checks(ctx, result, seeded, since)
+    check_report(ctx, result, [period_name(period)], since)
+    check_crm(ctx, result, seeded, since)
 
 
 def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
     """A manual recovery while the normal schedule is active."""
-    stack, since = ctx.stack, _ms()
+    stack, since = ctx.stack, now_ms()
     before = stack.checkpoint(CRM).cursor
     seeded = ctx.seed("recovery", 6)
     ctx.arm(CRM, "crash-before-recovery", point="after_process", action="crash", skip=2)
@@ -449,12 +290,12 @@ def recovery_during_schedule(ctx: DrillContext, result: DrillResult) -> None:
                  f"(fences {fences})", len(recovery_runs) == 1 and len(set(fences)) ==
                  len(fences))
     # the recovery's run record counts what it reconciled, as every run's does
-    _crm_checks(ctx, result, seeded, since)
+    check_crm(ctx, result, seeded, since)
 
 
 def partial_failure(ctx: DrillContext, result: DrillResult) -> None:
     """A partial batch failure resumed from a clear checkpoint."""
-    stack, since = ctx.stack, _ms()
+    stack, since = ctx.stack, now_ms()
     before = stack.checkpoint(CRM)
     seeded = ctx.seed("partial-failure", 10)
     failing = seeded.work_ids[3]
@@ -476,7 +317,7 @@ def partial_failure(ctx: DrillContext, result: DrillResult) -> None:
                  "checkpoint", checkpoint.seq == before.seq + 1
                  and checkpoint.cursor == seeded.last_seq)
     late = ctx.seed("partial-failure-next", 3)
-    since_next = _ms()
+    since_next = now_ms()
     stack.tick(CRM, ctx.tick_time(CRM))
     result.injected.append("3 new changes, then the next tick")
     second = stack.wait_run(CRM, since_next, lambda r: r.decision is Decision.RAN, "run 2")
@@ -498,21 +339,14 @@ def partial_failure(ctx: DrillContext, result: DrillResult) -> None:
                  f"{again.get('to_replay')}", plan.get("to_replay") == 1
                  and summary.get("replayed") == 1 and again.get("to_replay") == 0)
     ctx.disarm(CRM, "refuse")
-    _crm_checks(ctx, result, Seeded(seeded.changes + late.changes), since)
-
-
-@dataclass(frozen=True)
-class Drill:
-    name: str
-    title: str
-    run: Callable[[DrillContext, DrillResult], None]
+    check_crm(ctx, result, Seeded(seeded.changes + late.changes), since)
 
 
 def backlog_chain(ctx: DrillContext, result: DrillResult) -> None:
     """A backlog longer than one run, drained by a chain while a second tick arrives."""
     from ..definitions import DRILL_TIMEOUT
 
-    stack, since = ctx.stack, _ms()
+    stack, since = ctx.stack, now_ms()
     seeded = ctx.seed("backlog-chain", 60)
     ctx.arm(CRM, "backlog-first", point="after_claim", action="pause",
             hold_s=int(DRILL_TIMEOUT.total_seconds()))
@@ -521,9 +355,9 @@ def backlog_chain(ctx: DrillContext, result: DrillResult) -> None:
                            "page until its invocation has less than its time margin left")
     stack.tick(CRM, ctx.tick_time(CRM))
     first = ctx.held(CRM, "backlog-first")
-    held_at = _ms()
+    held_at = now_ms()
     stack.wait("run 1 out of time (less than its 10 s margin of the drill timeout)",
-               lambda: _ms() - held_at > (DRILL_TIMEOUT - timedelta(seconds=8)
+               lambda: now_ms() - held_at > (DRILL_TIMEOUT - timedelta(seconds=8)
                                           ).total_seconds() * 1000,
                timeout_s=DRILL_TIMEOUT.total_seconds())
     ctx.release(CRM, "backlog-first")
@@ -560,7 +394,7 @@ def backlog_chain(ctx: DrillContext, result: DrillResult) -> None:
                  f"({len(follow_ups)})", not inside and len(follow_ups) == 1
                  and two is not None
                  and follow_ups[0].started_at_ms >= (two.ended_at_ms or 0))
-    _crm_checks(ctx, result, seeded, since)
+    check_crm(ctx, result, seeded, since)
 
 
 DRILLS = (
@@ -582,102 +416,3 @@ DRILLS = (
           "second tick arrives", backlog_chain),
 )
 
-
-# --------------------------------------------------------------------------- any job
-
-_OVERLAP_EXPECT: dict[str, tuple[str, Callable[[Counter[str], list[RunRecord]], bool]]] = {
-    "SKIP": ("both `skipped`, one run", lambda d, rs: d["skipped"] == 2 and d["ran"] == 1),
-    "QUEUE": ("both `queued`, then run once each",
-              lambda d, rs: d["queued"] == 2 and d["ran"] == 3),
-    "COALESCE": ("both `coalesced` into one follow-up run",
-                 lambda d, rs: d["coalesced"] == 2 and d["ran"] == 2),
-    "REPLACE": ("the paused run replaced (`lease_lost`), the newest run succeeded",
-                lambda d, rs: any(r.status is RunStatus.LEASE_LOST for r in rs)
-                and rs[-1].status is RunStatus.SUCCEEDED),
-}
-
-
-def _job_tally(stack: DeployedStack, job: str, records: list[RunRecord]) -> JobTally:
-    """A job's row, its done/fail/uncert counted on the ledger: the items its drill's
-    runs last wrote (whatever work ids the job's code gives them)."""
-    return tally(job, records, stack.items_of_runs(job, [r.run_id for r in records]))
-
-
-def job_drills(job: str) -> tuple[Drill, ...]:
-    """Drills for any deployed guarded job (the library installs its switches): they
-    check the run log and the lease, and count the items its runs left in the ledger
-    (what lands at the destination is the job's own to check)."""
-
-    def overlap(ctx: DrillContext, result: DrillResult) -> None:
-        stack, since = ctx.stack, _ms()
-        policy = stack.jobs[job].policy
-        ctx.arm(job, "overlap", point="after_acquire", action="pause")
-        stack.tick(job, ctx.tick_time(job))
-        held = ctx.held(job, "overlap")
-        stack.tick(job, ctx.tick_time(job))
-        stack.tick(job, ctx.tick_time(job))
-        result.injected.append(f"{job}'s run paused after acquiring the lease; 2 more ticks")
-        if policy != "REPLACE":
-            stack.wait("2 decisions behind the paused run", lambda: len(
-                [r for r in stack.runs(job, since) if r.decision is not Decision.RAN]) >= 2)
-            lease = stack.lease(job)
-            result.check("lease", f"the paused run still holds the lease (fence {lease.fence})",
-                         lease.run_id == held["held_by"])
-        ctx.release(job, "overlap")
-        stack.wait_settled(job, since)
-        records = stack.runs(job, since)
-        what, holds = _OVERLAP_EXPECT[policy]
-        decisions = _decisions(records)
-        result.check("runs", f"{policy}: {_counted(decisions)}: {what}", holds(decisions, records))
-        result.keep_runs(records)
-        result.tallies.append(_job_tally(stack, job, records))
-
-    def duplicates(ctx: DrillContext, result: DrillResult) -> None:
-        stack, since = ctx.stack, _ms()
-        at = ctx.tick_time(job)
-        threads = [threading.Thread(target=stack.tick, args=(job, at)) for _ in range(3)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        result.injected.append(f"{job}'s tick delivered 3 times at once")
-        stack.wait("3 decisions", lambda: len(stack.runs(job, since)) >= 3)
-        stack.wait_settled(job, since)
-        records = stack.runs(job, since)
-        decisions = _decisions(records)
-        result.check("runs", f"{_counted(decisions)}: one run, two duplicates",
-                     decisions["ran"] == 1 and decisions["duplicate"] == 2)
-        result.keep_runs(records)
-        result.tallies.append(_job_tally(stack, job, records))
-
-    def expiry(ctx: DrillContext, result: DrillResult) -> None:
-        stack, since = ctx.stack, _ms()
-        ctx.arm(job, "frozen", point="after_acquire", action="pause", freeze=True,
-                hold_s=300)
-        stack.tick(job, ctx.tick_time(job))
-        held = ctx.held(job, "frozen")
-        result.injected.append(f"{job}'s run frozen after acquiring (no heartbeat) until "
-                               "its lease expired; then a tick; then it wakes")
-        expired = stack.wait_lease_free(job, SKEW_MS)
-        stack.tick(job, ctx.tick_time(job))
-        taker = stack.wait_run(job, since, lambda r: r.decision is Decision.RAN
-                               and r.run_id != held["held_by"], "the taking-over run",
-                               timeout_s=300)
-        ctx.release(job, "frozen")
-        first = stack.wait_run(job, since, lambda r: r.run_id == held["held_by"]
-                               and r.status is RunStatus.LEASE_LOST, "the frozen run's end",
-                               timeout_s=300)
-        stack.wait_settled(job, since)
-        result.check("runs", f"taken over with fence {taker.fence} > {expired.fence}; the "
-                     f"frozen run ended {first.status.value}",
-                     (taker.fence or 0) > expired.fence)
-        records = stack.runs(job, since)
-        result.keep_runs(records)
-        result.tallies.append(_job_tally(stack, job, records))
-
-    return (
-        Drill(f"{job}:overlap", "a trigger while a run is paused: the job's policy", overlap),
-        Drill(f"{job}:duplicate-deliveries", "one tick delivered three times", duplicates),
-        Drill(f"{job}:lease-expiry", "a frozen run's lease expires and is taken over",
-              expiry),
-    )

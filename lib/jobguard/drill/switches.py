@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Any
 
-from .. import _drills, environment, hooks
+from .. import environment, hooks
 from ..schema import PARTITION_KEY, SORT_KEY, job_pk
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "wait_held",
 ]
 
-DRILLS = _drills.DRILLS
+DRILLS = environment.DRILLS
 POINTS = ("after_acquire", "after_claim", "before_item", "before_destination",
           "after_process", "before_release")
 ACTIONS = ("pause", "crash", "fail")
@@ -62,7 +62,7 @@ class DrillFault(RuntimeError):
     """What a ``fail`` switch raises (a destination refusing the call)."""
 
 
-drills_enabled = _drills.enabled
+drills_enabled = environment.drills
 
 
 # -- the worker's side ---------------------------------------------------------------------

@@ -24,6 +24,12 @@ the destination:
 - STALE: a tick delivered after ``stale_after`` never ran;
 - REFUSED: a malformed tick was refused and left no trigger behind.
 
+This module is the run, its one reason to change: the threads that deliver the plan, the
+retries and the settling, and the summary (what ``jobguard local`` prints). The schedule
+is :mod:`jobguard.local._load_plan`, the job and its tables
+:mod:`jobguard.local._load_world`, the checks :mod:`jobguard.local._load_checks`; their
+names are importable from here as before.
+
 Example:
     >>> summary = run_load(triggers=1000, jobs=5, fault_rate=0.1, seed=1)  # doctest: +SKIP
     >>> summary["decided"] >= 900, summary["violations"]  # doctest: +SKIP
@@ -33,21 +39,23 @@ Example:
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ..batch import BatchJob, ClaimedItem, Page
 from ..config import JobConfig, OverlapPolicy
 from ..destinations import DynamoDBDestination
 from ..records import RunRecord
-from ..workitems import ItemRecord, ItemState, WorkId
+from ..workitems import ItemState, WorkId
+from ._load_checks import Invariants, check_invariants, checkpoint_cursor_ok, puts_reached
+from ._load_world import NotesJob, World, contacts
 from .throughput import PartitionThroughput
 
 __all__ = ["Invariants", "NotesJob", "World", "check_invariants", "main", "run_load"]
@@ -56,187 +64,8 @@ POLICIES = (OverlapPolicy.SKIP, OverlapPolicy.QUEUE, OverlapPolicy.COALESCE,
             OverlapPolicy.REPLACE, OverlapPolicy.SKIP)
 
 
-def contacts(n: int, prefix: str = "contact") -> list[dict[str, Any]]:
-    return [{"id": f"{prefix}-{i:05d}", "change": f"email changed #{i}"} for i in range(n)]
-
-
-class NotesJob(BatchJob[dict[str, Any]]):
-    """The crm-sync shape: one note per changed contact, cursor = index in the source."""
-
-    def __init__(self, config: JobConfig, source: list[dict[str, Any]],
-                 notes: DynamoDBDestination, **guard_options: Any) -> None:
-        super().__init__(config, **guard_options)
-        self.source = source
-        self.notes = notes
-
-    def select(self, cursor: str | None, limit: int) -> Page[dict[str, Any]]:
-        start = 0 if cursor is None else int(cursor)
-        rows = self.source[start:start + limit]
-        return Page(rows, f"{start + len(rows):06d}")
-
-    def work_id(self, record: dict[str, Any]) -> WorkId:
-        return WorkId(record["id"], "create-note")
-
-    def process(self, record: dict[str, Any], item: ClaimedItem) -> str:
-        return self.notes.put(item.key, {"text": record["change"]})
-
-    def reconcile(self, record: dict[str, Any] | None, item: ItemRecord) -> str | None:
-        return self.notes.reconcile(item.work_id)
-
-
-@dataclass
-class World:
-    """One emulator's table, notes table and clients (production client settings)."""
-
-    ddb: Any
-    sqs: Any
-    table: str
-    notes_table: str
-
-    @classmethod
-    def create(cls) -> World:
-        """Tables in the running emulator (inside :func:`~jobguard.local.emulator.in_process`)."""
-        import botocore.session
-
-        from .._clients import config
-        from ..dynamodb import create_table
-
-        session = botocore.session.get_session()
-        ddb: Any = session.create_client("dynamodb", config=config())
-        sqs: Any = session.create_client("sqs", config=config())
-        table = f"jobguard-{uuid.uuid4().hex[:8]}"
-        create_table(ddb, table)
-        from ..destinations import DynamoDBDestination
-
-        notes = DynamoDBDestination.create_table(ddb, f"notes-{uuid.uuid4().hex[:8]}")
-        return cls(ddb, sqs, table, notes)
-
-    def fifo_queue(self, job: str) -> str:
-        url: str = self.sqs.create_queue(
-            QueueName=f"{job}-{uuid.uuid4().hex[:6]}.fifo",
-            Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"})["QueueUrl"]
-        return url
-
-    def notes(self) -> dict[str, str]:
-        """work id -> destination id, as stored."""
-        found: dict[str, str] = {}
-        kwargs: dict[str, Any] = {"TableName": self.notes_table, "ConsistentRead": True}
-        while True:
-            page = self.ddb.scan(**kwargs)
-            for item in page["Items"]:
-                found[item["work_id"]["S"]] = item["destination_id"]["S"]
-            if "LastEvaluatedKey" not in page:
-                return found
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
 _ENDED_NOT_RUN = ("skipped", "coalesced", "dropped", "absorbed")
 """A final trigger's ends that are not a run: it met a held lease."""
-
-# An item has ended once completed, or failed with a known outcome (reported on the run
-# record; replayed by a recovery). Claimed and uncertain items are unfinished.
-_ENDED = (ItemState.COMPLETED, ItemState.FAILED)
-
-
-@dataclass
-class Invariants:
-    """What the checks found: empty ``violations`` means every invariant held."""
-
-    violations: list[str] = field(default_factory=list)
-    checked: Counter[str] = field(default_factory=Counter)
-    called_twice: Counter[str] = field(default_factory=Counter)
-    """Per job: work ids whose side effect was called more than once (ONCE violations)."""
-
-    def require(self, name: str, ok: bool, message: str) -> None:
-        self.checked[name] += 1
-        if not ok:
-            self.violations.append(f"{name}: {message}")
-
-
-def check_invariants(world: World, job: str, work_ids: list[str], notes: dict[str, str],
-                     puts: Counter[str], checkpoints: list[tuple[int, str | None]],
-                     *, stale: tuple[str, int] | None = None,
-                     found: Invariants | None = None) -> Invariants:
-    """ONCE, END, FENCE and CKPT for one job whose source is ``work_ids``, in order.
-
-    ``puts`` counts the destination calls that reached the emulator, per work id
-    (:func:`puts_reached`): more than one for a work id is a ONCE violation whatever
-    the job's policy, whether or not the item completed, even when the destination's
-    conditional write kept it to one note; ``checkpoints`` the (seq, cursor) observed
-    over time; ``stale`` a (run id, fence) that no longer holds the lease, to try
-    writing with.
-    """
-    from ..dynamodb_items import DynamoItemStore
-    from ..errors import LeaseLostError
-    from ..workitems import Commit, Fence, Unresolved
-
-    inv = found or Invariants()
-    items = DynamoItemStore(world.table, client=world.ddb)
-    rows = items.get_many(job, work_ids)
-    for work_id in work_ids:
-        row = rows.get(work_id)
-        inv.require("END", row is not None and row.state in _ENDED,
-                    f"{job} {work_id} is {row.state.value if row else 'absent'}")
-        calls = puts.get(work_id, 0)
-        inv.require("ONCE", calls <= 1,
-                    f"{job} {work_id}: {calls} puts reached the destination")
-        if calls > 1:
-            inv.called_twice[job] += 1
-        if row is not None and row.state is ItemState.COMPLETED:
-            inv.require("ONCE", notes.get(work_id) == row.destination_id,
-                        f"{job} {work_id}: ledger says {row.destination_id}, destination "
-                        f"{notes.get(work_id)}")
-    claimed = items.unresolved(job, states=[ItemState.CLAIMED, ItemState.UNCERTAIN])
-    inv.require("END", not claimed,
-                f"{job}: unresolved {[(r.work_id, r.state.value) for r in claimed][:5]}")
-    # never backwards: in the order written (seq), the cursor never decreases
-    cursors = [int(cursor or 0) for _, cursor in sorted(checkpoints)]
-    inv.require("CKPT", cursors == sorted(cursors),
-                f"{job}: checkpoint went back {[c for _, c in sorted(checkpoints)]}")
-    final = items.read_checkpoint(job)
-    inv.require("CKPT", final.cursor == f"{len(work_ids):06d}",
-                f"{job}: final checkpoint {final.cursor}, source has {len(work_ids)}")
-    if stale is not None:
-        # A stale run's claim, failure record and checkpoint are refused (its completion
-        # facts are not fenced: they state what the destination holds)
-        run_id, fence = stale
-        lease = Fence(job, run_id, fence)
-        now = items.read_row(job)
-        for attempt, change in (
-                ("claim", Commit(expected=now, claim={"stale:create-note": ""})),
-                ("failure", Commit(expected=now, rows=(Unresolved(
-                    work_ids[0], ItemState.FAILED, error="stale", retryable=True),))),
-                ("checkpoint", Commit(expected=now, checkpoint=(now.checkpoint.seq, "0")))):
-            try:
-                items.commit(lease, change, now_ms=0)
-                inv.require("FENCE", False, f"{job}: a {attempt} with fence {fence} was applied")
-            except LeaseLostError:
-                inv.require("FENCE", True, "")
-        inv.require("FENCE", items.get(job, "stale:create-note") is None,
-                    f"{job}: a stale claim left a row")
-    return inv
-
-
-def checkpoint_cursor_ok(world: World, job: str,
-                         work_ids: list[str]) -> tuple[int, str | None, bool]:
-    """The checkpoint now (seq, cursor), and whether every item before it is completed."""
-    from ..dynamodb_items import DynamoItemStore
-
-    items = DynamoItemStore(world.table, client=world.ddb)
-    checkpoint = items.read_checkpoint(job)
-    upto = int(checkpoint.cursor or 0)
-    rows = items.get_many(job, work_ids[:upto])
-    done = all(r.state in _ENDED for r in rows.values()) and len(rows) == upto
-    return checkpoint.seq, checkpoint.cursor, done
-
-
-def puts_reached(faults: Any, key_attribute: str = "work_id") -> Counter[str]:
-    """Destination puts that reached the emulator, per work id (from the harness's log)."""
-    counts: Counter[str] = Counter()
-    for call in faults.calls_at("destination.dynamodb.put"):
-        if call.reached:
-            counts[call.params["Item"][key_attribute]["S"]] += 1
-    return counts
 
 
 # -- the load --------------------------------------------------------------------------
@@ -575,6 +404,6 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
 
 
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - thin wrapper
-    from ..cli import main as cli_main
-
-    return cli_main(["local", *(argv or [])])
+    """``jobguard local ARGS``, run as the command runs it: in a process of its own (the
+    command calls :func:`run_load`; the load does not import the command)."""
+    return subprocess.call([sys.executable, "-m", "jobguard.cli", "local", *(argv or [])])

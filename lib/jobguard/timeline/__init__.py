@@ -2,8 +2,9 @@
 
 Operator tooling, like the CLI: no Lambda function imports it and the production code
 asset does not carry it. :mod:`.model` decides what is shown from run records (pure),
-:mod:`.html` draws it as a self-contained page, :mod:`.text` for a terminal,
-:mod:`.collect` reads it from a job store, :mod:`.window` checks the time range.
+:mod:`.html` draws it as a self-contained page (its chart :mod:`.chart`, its tables
+:mod:`._table`), :mod:`.text` for a terminal, :mod:`.collect` reads it from a job store,
+:mod:`.window` checks the time range.
 
 Example:
     >>> from jobguard.timeline import Window, build_timeline, render_page

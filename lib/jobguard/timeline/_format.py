@@ -1,4 +1,6 @@
-"""Words and times shared by the page and the terminal view (private)."""
+"""Words and times shared by the page and the terminal view (private): the statuses and
+decisions a timeline knows, in the legend's order, what each is called and means, and how
+a time, a span and a count are written."""
 
 from __future__ import annotations
 
@@ -10,6 +12,13 @@ from .._safe_text import safe_text
 if TYPE_CHECKING:
     from .model import Bar, Lane, Mark
 
+RUN_STATUSES = ("succeeded", "incomplete", "failed", "lease_lost", "abandoned",
+                "expired", "released_by_operator", "running")
+"""Statuses a bar can have, in the legend's order. ``expired`` is no record's status: a
+run holding the lease past its expiry, not taken over yet (its worker stopped)."""
+DECISIONS = ("skipped", "queued", "coalesced", "duplicate", "stale", "paused", "dropped",
+             "rejected", "superseded")
+"""Decisions a mark can have, in the legend's order."""
 STATUS_LABEL = {
     "succeeded": "succeeded",
     "incomplete": "incomplete",
@@ -149,8 +158,6 @@ def ticks(from_ms: int, to_ms: int, *, most: int = 10) -> tuple[int, list[int]]:
 
 def summary(lane: Lane, sep: str = " · ") -> str:
     """One line: runs by status, triggers not run by decision, markers, items."""
-    from .model import DECISIONS, RUN_STATUSES
-
     runs = lane.status_counts
     decisions = lane.decision_counts
     parts = [f"{len(lane.bars)} run{'s' if len(lane.bars) != 1 else ''}"]

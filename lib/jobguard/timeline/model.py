@@ -26,18 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import Decision, RunRecord, RunStatus
-from ._format import duration, iso
+from ._format import DECISIONS, RUN_STATUSES, duration, iso
 
 __all__ = ["RUN_STATUSES", "DECISIONS", "FOCUS_AT_MOST", "Bar", "Lane", "Mark", "Marker",
            "Timeline", "Window", "build_lane", "build_timeline", "focus"]
 
-RUN_STATUSES = ("succeeded", "incomplete", "failed", "lease_lost", "abandoned",
-                "expired", "released_by_operator", "running")
-"""Statuses a bar can have, in the legend's order. ``expired`` is no record's status: a
-run holding the lease past its expiry, not taken over yet (its worker stopped)."""
-DECISIONS = ("skipped", "queued", "coalesced", "duplicate", "stale", "paused", "dropped",
-             "rejected", "superseded")
-"""Decisions a mark can have, in the legend's order."""
 ITEM_COUNTS = ("selected", "completed", "failed", "uncertain", "reconciled", "already_done")
 """The work-item figures a run record carries (``BatchReport``), shown per bar."""
 
