@@ -57,7 +57,7 @@ from .refusal import CommandError
 from .runbook import cmd_runbook
 from .stacks import DRILL_STACK, RECOVER_STACK, STACK_ENV
 
-# also imported from here (``from jobguard.cli import NO_TABLE``: tests, the demo's check)
+# imported from here by the tests (``from jobguard.cli import NO_TABLE``, ``cli._stack``)
 from .stacks import NO_TABLE as NO_TABLE
 from .stacks import _stack as _stack
 
