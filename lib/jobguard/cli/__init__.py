@@ -33,7 +33,7 @@ command, its options and help texts, as ``jobguard --help`` lists them and
 ``tests/unit/test_api_pin.py`` pins them) and :func:`main`; ``parsing`` reads it,
 ``endings`` turns a command's end into its exit status; the commands are in ``history``
 (status, runs, run, items), ``operator`` (pause, resume, release, repair, resolve),
-``recover``, ``runbook`` and ``launchers`` (timeline, drill; ``local`` is here); what they
+``recover``, ``runbook`` and ``launchers`` (timeline, drill, local); what they
 share is in ``stacks`` (stack, table, stores), ``jobs`` (which job), ``aws`` (clients),
 ``output``, ``prompts`` and ``refusal``.
 """
@@ -42,18 +42,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 
 from .._safe_text import safe_streams
 from .endings import _crash, run_command
 from .history import _MAX_LAST, RUN_KEYS, cmd_items, cmd_run, cmd_runs, cmd_status
-from .launchers import cmd_drill, cmd_timeline
+from .launchers import cmd_drill, cmd_local, cmd_timeline
 from .operator import cmd_pause, cmd_release, cmd_repair, cmd_resolve, cmd_resume
-from .output import _counts, _out
 from .parsing import _global_options, _Parser, _version
 from .recover import cmd_recover
-from .refusal import CommandError
+from .refusal import CommandError as CommandError
 from .runbook import cmd_runbook
 from .stacks import DRILL_STACK, RECOVER_STACK, STACK_ENV
 
@@ -62,56 +60,6 @@ from .stacks import NO_TABLE as NO_TABLE
 from .stacks import _stack as _stack
 
 __all__ = ["main"]
-
-
-# ``local`` is the one command defined here, beside the parser: jobguard.local.load's own
-# entry point runs it through :func:`main`, so the two import each other (a cycle listed
-# in tests/unit/test_architecture.py); kept here, the cycle is between these two modules
-# only, until load.py stops importing the CLI and cmd_local can join ``launchers``.
-def cmd_local(args: argparse.Namespace) -> int:
-    """Load under injected faults on the embedded emulator, then the invariants."""
-    from ..faults import parse_rules
-    from ..local.load import run_load
-
-    for flag, given in (("--stack", args.stack), ("--table", args.table)):
-        if given is not None:
-            raise CommandError(flag, "local runs its own embedded emulator and table: it "
-                               "reads no stack and no table (leave it out)")
-    if args.triggers <= 0 or args.jobs <= 0 or args.threads <= 0:
-        raise CommandError("--triggers", "--triggers, --jobs and --threads must be >= 1")
-    try:
-        parse_rules(args.faults)
-    except ValueError as exc:
-        raise CommandError("--faults", str(exc).split(": ", 1)[1]) from None
-    import contextlib
-    import logging
-
-    logging.getLogger("botocore").setLevel(logging.CRITICAL)
-    with contextlib.redirect_stdout(sys.stderr):  # the runs' JSON logs and EMF metrics
-        summary = run_load(triggers=args.triggers, jobs=args.jobs, fault_spec=args.faults,
-                           seed=args.seed, threads=args.threads,
-                           items_per_job=args.items_per_job)
-    human = "\n".join([
-        f"{summary['triggers']} triggers, {summary['jobs']} jobs, {summary['threads']} threads, "
-        f"faults {summary['faults'] or 'none'}, seed {summary['seed']}",
-        f"decisions/s {summary['decisions_per_s']}  ({summary['seconds']} s)",
-        f"decisions {_counts(summary['decisions'])}",
-        f"decided {summary['decided']} of {summary['triggers']} triggers "
-        f"({summary['decided_share']:.1%})",
-        f"not decided: malformed on purpose {summary['malformed_planned']} (refused "
-        f"{summary['malformed_refused']}), failed after Lambda's retries "
-        f"{summary['failed_after_retries']}, refused unplanned {summary['invalid_unplanned']}",
-        f"runs {_counts(summary['runs'])}",
-        f"items {_counts(summary['items'])}, AWS calls {_counts(summary['calls'])}, faults "
-        f"injected {summary['faults_injected']} ({_counts(summary['faults_by_kind'])})",
-        f"invariant checks {_counts(summary['checks'])}",
-        f"destination calls {summary['destination_calls']}, work ids called more than once "
-        f"by policy {_counts(summary['called_twice_by_policy'])}",
-        f"violations {len(summary['violations'])}",
-        *summary["violations"][:20],
-    ])
-    _out(args, summary, human)
-    return 0 if not summary["violations"] else 1
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,13 +1,16 @@
-"""The commands that hand over to a tool of their own: ``timeline`` (jobguard.timeline)
-and ``drill`` (jobguard.drill), each given the options checked and the stack or store
-it reads. Changes when what these commands check before handing over changes."""
+"""The commands that hand over to a tool of their own: ``timeline`` (jobguard.timeline),
+``drill`` (jobguard.drill) and ``local`` (jobguard.local.load), each given the options
+checked and the stack or store it reads. Changes when what these commands check before
+handing over changes."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from .jobs import _job_name, _known_job
+from .output import _counts, _out
 from .refusal import CommandError, _nearest
 from .stacks import DRILL_STACK, _deployment, _stores
 
@@ -61,3 +64,49 @@ def cmd_drill(args: argparse.Namespace) -> int:
     except ValueError as exc:
         field, _, message = str(exc).partition(": ")
         raise CommandError(field, message or field) from None
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    """Load under injected faults on the embedded emulator, then the invariants."""
+    from ..faults import parse_rules
+    from ..local.load import run_load
+
+    for flag, given in (("--stack", args.stack), ("--table", args.table)):
+        if given is not None:
+            raise CommandError(flag, "local runs its own embedded emulator and table: it "
+                               "reads no stack and no table (leave it out)")
+    if args.triggers <= 0 or args.jobs <= 0 or args.threads <= 0:
+        raise CommandError("--triggers", "--triggers, --jobs and --threads must be >= 1")
+    try:
+        parse_rules(args.faults)
+    except ValueError as exc:
+        raise CommandError("--faults", str(exc).split(": ", 1)[1]) from None
+    import contextlib
+    import logging
+
+    logging.getLogger("botocore").setLevel(logging.CRITICAL)
+    with contextlib.redirect_stdout(sys.stderr):  # the runs' JSON logs and EMF metrics
+        summary = run_load(triggers=args.triggers, jobs=args.jobs, fault_spec=args.faults,
+                           seed=args.seed, threads=args.threads,
+                           items_per_job=args.items_per_job)
+    human = "\n".join([
+        f"{summary['triggers']} triggers, {summary['jobs']} jobs, {summary['threads']} threads, "
+        f"faults {summary['faults'] or 'none'}, seed {summary['seed']}",
+        f"decisions/s {summary['decisions_per_s']}  ({summary['seconds']} s)",
+        f"decisions {_counts(summary['decisions'])}",
+        f"decided {summary['decided']} of {summary['triggers']} triggers "
+        f"({summary['decided_share']:.1%})",
+        f"not decided: malformed on purpose {summary['malformed_planned']} (refused "
+        f"{summary['malformed_refused']}), failed after Lambda's retries "
+        f"{summary['failed_after_retries']}, refused unplanned {summary['invalid_unplanned']}",
+        f"runs {_counts(summary['runs'])}",
+        f"items {_counts(summary['items'])}, AWS calls {_counts(summary['calls'])}, faults "
+        f"injected {summary['faults_injected']} ({_counts(summary['faults_by_kind'])})",
+        f"invariant checks {_counts(summary['checks'])}",
+        f"destination calls {summary['destination_calls']}, work ids called more than once "
+        f"by policy {_counts(summary['called_twice_by_policy'])}",
+        f"violations {len(summary['violations'])}",
+        *summary["violations"][:20],
+    ])
+    _out(args, summary, human)
+    return 0 if not summary["violations"] else 1
