@@ -157,3 +157,16 @@ def pytest_configure(config: pytest.Config) -> None:
         from tests.explorer import known_bugs
 
         known_bugs.switch_to(name)  # an unknown name or a patch that no longer fits: raises
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test ends with the environment it began with. ``jobguard.cli.main`` called in
+    process sets ``JOBGUARD_TABLE``, ``AWS_ENDPOINT_URL`` and ``JOBGUARD_RECOVERY_MODULES``
+    for the command it runs (a process of its own would drop them at exit); a later test in
+    the same process must not inherit them (``make mutate`` runs every test in one)."""
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)

@@ -188,7 +188,8 @@ _DECLARING = (
     "jobguard.triggerqueue",
     "jobguard.continuation",
     "jobguard.destinations",
-    "jobguard.cli",
+    "jobguard.cli.jobs",
+    "jobguard.cli.recover",
 )
 
 

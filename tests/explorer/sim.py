@@ -1516,15 +1516,15 @@ class Sim:
         self._operator("resume", fn)
 
     def _force(self) -> Any:
-        """``jobguard release --force`` (what cli.cmd_release does, on the explorer's
-        clients): on a damaged row ``force_release`` repairs it."""
+        """``jobguard release --force`` (what jobguard.cli.operator.cmd_release does, on
+        the explorer's clients): on a damaged row ``force_release`` repairs it."""
         from jobguard.errors import DamagedRowError
 
         try:
             lease = self.store.read_lease(JOB)
         except DamagedRowError:
             holders = {self.row.get("run_id"): self.row.get("trigger_id")}
-            # as cli.cmd_release does when its own read finds the row damaged
+            # as cmd_release does when its own read finds the row damaged
             repaired = self.store.repair(JOB, now_ms=self._op_clock())
             self.model.operator_steps.append(self.step)
             self._disrupt("repair landed")

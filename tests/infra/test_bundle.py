@@ -70,7 +70,7 @@ def test_the_emulator_and_the_operator_tools_never_ship(tmp_path: Path) -> None:
     staged = stage_code([jobguard_dir], tmp_path)
     assert (staged / "jobguard" / "guard.py").is_file()
     assert not (staged / "jobguard" / "local").exists()
-    assert not (staged / "jobguard" / "cli.py").exists()
+    assert not (staged / "jobguard" / "cli").exists()
     assert not (staged / "jobguard" / "timeline").exists()
 
 
@@ -151,8 +151,8 @@ def test_the_production_asset_carries_no_drill_cli_fault_or_test_code(synth) -> 
     files = _files(synth.stack.bundle.code_dir)
     shipped_tools = {f for f in files if f.startswith(("jobguard/drill/", "jobguard/local/",
                                                        "jobguard/timeline/", "jobguard/cdk/",
-                                                       "jobguard/testing/"))
-                     or f in ("jobguard/cli.py", "jobguard/faults.py",
+                                                       "jobguard/testing/", "jobguard/cli/"))
+                     or f in ("jobguard/faults.py",
                               "jobguard/pytest_plugin.py", "jobguard/_offline.py")}
     assert shipped_tools == set()
     assert {"jobguard/guard.py", "jobguard/dynamodb.py", "jobguard/_drills.py",
@@ -164,9 +164,10 @@ def test_a_drill_deployments_asset_carries_the_switches_and_no_tools(drill) -> N
     stack, _, _ = drill
     files = _files(stack.bundle.code_dir)
     assert "jobguard/drill/switches.py" in files
-    assert not {"jobguard/cli.py", "jobguard/faults.py",
+    assert not {"jobguard/faults.py",
                 "jobguard/pytest_plugin.py", "jobguard/_offline.py"} & files
-    assert not any(f.startswith(("jobguard/local/", "jobguard/cdk/", "jobguard/testing/"))
+    assert not any(f.startswith(("jobguard/local/", "jobguard/cdk/", "jobguard/testing/",
+                                 "jobguard/cli/"))
                    for f in files)
 
 

@@ -99,10 +99,10 @@ def test_the_readme_stack_synthesizes_outside_the_repository(installed: Path,
     (asset,) = {d for d in (project / ".local" / "cdk-build").glob("code-*")}
     files = {p.relative_to(asset).as_posix() for p in asset.rglob("*") if p.is_file()}
     assert {"myjobs/invoice_mailer.py", "myjobs/jobs.py", "jobguard/guard.py"} <= files
-    assert not any(f.startswith(("jobguard/cdk/", "jobguard/local/", "jobguard/testing/"))
+    assert not any(f.startswith(("jobguard/cdk/", "jobguard/local/", "jobguard/testing/",
+                                 "jobguard/cli/"))
                    for f in files)
-    assert not {"jobguard/pytest_plugin.py", "jobguard/_offline.py",
-                 "jobguard/cli.py"} & files
+    assert not {"jobguard/pytest_plugin.py", "jobguard/_offline.py"} & files
 
 
 def test_the_readme_stack_without_an_alarm_destination_stops_with_one_line(

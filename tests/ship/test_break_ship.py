@@ -500,7 +500,7 @@ class _ByTime(BatchJob[dict[str, str]]):
 def test_recover_prints_its_time_range_in_utc_with_z(
         jobguard_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """"Every time is UTC, in ISO 8601 with its Z" (cli.py, README "Operating a job").
+    """"Every time is UTC, in ISO 8601 with its Z" (jobguard.cli, README "Operating a job").
     A recovery's range is printed as given: ``2026-11-01T02:00:00+02:00``, and a
     ``...Z`` given comes back ``+00:00`` (in the table, the JSON and the recovery's run
     record)."""

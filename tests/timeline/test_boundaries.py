@@ -14,7 +14,7 @@ import pytest
 import jobguard.timeline
 
 LIB = Path(jobguard.timeline.__file__).resolve().parents[1]
-TOOLS = {"cli.py", "timeline", "drill", "local"}  # where importing it is allowed
+TOOLS = {"cli", "timeline", "drill", "local"}  # where importing it is allowed
 
 
 def test_public_names_are_pinned():

@@ -67,7 +67,6 @@ PACKAGE_INIT = "jobguard"  # the public names: it may import from every layer
 
 # What does not hold yet (issue 32), with today's measure.
 KNOWN_SIZES: dict[str, int] = {
-    "jobguard.cli": 1770,
     "jobguard.dynamodb": 1585,
 }
 KNOWN_CYCLES: list[set[str]] = []

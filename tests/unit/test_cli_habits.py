@@ -221,7 +221,7 @@ def test_a_refusal_from_the_recovery_function_names_the_options_once(env, capsys
                 "error": "time_from: job 'crm-sync' does not map times to cursors "
                          "(implement cursor_at); recover by cursor_from/cursor_to"}
 
-    monkeypatch.setattr("jobguard.cli._invoke", refused)
+    monkeypatch.setattr("jobguard.cli.recover._invoke", refused)
     assert main(["recover", "crm-sync", "--from-time", "2026-11-29T01:00:00Z",
                  "--to-time", "2026-11-29T02:00:00Z", "--function-name", "f"]) == 2
     error = capsys.readouterr().err.strip()

@@ -102,7 +102,7 @@ LAMBDA_MARKERS = {
 
 _EXCLUDED_PARTS = {"__pycache__"}
 _EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
-NEVER_SHIPPED = frozenset({("jobguard", "cli.py"), ("jobguard", "faults.py"),
+NEVER_SHIPPED = frozenset({("jobguard", "cli"), ("jobguard", "faults.py"),
                            ("jobguard", "testing"), ("jobguard", "pytest_plugin.py"),
                            ("jobguard", "_offline.py"), ("jobguard", "local"),
                            ("jobguard", "cdk"), ("jobguard", "timeline")})
