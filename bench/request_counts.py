@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from jobguard import OverlapPolicy, guarded
+from jobguard.requests import Take
 from jobguard.schema import LEASE_SK, PARTITION_KEY, SORT_KEY, job_pk
 
 from .common import BenchError, Ticks, mean, median
@@ -211,9 +212,9 @@ def lease_row_after_triggers(table: str, ddb: Any, n: int) -> int:
     job = GuardedJob(config, _noop, store=store, clock=clock)
     from jobguard.triggers import Trigger, TriggerKind
 
-    store.take(Trigger("bench-rows", "bench-rows@manual:holder", TriggerKind.MANUAL),
-               run_id="HOLDER", owner="bench/holder", now_ms=int(clock.now().timestamp() * 1000),
-               lease_ms=3 * 3_600_000)
+    store.take(Take(Trigger("bench-rows", "bench-rows@manual:holder", TriggerKind.MANUAL),
+                    run_id="HOLDER", owner="bench/holder",
+                    now_ms=int(clock.now().timestamp() * 1000), lease_ms=3 * 3_600_000))
     step = timedelta(hours=2) / n
     for i in range(n):
         job.handle(Trigger("bench-rows", f"bench-rows@manual:t{i:05d}", TriggerKind.MANUAL,

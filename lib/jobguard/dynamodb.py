@@ -43,6 +43,7 @@ from .errors import DamagedRowError, StoreError
 from .ids import run_id_bounds
 from .lease import Acquired, Busy, HandOff, LeaseState, Released, backoff, parse_lease
 from .records import DamagedRun, Decision, RunLog, RunOrigin, RunRecord, RunStatus
+from .requests import Acquisition, DecisionWrite, ForceRelease, Release, Take
 from .schema import (
     FENCE_SK,
     LEASE_SK,
@@ -517,42 +518,20 @@ class DynamoJobStore:
 
     # -- lease ---------------------------------------------------------------------
 
-    def acquire(
-        self,
-        trigger_id: str,
-        *,
-        job: str,
-        run_id: str,
-        owner: str,
-        now_ms: int,
-        lease_ms: int,
-        skew_ms: int,
-        lease: LeaseState,
-        item: TriggerRecord | None,
-        route: Route,
-        trigger_kind: str,
-        trigger_ttl_s: int,
-        high_water: int = 0,
-        replace: bool = False,
-        queue_gate: bool = False,
-        ignore_pause: bool = False,
-        displaced: RunRecord | None = None,
-        record_ttl_s: int = 0,
-        mark_displaced: bool = True,
-        keep_follow_up: bool = False,
-        origin: RunOrigin | None = None,
-    ) -> Acquired | Refused:
+    def acquire(self, request: Acquisition) -> Acquired | Refused:
         """Take the job's lease from the row as observed, in one transaction.
 
         The conditions, each on the value this write replaces:
 
-        - the lease row: exactly ``lease`` (its fence, and no holder; or the holder
-          named, expired by more than the skew margin unless ``replace``), not paused,
-          and (``queue_gate``, a direct ``QUEUE`` trigger) no pending queued trigger;
+        - the lease row: exactly ``request.lease`` (its fence, and no holder; or the
+          holder named, expired by more than the skew margin unless ``replace``), not
+          paused (unless ``ignore_pause``), and (``queue_gate``, a direct ``QUEUE``
+          trigger) no pending queued trigger;
         - the fence high-water mark: no higher than the fence observed;
-        - the trigger's item: exactly ``item`` (absent, or its state and run id);
+        - the trigger's item: exactly ``request.item`` (absent, or its state and run id);
         - on a takeover, the displaced run's trigger becomes ``lost`` (``replaced``
-          under REPLACE) and its record is written (``displaced``);
+          under REPLACE; left alone unless ``mark_displaced``) and its record is written
+          (``displaced``);
         - ``keep_follow_up`` (a recovery): a recovery replays a range, it does not do
           the job's regular work, so it never absorbs the pending follow-up: the
           follow-up stays named on the row (its release sends it) and its gate moves
@@ -563,7 +542,12 @@ class DynamoJobStore:
         Returns :class:`Acquired` with the new fence, or :class:`Refused` with what
         was there instead.
         """
-        fence = max(lease.fence, high_water) + 1
+        r = request
+        job, trigger_id, run_id, now_ms, skew_ms = (r.job, r.trigger_id, r.run_id, r.now_ms,
+                                                    r.skew_ms)
+        lease, item, route, trigger_kind = r.lease, r.item, r.route, r.trigger_kind
+        replace, keep_follow_up, record_ttl_s = r.replace, r.keep_follow_up, r.record_ttl_s
+        fence = max(lease.fence, r.high_water) + 1
         e = _Expr()
         pieces = [self._lease_condition(e, lease)]
         held = lease.is_held(now_ms, skew_ms)
@@ -582,19 +566,19 @@ class DynamoJobStore:
             # that renewed since our read is alive, so (under REPLACE) its trigger ends
             # `replaced`, not `lost` for its retry to run again; refused, we decide again.
             pieces.append(f"{e.n('expires_at_ms')} < {e.v(now_ms - skew_ms)}")
-        if not ignore_pause:
+        if not r.ignore_pause:
             pieces.append(f"attribute_not_exists({e.n('paused_at_ms')})")
         queued = e.n("queued_n")
-        if queue_gate:
+        if r.queue_gate:
             pieces.append(f"(attribute_not_exists({queued}) OR {queued} <= {e.v(0)})")
         sets = [
             f"{e.n('fence')} = {e.v(fence)}",
             f"{e.n('run_id')} = {e.v(run_id)}",
-            f"{e.n('holder_owner')} = {e.v(owner)}",
+            f"{e.n('holder_owner')} = {e.v(r.owner)}",
             f"{e.n('trigger_id')} = {e.v(trigger_id)}",
             f"{e.n('acquired_at_ms')} = {e.v(now_ms)}",
             f"{e.n('heartbeat_at_ms')} = {e.v(now_ms)}",
-            f"{e.n('expires_at_ms')} = {e.v(now_ms + lease_ms)}",
+            f"{e.n('expires_at_ms')} = {e.v(now_ms + r.lease_ms)}",
             f"{e.n('prev_run_id')} = "
             f"{e.v((lease.handed_from if carry else lease.run_id) or lease.last_run_id or '-')}",
         ]
@@ -641,19 +625,19 @@ class DynamoJobStore:
         kinds.append("fence")
         actions.append(self._trigger_write(
             job, trigger_id, item, state=State.RUNNING, route=route, run_id=run_id,
-            now_ms=now_ms, ttl_epoch_s=trigger_ttl_s, fence=fence,
+            now_ms=now_ms, ttl_epoch_s=r.trigger_ttl_s, fence=fence,
             gate_fence=fence if trigger_kind == "follow_up" else None, kind=trigger_kind,
             gate=_follow_up_gate(lease, item) if trigger_kind == "follow_up" else None,
-            origin=origin))
+            origin=r.origin))
         kinds.append("trigger")
         if lease.run_id is not None and lease.trigger_id and lease.trigger_id != trigger_id \
-                and mark_displaced:
+                and r.mark_displaced:
             target = State.REPLACED if replace and held else State.LOST
             actions.append(self._end_trigger(job, lease.trigger_id, lease.run_id, target,
-                                             now_ms, record_ttl_s or trigger_ttl_s))
+                                             now_ms, record_ttl_s or r.trigger_ttl_s))
             kinds.append("displaced_trigger")
-        if displaced is not None:
-            actions.append(self._run_put(displaced, record_ttl_s))
+        if r.displaced is not None:
+            actions.append(self._run_put(r.displaced, record_ttl_s))
             kinds.append("displaced_record")
         if keep_follow_up and lease.follow_up:
             g = _Expr()
@@ -686,12 +670,13 @@ class DynamoJobStore:
                             if refused.lease.prev_run_id not in (None, "-") else None)
         return refused
 
-    def take(self, trigger: Any, *, run_id: str, owner: str, now_ms: int, lease_ms: int,
-             skew_ms: int = 0, replace: bool = False) -> Acquired | Busy:
+    def take(self, request: Take) -> Acquired | Busy:
         """Take the lease for a direct trigger if it is free (or expired, or ``replace``),
         deciding again from each refusal; :class:`Busy` when a live run holds it or the
         trigger was already decided. For tools and tests; handlers go through the guard.
         """
+        trigger, now_ms, skew_ms, replace = (request.trigger, request.now_ms,
+                                             request.skew_ms, request.replace)
         job = trigger.job
         lease = self.expected_lease(job)
         item: TriggerRecord | None = None
@@ -702,12 +687,12 @@ class DynamoJobStore:
                 return Busy(lease)
             if lease.is_held(now_ms, skew_ms) and not replace:
                 return Busy(lease)
-            result = self.acquire(
-                trigger.trigger_id, job=job, run_id=run_id, owner=owner, now_ms=now_ms,
-                lease_ms=lease_ms, skew_ms=skew_ms, lease=lease, item=item,
-                route=Route.DIRECT, trigger_kind=trigger.kind.value,
-                trigger_ttl_s=now_ms // 1000 + 86_400, high_water=high_water,
-                replace=replace, ignore_pause=True)
+            result = self.acquire(Acquisition(
+                job=job, trigger_id=trigger.trigger_id, trigger_kind=trigger.kind.value,
+                route=Route.DIRECT, run_id=request.run_id, owner=request.owner,
+                now_ms=now_ms, lease_ms=request.lease_ms, skew_ms=skew_ms, lease=lease,
+                item=item, trigger_ttl_s=now_ms // 1000 + 86_400, high_water=high_water,
+                replace=replace, ignore_pause=True))
             if isinstance(result, Acquired):
                 return result
             lease = result.lease or lease
@@ -757,19 +742,7 @@ class DynamoJobStore:
             raise StoreError("renew", job, str(exc)) from exc
         return True
 
-    def release(
-        self,
-        job: str,
-        *,
-        run_id: str,
-        fence: int,
-        trigger_id: str,
-        outcome: State,
-        record: RunRecord,
-        record_ttl_s: int,
-        trigger_ttl_s: int,
-        keep_follow_up: bool = False,
-    ) -> Released:
+    def release(self, request: Release) -> Released:
         """Free the lease, end the trigger and write the run record, in one transaction.
 
         The row is kept (with its fence) so the fence never resets. A deferred message's
@@ -782,6 +755,11 @@ class DynamoJobStore:
         named on the row but still returns it, so the releaser can send its message
         again when it has the queue (the coalescing sender's send may have failed).
         """
+        job, run_id, fence, trigger_id = (request.job, request.run_id, request.fence,
+                                          request.trigger_id)
+        outcome, record, record_ttl_s, trigger_ttl_s, keep_follow_up = (
+            request.outcome, request.record, request.record_ttl_s, request.trigger_ttl_s,
+            request.keep_follow_up)
         wake: str | None = None
         follow_up: str | None = None
         end_trigger = True
@@ -1024,14 +1002,15 @@ class DynamoJobStore:
         writes as the lease row's ``queued_n``)."""
         return self._count_queued(job, now_ms)
 
-    def force_release(self, job: str, *, holder_run_id: str, fence: int, now_ms: int,
-                      by: str = "operator", reason: str | None = None,
-                      record_ttl_s: int | None = None) -> bool:
+    def force_release(self, request: ForceRelease) -> bool:
         """Free a stuck lease and move the fence on, so the old holder can write nothing
         more: one transaction with the fence mark, the run's trigger (``released``: a
         redelivery never runs it again) and its record (``released_by_operator``).
         Conditioned on the holder the operator saw: never frees a newer one. On a
         damaged lease row it repairs the row instead (:meth:`repair`)."""
+        job, holder_run_id, fence, now_ms, by = (request.job, request.holder_run_id,
+                                                 request.fence, request.now_ms, request.by)
+        reason, record_ttl_s = request.reason, request.record_ttl_s
         for _ in range(3):  # again only if the holder renewed between our read and write
             try:
                 lease = self.read_lease(job)
@@ -1269,21 +1248,7 @@ class DynamoJobStore:
 
     # -- decisions and run records -----------------------------------------------------
 
-    def record_decision(
-        self,
-        record: RunRecord,
-        *,
-        step: Next,
-        lease: LeaseState,
-        item: TriggerRecord | None,
-        route: Route,
-        now_ms: int,
-        skew_ms: int,
-        max_queued: int,
-        trigger_ttl_s: int,
-        record_ttl_s: int,
-        follow_up: tuple[str, int, int] | None = None,
-    ) -> Refused | None:
+    def record_decision(self, request: DecisionWrite) -> Refused | None:
         """Write a non-run decision, the trigger's new state and its record, atomically.
 
         The lease row is checked for what the decision was based on (the holder still
@@ -1291,6 +1256,11 @@ class DynamoJobStore:
         replaces. ``follow_up`` (COALESCE): the follow-up's id, its gate fence (the
         holder's) and its item's TTL. Returns None when written, or what refused it.
         """
+        r = request
+        record, step, lease, item, route, now_ms = (r.record, r.step, r.lease, r.item, r.route,
+                                                    r.now_ms)
+        skew_ms, max_queued, trigger_ttl_s, record_ttl_s, follow_up = (
+            r.skew_ms, r.max_queued, r.trigger_ttl_s, r.record_ttl_s, r.follow_up)
         job = record.job
         if step is Next.DUPLICATE or (step is Next.SUPERSEDE and item is not None
                                       and item.state in TERMINAL):

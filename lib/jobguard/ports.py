@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .lease import Acquired, HandOff, LeaseState, Released
-    from .records import RunOrigin, RunRecord
-    from .trigger_state import Next, Refused, Route, State, TriggerRecord
+    from .records import RunRecord
+    from .requests import Acquisition, DecisionWrite, Release
+    from .trigger_state import Refused, TriggerRecord
     from .triggers import Trigger
 
 __all__ = ["ContinuationPort", "JobStore", "TriggerQueuePort"]
@@ -31,20 +32,12 @@ class JobStore(Protocol):
 
     def read_lease(self, job: str) -> LeaseState: ...
 
-    def acquire(self, trigger_id: str, *, job: str, run_id: str, owner: str, now_ms: int,
-                lease_ms: int, skew_ms: int, lease: LeaseState, item: TriggerRecord | None,
-                route: Route, trigger_kind: str, trigger_ttl_s: int, high_water: int = 0,
-                replace: bool = False, queue_gate: bool = False, ignore_pause: bool = False,
-                displaced: RunRecord | None = None, record_ttl_s: int = 0,
-                mark_displaced: bool = True, keep_follow_up: bool = False,
-                origin: RunOrigin | None = None) -> Acquired | Refused: ...
+    def acquire(self, request: Acquisition) -> Acquired | Refused: ...
 
     def renew(self, job: str, *, run_id: str, fence: int, now_ms: int, lease_ms: int
               ) -> bool: ...
 
-    def release(self, job: str, *, run_id: str, fence: int, trigger_id: str, outcome: State,
-                record: RunRecord, record_ttl_s: int, trigger_ttl_s: int,
-                keep_follow_up: bool = False) -> Released: ...
+    def release(self, request: Release) -> Released: ...
 
     def hand_off(self, request: HandOff) -> Released | None: ...
 
@@ -53,10 +46,7 @@ class JobStore(Protocol):
 
     def set_wake(self, job: str, *, holder_run_id: str, receipt: str) -> bool: ...
 
-    def record_decision(self, record: RunRecord, *, step: Next, lease: LeaseState,
-                        item: TriggerRecord | None, route: Route, now_ms: int, skew_ms: int,
-                        max_queued: int, trigger_ttl_s: int, record_ttl_s: int,
-                        follow_up: tuple[str, int, int] | None = None) -> Refused | None: ...
+    def record_decision(self, request: DecisionWrite) -> Refused | None: ...
 
     def undo_queued(self, record: RunRecord, *, prior: TriggerRecord | None,
                     now_ms: int) -> bool: ...

@@ -21,6 +21,7 @@ it and ``tests/unit/test_trigger_state.py`` walks every (state, event) pair.
        ├──queue──► queued ──run──► running      (queued ──undo──► absent)
        ├──coalesce──► coalesced (into the holder's follow-up, itself ``queued``)
        ├──drop──► dropped        follow-up queued/failed/lost ──absorb──► absorbed
+       ├──stale──► (its item unchanged: a late tick, its record only; unless owed)
        └──hand off──► handed ──run──► running       (a continuation: a link of a chain)
                          ├──pause──► paused (the hand-off freed: the chain ends)
                          ├──taken over / replaced / force release──► lost / replaced /
@@ -37,11 +38,17 @@ A trigger that arrived directly (a tick, a rule, a manual invoke) and one that w
 on the trigger queue (a queued trigger, a follow-up) have different *routes*: only a
 delivery of the same route may run it again, so a direct redelivery never races the
 queue message that owns a queued trigger's retries.
+
+A delivery decides from what it has observed (:class:`Observed`), sends one request,
+and when refused folds the refusal in (:meth:`Observed.after`) and decides again. Its
+own guards are named here too: ``STALE`` (:meth:`Observed.stale`) and a new run id once
+its own landed attempt's run was ended (:func:`landed_and_ended`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import StrEnum
 
 from .config import JobConfig, OverlapPolicy
@@ -54,12 +61,15 @@ __all__ = [
     "TRANSITIONS",
     "Event",
     "Next",
+    "Observed",
     "Refused",
     "Route",
     "State",
     "Transition",
     "TriggerRecord",
     "decide",
+    "landed_and_ended",
+    "late",
     "names_hand_off",
     "route_of",
 ]
@@ -134,6 +144,7 @@ class Event(StrEnum):
     ABSORB = "absorb"
     HAND_OFF = "hand_off"
     SUPERSEDE = "supersede"
+    STALE = "stale"
 
 
 @dataclass(frozen=True)
@@ -167,7 +178,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(State.FAILED, Event.RUN, State.RUNNING, _DELIVERY,
                "same route as the failed run; lease free; not paused; follow-up: gate_fence"),
     Transition(State.LOST, Event.RUN, State.RUNNING, _DELIVERY,
-               "same route as the lost run; lease free; not paused; follow-up: gate_fence"),
+               "same route as the lost run; lease free; not paused; follow-up: gate_fence; "
+               "a new run id when the lost run was this delivery's own attempt, landed "
+               "unanswered (landed_and_ended)"),
     Transition(State.RUNNING, Event.RUN, State.RUNNING, _DELIVERY,
                "same route; the run it names died: the lease row names that run, expired "
                "by more than the skew margin (a takeover of its own trigger)"),
@@ -218,6 +231,12 @@ TRANSITIONS: tuple[Transition, ...] = (
                "job paused; queued: queued_n - 1"),
     Transition(State.FAILED, Event.PAUSE, State.PAUSED, _DECISION, "job paused; same route"),
     Transition(State.LOST, Event.PAUSE, State.PAUSED, _DECISION, "job paused; same route"),
+    # a late tick: its record only (never over this delivery's own), its item untouched
+    *(Transition(state, Event.STALE, state, "the tick's delivery (its run record only)",
+                 "a direct tick past stale_after; not owed (its item not queued or "
+                 "coalesced: a late redelivery of a tick on the queue is decided, and sends "
+                 "the message again)")
+      for state in (None, State.FAILED, State.LOST)),
     Transition(State.QUEUED, Event.ABSORB, State.ABSORBED, _DECISION,
                "follow-up; lease fence > gate_fence (a run started after its holder)"),
     Transition(State.FAILED, Event.ABSORB, State.ABSORBED, _DECISION,
@@ -420,3 +439,62 @@ class Refused:
     """The attempt's answer was an error (throttled, a 5xx, no answer at all), and a
     consistent read found that it had not landed: the error, to try again after a backoff
     and to name if no attempt lands."""
+
+
+def late(trigger: Trigger, now: datetime, config: JobConfig) -> bool:
+    """``STALE``'s first guard: a direct tick (or rule event) delivered past
+    ``stale_after``. It is recorded stale unless owed (:attr:`Observed.owed`)."""
+    return trigger.scheduled_at is not None and not trigger.is_from_queue \
+        and now - trigger.scheduled_at > config.stale_after
+
+
+def landed_and_ended(run_id: str, refused: Refused) -> bool:
+    """A refused acquisition shows that an earlier attempt under ``run_id`` landed and
+    its run has been ended since: the row names it as the run before or the last one
+    released, or the trigger's item names it (the row, refusing, no longer does). The
+    delivery then decides again under a new run id: what ended that run (taken over,
+    replaced, force-released) wrote its record under this one."""
+    lease, item = refused.lease, refused.trigger
+    if lease is not None and run_id in (lease.prev_run_id, lease.last_run_id):
+        return True
+    return item is not None and item.run_id == run_id
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observed:
+    """What a delivery knows of its job when it decides: what it read, and what each
+    refusal of its writes showed (:meth:`after`). Requests are built from it alone."""
+
+    lease: LeaseState
+    """The lease row as last seen."""
+    item: TriggerRecord | None = None
+    """The trigger's own item as last seen (None: absent, or not seen yet)."""
+    high_water: int = 0
+    """The fence high-water mark, when a refusal showed it above the row's fence."""
+    unmarkable: str | None = None
+    """A holder whose trigger item a takeover could not mark (decided meanwhile): a
+    takeover of that holder leaves its item alone; a new holder is marked again."""
+    follow_up_served: bool = False
+    """The pending follow-up left its gate (ran or was absorbed) under a service run's
+    acquisition: the lease is taken without carrying it."""
+    owed: bool = False
+    """A late tick its job already accepted onto its queue (its item queued or
+    coalesced): decided (a duplicate, which sends it again), not recorded stale."""
+
+    def stale(self, trigger: Trigger, now: datetime, config: JobConfig) -> bool:
+        """``STALE``'s guard: late, and not owed."""
+        return late(trigger, now, config) and not self.owed
+
+    def after(self, refused: Refused, step: Next) -> Observed:
+        """What is known once ``step``'s write was refused with ``refused``."""
+        return replace(
+            self,
+            lease=refused.lease if refused.lease is not None else self.lease,
+            item=refused.trigger if refused.trigger_failed else self.item,
+            high_water=refused.high_water if refused.high_water is not None
+            else self.high_water,
+            unmarkable=self.lease.run_id if refused.displaced_failed and step is Next.RUN
+            else self.unmarkable,
+            # (the store reports no gate refusal beside a changed or conflicting row)
+            follow_up_served=self.follow_up_served or refused.follow_up_failed,
+        )

@@ -14,6 +14,7 @@ import pytest
 from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.lease import Acquired, Busy
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import Release, Take
 from jobguard.trigger_state import State
 from jobguard.triggers import Trigger, TriggerKind
 
@@ -45,8 +46,8 @@ def trigger(n: int) -> Trigger:
 
 
 def acquire(store: DynamoJobStore, n: int, run_id: str, now_ms: int = T0) -> Acquired | Busy:
-    return store.take(trigger(n), run_id=run_id, owner=f"worker-{run_id}",
-                         now_ms=now_ms, lease_ms=LEASE_MS, skew_ms=SKEW_MS)
+    return store.take(Take(trigger(n), run_id=run_id, owner=f"worker-{run_id}", now_ms=now_ms,
+                           lease_ms=LEASE_MS, skew_ms=SKEW_MS))
 
 
 def record(run_id: str, n: int, fence: int) -> RunRecord:
@@ -57,9 +58,9 @@ def record(run_id: str, n: int, fence: int) -> RunRecord:
 
 
 def release(store: DynamoJobStore, run_id: str, n: int, fence: int):
-    return store.release(JOB, run_id=run_id, fence=fence, trigger_id=trigger(n).trigger_id,
-                         outcome=State.DONE, record=record(run_id, n, fence),
-                         record_ttl_s=T0 // 1000 + 86400, trigger_ttl_s=T0 // 1000 + 86400)
+    return store.release(Release(JOB, run_id=run_id, fence=fence, trigger_id=trigger(n).trigger_id,
+                                 outcome=State.DONE, record=record(run_id, n, fence),
+                                 record_ttl_s=T0 // 1000 + 86400, trigger_ttl_s=T0 // 1000 + 86400))
 
 
 def count_requests(store: DynamoJobStore) -> list[str]:

@@ -99,7 +99,7 @@ _BUGS = (
     KnownBug("release-prunes-from-old-read", 1,
              "a release deletes trigger items it saw failed at acquire time, whatever "
              "they are now", (
-                 Patch("jobguard.guard", """\
+                 Patch("jobguard._guard_run", """\
                 "previous_run_id": acquired.displaced_run_id})
         heartbeat = Heartbeat(
 """, """\
@@ -108,13 +108,13 @@ _BUGS = (
         pruned = failed_triggers(rt.store, config.name)
         heartbeat = Heartbeat(
 """),
-                 Patch("jobguard.guard", """\
+                 Patch("jobguard._guard_run", """\
             keep_follow_up=service,
-        )
+        ))
         if not released.released:
 """, """\
             keep_follow_up=service,
-        )
+        ))
         if pruned and released.released:
             forget(rt.store, config.name, pruned)
         if not released.released:
@@ -159,7 +159,7 @@ _BUGS = (
 """))),
     KnownBug("coalesce-undo-strands", 5,
              "a follow-up whose send failed is taken off the lease row", (
-                 Patch("jobguard.guard", """\
+                 Patch("jobguard._guard_decisions", """\
             except StoreError:
                 # The decision stands (the follow-up is named on the lease row, and the
 """, """\
@@ -178,14 +178,14 @@ _BUGS = (
     KnownBug("lease-lost-is-done", 7,
              "a run that lost its lease ends its trigger done, and its queue message is "
              "deleted", (
-                 Patch("jobguard.guard", """\
+                 Patch("jobguard._guard_run", """\
                    RunStatus.LEASE_LOST: State.LOST}.get(status, State.DONE)
 """, """\
                    RunStatus.LEASE_LOST: State.LOST}.get(status, State.DONE)
         if outcome is State.LOST:
             outcome = State.DONE
 """),
-                 Patch("jobguard.guard", """\
+                 Patch("jobguard._guard_run", """\
             if route is Route.QUEUE:
                 # Lease loss is not success: the message must come back and run again.
 """, """\
@@ -194,7 +194,7 @@ _BUGS = (
 """))),
     KnownBug("queued-forgotten-early", 8,
              "a trigger on the queue is kept only dedup_window", (
-                 Patch("jobguard.guard", """\
+                 Patch("jobguard._guard_asks", """\
         \"\"\"A trigger on the queue is kept as long as its message can be delivered.\"\"\"
 """, """\
         \"\"\"A trigger on the queue is kept as long as its message can be delivered.\"\"\"
@@ -229,7 +229,7 @@ _BUGS = (
 """, """\
             if False:
 """),
-        Patch("jobguard.guard", """\
+        Patch("jobguard._guard_asks", """\
         base_ms = now_ms
         if trigger.scheduled_at is not None:
             base_ms = max(now_ms, to_ms(trigger.scheduled_at))
@@ -239,7 +239,7 @@ _BUGS = (
     KnownBug("garbage-message-returned", 12,
              "a trigger-queue message that is no trigger is returned to SQS (a batch item "
              "failure), not recorded: it blocks its FIFO group until the DLQ", (
-                 Patch("jobguard.guard", """\
+                 Patch("jobguard._guard_queue", """\
         rt.telemetry.logger.warning("malformed trigger message", extra=said)
 """, """\
         rt.telemetry.logger.warning("malformed trigger message", extra=said)

@@ -27,6 +27,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
+from jobguard.requests import ForceRelease
+
 from .choices import Chooser
 from .fifo import FifoQueue, Message, SqsError
 from .model import DIRECT_KINDS, Delivery, Invocation, Model, RecordWrite
@@ -1535,8 +1537,9 @@ class Sim:
             return repaired
         if lease.run_id is None:
             return "free"
-        released = self.store.force_release(JOB, holder_run_id=lease.run_id,
-                                            fence=lease.fence, now_ms=self._op_clock())
+        released = self.store.force_release(ForceRelease(JOB, holder_run_id=lease.run_id,
+                                                         fence=lease.fence,
+                                                         now_ms=self._op_clock()))
         if released:
             # the release lands now, not when the command was typed: a delivery that
             # began since (its run the one released) may fail from it

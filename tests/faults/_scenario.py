@@ -35,6 +35,7 @@ from jobguard.local.load import (
     puts_reached,
 )
 from jobguard.records import RunRecord
+from jobguard.requests import Take
 from jobguard.testing import ManualClock
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind, format_instant
@@ -139,9 +140,9 @@ def run_scenario(rules: list[Rule], *, destination: str = "dynamodb") -> Outcome
         # GIVEN R0 claimed item 0, created its note, and vanished
         from jobguard.clock import to_ms
 
-        r0 = store.take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
-                           owner="gone/pid-0", now_ms=to_ms(clock.now()),
-                           lease_ms=int(LEASE.total_seconds() * 1000), skew_ms=5000)
+        r0 = store.take(Take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
+                             owner="gone/pid-0", now_ms=to_ms(clock.now()),
+                             lease_ms=int(LEASE.total_seconds() * 1000), skew_ms=5000))
         assert not hasattr(r0, "state")
         items.commit(Fence(JOB, "R0", 1), Commit(
             expected=items.read_row(JOB), claim={ids[0]: ""},

@@ -45,6 +45,7 @@ from jobguard.local.load import (
     puts_reached,
 )
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import ForceRelease, Take
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind
 from jobguard.workitems import Commit, Fence, ItemState, Unresolved, WorkId
@@ -158,9 +159,9 @@ def job(monkeypatch: pytest.MonkeyPatch) -> Iterator[Job]:
                                 status=RunStatus.SUCCEEDED, started_at_ms=now_ms - 60_000,
                                 ended_at_ms=now_ms - 50_000), ttl_epoch_s=now_ms // 1000 + 86400)
         stuck_id = new_run_id(now_ms)
-        acquired = store.take(Trigger(JOB, f"{JOB}@manual:stuck", TriggerKind.MANUAL),
-                                 run_id=stuck_id, owner="crm-sync/pid-1", now_ms=now_ms,
-                                 lease_ms=3_600_000, skew_ms=5000)
+        acquired = store.take(Take(Trigger(JOB, f"{JOB}@manual:stuck", TriggerKind.MANUAL),
+                                   run_id=stuck_id, owner="crm-sync/pid-1", now_ms=now_ms,
+                                   lease_ms=3_600_000, skew_ms=5000))
         fence = getattr(acquired, "fence")  # noqa: B009 - Acquired, asserted below
         items.commit(Fence(JOB, stuck_id, fence), Commit(
             expected=items.read_row(JOB), claim={CLAIMED: ""},
@@ -199,8 +200,8 @@ def test_cell(job: Job, site: str, fault: Fault, monkeypatch: pytest.MonkeyPatch
     if site == "cli.recover.invoke":
         _recovery_lambda(job.notes_job, monkeypatch)
         # An operator recovers once the stuck run is released (recovery takes the lease).
-        assert job.store.force_release(JOB, holder_run_id=job.stuck.run_id,
-                                       fence=job.stuck.fence or 0, now_ms=1)
+        assert job.store.force_release(ForceRelease(JOB, holder_run_id=job.stuck.run_id,
+                                                    fence=job.stuck.fence or 0, now_ms=1))
     before = job.table()
     faults = Faults([Rule(fault, site=site, nth=1)], seed=7, backoff_scale=0.001,
                     clients=[job.world.ddb, job.world.sqs])

@@ -22,6 +22,7 @@ import pytest
 from jobguard import ConfigError, GuardedJob, InvalidTriggerError, JobConfig, environment
 from jobguard.errors import InvalidRequestError, JobGuardError
 from jobguard.recovery import EXECUTE_ALIAS
+from jobguard.requests import Take
 from jobguard.testing import ManualClock
 from jobguard.triggers import Trigger, TriggerKind
 
@@ -383,9 +384,9 @@ def test_a_job_function_refuses_its_environment_naming_the_variable_and_writes_n
             monkeypatch.setenv(name, value)
     if field == environment.TRIGGER_QUEUE_URL:
         # the queue is needed once a trigger meets a held lease (COALESCE): hold it
-        aws.store.take(Trigger("crm-sync", "crm-sync@manual:holder", TriggerKind.MANUAL),
-                          run_id="HOLDER", owner="elsewhere", now_ms=_ms(TICK_TIME),
-                          lease_ms=10**9, skew_ms=0)
+        aws.store.take(Take(Trigger("crm-sync", "crm-sync@manual:holder", TriggerKind.MANUAL),
+                            run_id="HOLDER", owner="elsewhere", now_ms=_ms(TICK_TIME),
+                            lease_ms=10**9, skew_ms=0))
     before = _snapshot(aws)
     # the stack's wiring: no store or queue injected, the function reads its environment
     job = GuardedJob(crm.crm_sync.config, lambda event, context: "ran",

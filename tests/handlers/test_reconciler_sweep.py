@@ -8,6 +8,7 @@ import time
 from types import SimpleNamespace
 
 from jobguard.lease import Acquired
+from jobguard.requests import Take
 from jobguard.triggers import Trigger, TriggerKind
 
 
@@ -31,9 +32,9 @@ def test_a_completed_sweep_counts_for_the_dead_man_alarm_and_a_skipped_one_does_
 
     # WHEN a sweep arrives while a run of the job holds the lease THEN it is skipped and
     # counts nothing: a reconciler that is always skipped is a silent one
-    taken = aws.store.take(Trigger("crm-sync", "crm-sync@manual:R0", TriggerKind.MANUAL),
-                           run_id="R0", owner="worker-R0", now_ms=int(time.time() * 1000),
-                           lease_ms=60_000, skew_ms=5_000)
+    taken = aws.store.take(Take(Trigger("crm-sync", "crm-sync@manual:R0", TriggerKind.MANUAL),
+                                run_id="R0", owner="worker-R0", now_ms=int(time.time() * 1000),
+                                lease_ms=60_000, skew_ms=5_000))
     assert isinstance(taken, Acquired)
     reconciler.lambda_handler({"job": "crm-sync"}, SimpleNamespace(aws_request_id="sweep-2"))
     skipped = metrics()

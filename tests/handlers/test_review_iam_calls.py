@@ -26,6 +26,7 @@ from jobguard.cdk.guarded_job import job_paths
 from jobguard.cdk.table import index_leading_keys, leading_keys
 from jobguard.dynamodb_items import DynamoItemStore
 from jobguard.lease import Acquired
+from jobguard.requests import Take
 from jobguard.schema import PARTITION_KEY, UNRESOLVED_PK
 from jobguard.triggers import Trigger, TriggerKind
 from jobguard.workitems import Commit, Fence, ItemState, Unresolved
@@ -131,8 +132,8 @@ def test_a_jobs_index_query_of_another_jobs_partition_is_denied_its_own_allowed(
     items = DynamoItemStore(aws.table, client=aws.ddb)
     jobs = ("report-export", "crm-sync", "report-export-eu")
     for job in jobs:  # each job's run failed one item (written under its fence)
-        held = aws.store.take(Trigger(job, f"{job}@manual:m", TriggerKind.MANUAL),
-                              run_id=f"R-{job}", owner="w", now_ms=1_000, lease_ms=600_000)
+        held = aws.store.take(Take(Trigger(job, f"{job}@manual:m", TriggerKind.MANUAL),
+                                   run_id=f"R-{job}", owner="w", now_ms=1_000, lease_ms=600_000))
         assert isinstance(held, Acquired)
         rows = (Unresolved(f"{job}-secret:export", ItemState.FAILED, error="down"),)
         items.commit(Fence(job, f"R-{job}", held.fence),

@@ -20,6 +20,7 @@ from typing import Any
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from jobguard import current_run
+from jobguard.requests import ForceRelease
 from jobguard.triggers import format_instant
 
 from ._support import Gate
@@ -295,13 +296,13 @@ def force_release(store: Any, job: str, *, holder_run_id: str, fence: int, now_m
     """``store.force_release`` with who and why (the redesigned, keyword-only ``by`` and
     ``reason``); the old signature has neither, and is called without them."""
     try:
-        return store.force_release(job, holder_run_id=holder_run_id, fence=fence,
-                                   now_ms=now_ms, by=by, reason=reason)
+        return store.force_release(ForceRelease(job, holder_run_id=holder_run_id, fence=fence,
+                                                now_ms=now_ms, by=by, reason=reason))
     except TypeError as exc:
         if "by" not in str(exc) and "reason" not in str(exc):
             raise
-        return store.force_release(job, holder_run_id=holder_run_id, fence=fence,
-                                   now_ms=now_ms)
+        return store.force_release(ForceRelease(job, holder_run_id=holder_run_id, fence=fence,
+                                                now_ms=now_ms))
 
 
 def cli(aws: Any, *args: str) -> tuple[int, str, str]:

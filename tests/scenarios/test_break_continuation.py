@@ -16,6 +16,7 @@ from jobguard import hooks
 from jobguard.callsites import Fault
 from jobguard.faults import Faults, Rule
 from jobguard.records import RunStatus
+from jobguard.requests import ForceRelease
 
 from ._support import in_thread, tick
 from .test_continuation import JOB, assert_each_once, lease, link, make, ran
@@ -86,8 +87,8 @@ def test_a_force_released_hand_off_is_recorded_as_the_chains_link(aws, clock):
     job, handler, mailbox, notes = make(aws, clock, 10)
     link(job, handler, tick(JOB, clock.now()))
     row = lease(aws)
-    assert aws.store.force_release(JOB, holder_run_id=row["run_id"], fence=int(row["fence"]),
-                                   now_ms=0, by="alice")
+    assert aws.store.force_release(ForceRelease(JOB, holder_run_id=row["run_id"],
+                                                fence=int(row["fence"]), now_ms=0, by="alice"))
     record = next(r for r in aws.runs(JOB) if r.run_id == row["run_id"])
     assert record.trigger_kind == "continuation"
     assert record.extra.get("continues") == row["handed_from"]

@@ -24,6 +24,7 @@ from jobguard import (
 from jobguard.batch import sweep
 from jobguard.clock import to_ms
 from jobguard.dynamodb_items import DynamoItemStore
+from jobguard.requests import ForceRelease
 from jobguard.testing import LambdaContext
 
 from ._items import CrmSync, NotesTable, contacts
@@ -439,8 +440,8 @@ def test_a_force_release_allows_twice_the_jobs_own_skew_margin(aws, clock):
     held, job, thread, box = _held_page(aws, clock, notes, OverlapPolicy.SKIP,
                                         skew=timedelta(seconds=20))
     lease = aws.store.read_lease(JOB)
-    assert aws.store.force_release(JOB, holder_run_id=lease.run_id, fence=lease.fence,
-                                   now_ms=to_ms(clock.now()), by="oscar")
+    assert aws.store.force_release(ForceRelease(JOB, holder_run_id=lease.run_id, fence=lease.fence,
+                                                now_ms=to_ms(clock.now()), by="oscar"))
     assert items(aws).read_row(JOB).hold_until_ms == lease.expires_at_ms + 40_000
     held.go.set()
     thread.join(20)
@@ -483,8 +484,8 @@ def test_a_force_release_of_a_run_that_ended_never_repairs_away_the_next_holder(
     held, job, thread, box = _held_page(aws, clock, notes, OverlapPolicy.SKIP)
     b = aws.store.read_lease(JOB)
     damage_the_lease_row(aws)
-    released = aws.store.force_release(JOB, holder_run_id=a.last_run_id, fence=a.fence,
-                                       now_ms=to_ms(clock.now()), by="oscar")
+    released = aws.store.force_release(ForceRelease(JOB, holder_run_id=a.last_run_id, fence=a.fence,
+                                                    now_ms=to_ms(clock.now()), by="oscar"))
     assert released is False
     raw = aws.lease_item(JOB)
     assert raw is not None and raw["run_id"]["S"] == b.run_id

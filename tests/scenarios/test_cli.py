@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from jobguard.dynamodb import DynamoJobStore
+from jobguard.requests import Take
 from jobguard.triggers import Trigger, TriggerKind
 
 pytestmark = pytest.mark.server
@@ -78,9 +79,8 @@ def test_operate_a_job_from_the_command_line(cli, table):
     assert cli("--json", "status", "crm-sync")["paused"] is None
 
     # a stuck holder: released by hand, and fenced out
-    stuck = store.take(Trigger("crm-sync", "crm-sync@manual:stuck", TriggerKind.MANUAL),
-                          run_id="STUCK", owner="gone", now_ms=10**13, lease_ms=10**9,
-                          skew_ms=0)
+    stuck = store.take(Take(Trigger("crm-sync", "crm-sync@manual:stuck", TriggerKind.MANUAL),
+                            run_id="STUCK", owner="gone", now_ms=10**13, lease_ms=10**9, skew_ms=0))
     assert stuck.fence == 2
     released = cli("--json", "release", "crm-sync", "--force", "--yes")
     assert released == {"job": "crm-sync", "released": True, "old_run_id": "STUCK", "fence": 3}

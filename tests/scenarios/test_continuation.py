@@ -21,6 +21,7 @@ from jobguard.definitions import JobDefinition
 from jobguard.dynamodb_items import DynamoItemStore
 from jobguard.errors import ConfigError, ContinuationRefused
 from jobguard.records import Decision, RunStatus
+from jobguard.requests import ForceRelease
 from jobguard.triggerqueue import TriggerQueue
 
 from ._items import CrmSync, NotesTable, contacts
@@ -312,8 +313,8 @@ def test_force_release_ends_the_chain_and_the_pending_link_runs_nothing(aws, clo
     job, handler, mailbox, notes = make(aws, clock, 10)
     link(job, handler, tick(JOB, clock.now()))
     row = lease(aws)
-    assert aws.store.force_release(JOB, holder_run_id=row["run_id"], fence=int(row["fence"]),
-                                   now_ms=0, by="alice")
+    assert aws.store.force_release(ForceRelease(JOB, holder_run_id=row["run_id"],
+                                                fence=int(row["fence"]), now_ms=0, by="alice"))
     outcome = link(job, handler, mailbox.take())
     assert outcome["decision"] == "superseded"
     assert len(ran(aws)) == 2  # the first link, and the never-started one released

@@ -51,6 +51,7 @@ from jobguard.ids import new_run_id
 from jobguard.lease import Acquired
 from jobguard.local.emulator import in_process
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import Release, Take
 from jobguard.testing import ManualClock
 from jobguard.trigger_state import State
 from jobguard.triggers import Trigger, TriggerKind
@@ -314,8 +315,8 @@ class ItemLedgerModel(RuleBasedStateMachine):
         trigger = Trigger(JOB, f"{JOB}@manual:{self.triggers}", TriggerKind.MANUAL)
         now_ms, sent = worker.now_ms(), self.clock.monotonic()
         run_id = new_run_id(now_ms)
-        result = self.store.take(trigger, run_id=run_id, owner=worker.name, now_ms=now_ms,
-                                    lease_ms=LEASE_MS, skew_ms=SKEW_MS)
+        result = self.store.take(Take(trigger, run_id=run_id, owner=worker.name, now_ms=now_ms,
+                                      lease_ms=LEASE_MS, skew_ms=SKEW_MS))
         holder, fence, expires = self.lease
         if holder is None or (expires is not None and expires < now_ms - SKEW_MS):
             assert isinstance(result, Acquired) and result.fence == fence + 1
@@ -353,11 +354,10 @@ class ItemLedgerModel(RuleBasedStateMachine):
                            trigger_kind="manual", policy="SKIP", decision=Decision.RAN,
                            status=RunStatus.SUCCEEDED, started_at_ms=now_ms,
                            ended_at_ms=now_ms, fence=lease.fence)
-        released = self.store.release(JOB, run_id=lease.run_id, fence=lease.fence,
-                                      trigger_id=worker.trigger_id,
-                                      outcome=State.DONE, record=record,
-                                      record_ttl_s=now_ms // 1000 + 86_400,
-                                      trigger_ttl_s=now_ms // 1000 + 86_400)
+        released = self.store.release(Release(JOB, run_id=lease.run_id, fence=lease.fence,
+                                              trigger_id=worker.trigger_id, outcome=State.DONE,
+                                              record=record, record_ttl_s=now_ms // 1000 + 86_400,
+                                              trigger_ttl_s=now_ms // 1000 + 86_400))
         assert released.released == self.holds(lease)  # a stale holder cannot free it
         if released.released:
             self.lease = (None, lease.fence, None)  # the fence is kept
@@ -653,9 +653,9 @@ def test_a_takeover_whose_response_is_lost_still_records_the_displaced_run():
         store = DynamoJobStore(table, client=ddb)
         clock = ManualClock()
         # GIVEN run R1 holds the lease and vanishes without releasing it
-        first = store.take(Trigger(JOB, f"{JOB}@manual:r1", TriggerKind.MANUAL),
-                              run_id="R1", owner="gone", now_ms=to_ms(clock.now()),
-                              lease_ms=10_000, skew_ms=1_000)
+        first = store.take(Take(Trigger(JOB, f"{JOB}@manual:r1", TriggerKind.MANUAL), run_id="R1",
+                                owner="gone", now_ms=to_ms(clock.now()), lease_ms=10_000,
+                                skew_ms=1_000))
         assert isinstance(first, Acquired)
         clock.advance(timedelta(seconds=12))
 
@@ -680,9 +680,8 @@ def test_a_cancellation_without_reasons_is_an_error_not_a_silent_skip():
         create_table(ddb, table)
         store = DynamoJobStore(table, client=ddb)
         items = DynamoItemStore(table, client=ddb)
-        acquired = store.take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL),
-                                 run_id="R1", owner="w", now_ms=1_000, lease_ms=LEASE_MS,
-                                 skew_ms=SKEW_MS)
+        acquired = store.take(Take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL), run_id="R1",
+                                   owner="w", now_ms=1_000, lease_ms=LEASE_MS, skew_ms=SKEW_MS))
         assert isinstance(acquired, Acquired)
         lease = Fence(JOB, "R1", acquired.fence)
         row = items.commit(lease, Commit(expected=items.read_row(JOB),

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from jobguard import OverlapPolicy, hooks
 from jobguard.local.esm import deliver_once
+from jobguard.requests import Take
 
 from ._support import Gate, Recorder, holding, in_thread, make_job, tick
 
@@ -171,11 +172,9 @@ def test_coalesce_follow_up_still_happens_when_the_active_run_crashed(aws):
                    skew_margin=timedelta(milliseconds=300))
     later = GuardedJob(job.config, rec.handler(), store=aws.store, queue=job._queue,
                        clock=real)
-    crashed = aws.store.take(
-        Trigger("crm-sync", "crm-sync@manual:crashed", TriggerKind.MANUAL),
-        run_id="CRASHED", owner="dead-worker",
-        now_ms=to_ms(frozen.now()), lease_ms=2000, skew_ms=300,
-    )
+    crashed = aws.store.take(Take(
+        Trigger("crm-sync", "crm-sync@manual:crashed", TriggerKind.MANUAL), run_id="CRASHED",
+        owner="dead-worker", now_ms=to_ms(frozen.now()), lease_ms=2000, skew_ms=300))
     assert crashed.fence == 1
 
     # WHEN triggers arrive while the dead run still "holds" the lease

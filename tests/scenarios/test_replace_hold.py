@@ -21,6 +21,7 @@ from jobguard.clock import to_ms
 from jobguard.dynamodb_items import DynamoItemStore
 from jobguard.records import RunStatus
 from jobguard.recovery import recover
+from jobguard.requests import ForceRelease
 from jobguard.testing import LambdaContext
 
 from ._items import CrmSync, NotesTable, contacts
@@ -243,8 +244,9 @@ def test_a_force_released_run_that_is_alive_gets_the_same_hold(aws, clock):
     lease = aws.store.read_lease(JOB)
     assert lease.run_id is not None
     released_at = to_ms(clock.now())
-    assert aws.store.force_release(JOB, holder_run_id=lease.run_id, fence=lease.fence,
-                                   now_ms=released_at, by="oscar", reason="looks stuck")
+    assert aws.store.force_release(ForceRelease(JOB, holder_run_id=lease.run_id, fence=lease.fence,
+                                                now_ms=released_at, by="oscar",
+                                                reason="looks stuck"))
     job = CrmSync(skip, source, notes, store=aws.store, clock=clock)
     report_b = job.handler()(manual("b"), None)
     assert report_b["deferred"] == 3 and notes.calls == []

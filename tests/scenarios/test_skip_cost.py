@@ -22,6 +22,7 @@ from jobguard import GuardedJob, JobConfig, OverlapPolicy
 from jobguard.dynamodb import DynamoJobStore
 from jobguard.dynamodb_items import DynamoItemStore
 from jobguard.lease import Acquired
+from jobguard.requests import Take
 from jobguard.testing import ManualClock, Sandbox
 from jobguard.triggers import Trigger, TriggerKind
 from jobguard.workitems import Commit, Fence
@@ -48,8 +49,8 @@ def _skip_units(meter: WriteUnitMeter, sandbox: Sandbox, claim: dict[str, str]) 
     items = DynamoItemStore(sandbox.table, client=ddb)
     clock = ManualClock()
     now = int(clock.now().timestamp() * 1000)
-    held = store.take(Trigger(JOB, f"{JOB}@manual:holder", TriggerKind.MANUAL), run_id="R1",
-                      owner="worker-R1", now_ms=now, lease_ms=600_000, skew_ms=5_000)
+    held = store.take(Take(Trigger(JOB, f"{JOB}@manual:holder", TriggerKind.MANUAL), run_id="R1",
+                           owner="worker-R1", now_ms=now, lease_ms=600_000, skew_ms=5_000))
     assert isinstance(held, Acquired)
     if claim:
         items.commit(Fence(JOB, "R1", held.fence),

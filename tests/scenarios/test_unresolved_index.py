@@ -14,6 +14,7 @@ import zlib
 from jobguard import ItemState
 from jobguard.dynamodb_items import DynamoItemStore
 from jobguard.lease import Acquired
+from jobguard.requests import Take
 from jobguard.schema import UNRESOLVED_SHARDS
 from jobguard.triggers import Trigger, TriggerKind
 from jobguard.workitems import Commit, Fence, Unresolved
@@ -41,8 +42,8 @@ def test_an_uncertain_item_is_found_whatever_the_number_of_failed_ones(aws, cloc
     (Before the fix the list was empty: the states filter came after the 1,000 limit,
     filled by failed rows, and a reconciler never resolved it.)"""
     items = DynamoItemStore(aws.table, client=aws.ddb)
-    held = aws.store.take(Trigger(JOB, f"{JOB}@manual:outage", TriggerKind.MANUAL),
-                          run_id="R1", owner="w", now_ms=1_000, lease_ms=600_000)
+    held = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:outage", TriggerKind.MANUAL),
+                               run_id="R1", owner="w", now_ms=1_000, lease_ms=600_000))
     assert isinstance(held, Acquired)
     fence = Fence(JOB, "R1", held.fence)
     uncertain = _in_last_shard()

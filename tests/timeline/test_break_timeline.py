@@ -17,6 +17,7 @@ import pytest
 from jobguard.cli import main
 from jobguard.ids import new_run_id
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import Take
 from jobguard.timeline import Window, build_timeline, render_page, render_text
 from jobguard.timeline.model import Bar, Lane, Timeline
 from jobguard.triggers import Trigger, TriggerKind
@@ -47,8 +48,8 @@ def test_a_crashed_holder_whose_lease_expired_is_not_drawn_as_still_running(env,
     _, store = env
     now = int(time.time() * 1000)
     dead = new_run_id(now - 600_000)
-    store.take(Trigger("crm-sync", "crm-sync@manual:crashed", TriggerKind.MANUAL),
-               run_id=dead, owner="worker-dead", now_ms=now - 600_000, lease_ms=30_000)
+    store.take(Take(Trigger("crm-sync", "crm-sync@manual:crashed", TriggerKind.MANUAL), run_id=dead,
+                    owner="worker-dead", now_ms=now - 600_000, lease_ms=30_000))
     assert main(["--json", "timeline", "crm-sync", "--since", "1h"]) == 0
     (bar,) = json.loads(capsys.readouterr().out)["jobs"][0]["runs"]
     assert bar["run_id"] == dead
@@ -77,8 +78,8 @@ def test_a_takeover_is_a_marker_while_the_taker_still_runs(aws, clock, monkeypat
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     t0_ms = int(clock.now().timestamp() * 1000)
     vanished = new_run_id(t0_ms)
-    aws.store.take(Trigger("crm-sync", "crm-sync@manual:vanished", TriggerKind.MANUAL),
-                   run_id=vanished, owner="worker-b", now_ms=t0_ms, lease_ms=30_000)
+    aws.store.take(Take(Trigger("crm-sync", "crm-sync@manual:vanished", TriggerKind.MANUAL),
+                        run_id=vanished, owner="worker-b", now_ms=t0_ms, lease_ms=30_000))
     clock.advance(timedelta(seconds=40))
     gate, rec = Gate(), Recorder()
     taking = tick("crm-sync", clock.now())

@@ -14,6 +14,7 @@ import pytest
 
 from jobguard.cli import main
 from jobguard.ids import new_run_id
+from jobguard.requests import Take
 from jobguard.schema import job_pk, run_sk
 from tests.timeline._support import put_run as _run
 
@@ -63,8 +64,8 @@ def test_an_unknown_job_is_refused_naming_the_nearest(env, capsys):
     from jobguard.triggers import Trigger, TriggerKind
 
     # the table knows a job by its lease row; crm-synk has none and is not defined
-    store.take(Trigger("crm-sync", "crm-sync@manual:1", TriggerKind.MANUAL),
-               run_id=new_run_id(1), owner="w", now_ms=1, lease_ms=1000)
+    store.take(Take(Trigger("crm-sync", "crm-sync@manual:1", TriggerKind.MANUAL),
+                    run_id=new_run_id(1), owner="w", now_ms=1, lease_ms=1000))
     line = _refused(["timeline", "crm-sync", "crm-synk"], capsys)
     assert line.startswith("error: JOB: no job 'crm-synk'") and "did you mean 'crm-sync'" in line
 

@@ -19,6 +19,7 @@ import pytest
 
 from jobguard.cli import main
 from jobguard.ids import new_run_id
+from jobguard.requests import Take
 from jobguard.timeline._format import iso
 from jobguard.triggers import Trigger, TriggerKind
 
@@ -46,8 +47,8 @@ def history(aws, clock, monkeypatch):
     clock.advance(timedelta(seconds=40))
     now_ms = int(clock.now().timestamp() * 1000)
     vanished = new_run_id(now_ms)  # as a worker names its run
-    aws.store.take(Trigger("crm-sync", "crm-sync@manual:vanished", TriggerKind.MANUAL),
-                   run_id=vanished, owner="worker-b", now_ms=now_ms, lease_ms=30_000)
+    aws.store.take(Take(Trigger("crm-sync", "crm-sync@manual:vanished", TriggerKind.MANUAL),
+                        run_id=vanished, owner="worker-b", now_ms=now_ms, lease_ms=30_000))
     clock.advance(timedelta(seconds=40))
     job(tick("crm-sync", clock.now()), None)
     return {"t0": t0, "job": job, "skipped": skipped, "duplicate": duplicate,
@@ -108,8 +109,8 @@ def test_a_force_release_is_a_marker_naming_who(aws, history, capsys):
 
     now_ms = int(time.time() * 1000)
     stuck = new_run_id(now_ms - 5_000)
-    aws.store.take(Trigger("crm-sync", "crm-sync@manual:stuck", TriggerKind.MANUAL),
-                   run_id=stuck, owner="worker-c", now_ms=now_ms - 5_000, lease_ms=600_000)
+    aws.store.take(Take(Trigger("crm-sync", "crm-sync@manual:stuck", TriggerKind.MANUAL),
+                        run_id=stuck, owner="worker-c", now_ms=now_ms - 5_000, lease_ms=600_000))
     assert main(["release", "crm-sync", "--force", "--yes", "--reason", "hung"]) == 0
     capsys.readouterr()
     lane = _timeline(["crm-sync", "--since", "10m"], capsys)
@@ -124,8 +125,8 @@ def test_a_run_still_holding_the_lease_is_an_open_bar(aws, history, capsys):
 
     now_ms = int(time.time() * 1000)
     holder = new_run_id(now_ms - 60_000)
-    aws.store.take(Trigger("crm-sync", "crm-sync@manual:now", TriggerKind.MANUAL),
-                   run_id=holder, owner="worker-d", now_ms=now_ms - 60_000, lease_ms=600_000)
+    aws.store.take(Take(Trigger("crm-sync", "crm-sync@manual:now", TriggerKind.MANUAL),
+                        run_id=holder, owner="worker-d", now_ms=now_ms - 60_000, lease_ms=600_000))
     lane = _timeline(["crm-sync", "--since", "5m"], capsys)
     bar = next(r for r in lane["runs"] if r["run_id"] == holder)
     assert bar["status"] == "running" and bar["open_end"] is True

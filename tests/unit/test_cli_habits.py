@@ -17,6 +17,7 @@ import pytest
 from jobguard.cli import build_parser, main
 from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.local.emulator import in_process
+from jobguard.requests import Take
 from jobguard.triggers import Trigger, TriggerKind
 from tests._cli_table import create_jobguard_stack
 
@@ -42,8 +43,8 @@ def _count(ddb: Any, table: str) -> int:
 
 def _take(ddb: Any, table: str, job: str, run_id: str = "R1") -> None:
     store = DynamoJobStore(table, client=ddb)
-    store.take(Trigger(job, f"{job}@manual:1", TriggerKind.MANUAL), run_id=run_id,
-               owner="w", now_ms=1_800_000_000_000, lease_ms=60_000)
+    store.take(Take(Trigger(job, f"{job}@manual:1", TriggerKind.MANUAL), run_id=run_id, owner="w",
+                    now_ms=1_800_000_000_000, lease_ms=60_000))
 
 
 @pytest.mark.parametrize("argv", [

@@ -32,6 +32,7 @@ from jobguard.drill.stack import DeployedStack
 from jobguard.dynamodb import DynamoJobStore, create_table
 from jobguard.local.emulator import in_process
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import Take
 from jobguard.triggers import Trigger, TriggerKind
 from tests._cli_table import create_jobguard_stack
 
@@ -52,8 +53,8 @@ def _table(ddb: Any, run_id: str = RUN_ID) -> str:
     name = f"jobguard-{uuid.uuid4().hex[:8]}"
     create_table(ddb, name)
     store = DynamoJobStore(name, client=ddb)
-    store.take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL), run_id=run_id, owner="w",
-               now_ms=1_700_000_000_000, lease_ms=10**12)
+    store.take(Take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL), run_id=run_id, owner="w",
+                    now_ms=1_700_000_000_000, lease_ms=10**12))
     store.put_run(RunRecord(job=JOB, run_id=run_id, trigger_id=f"{JOB}@manual:1",
                             trigger_kind="manual", policy="SKIP", decision=Decision.RAN,
                             status=RunStatus.FAILED, started_at_ms=1_700_000_000_000,

@@ -23,6 +23,7 @@ from jobguard import OverlapPolicy, WorkId, current_run, guarded
 from jobguard._safe_text import safe_lines, safe_text
 from jobguard.cli import build_parser, main
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import Take
 from jobguard.triggers import Trigger, TriggerKind
 
 FORGED = "\n01M8K455D5SMBCC61XNCBKW1C4  2026-11-29T07:35:00Z  succeeded"
@@ -81,9 +82,9 @@ def hostile(jobguard_sandbox, monkeypatch) -> dict[str, Any]:
                         error=ATTACK, detail=ATTACK)
     store.put_run(written, ttl_epoch_s=now_ms // 1000 + 86_400)
     store.pause("crm-sync", reason=ATTACK, now_ms=now_ms)
-    held = store.take(Trigger("crm-sync", "crm-sync@manual:held", TriggerKind.MANUAL),
-                      run_id="R\x1b[2J\u202e", owner=ATTACK, now_ms=now_ms + 3_000,
-                      lease_ms=3_600_000)
+    held = store.take(Take(Trigger("crm-sync", "crm-sync@manual:held", TriggerKind.MANUAL),
+                           run_id="R\x1b[2J\u202e", owner=ATTACK, now_ms=now_ms + 3_000,
+                           lease_ms=3_600_000))
     assert held.__class__.__name__ == "Acquired"
     return {"job": job, "invoked": invoked, "written": written,
             "work_id": str(WorkId(SOURCE, "note"))}

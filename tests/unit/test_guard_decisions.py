@@ -30,6 +30,7 @@ from jobguard.errors import SendError
 from jobguard.faults import Faults, Rule
 from jobguard.lease import Acquired
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import Release, Take
 from jobguard.trigger_state import State
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind, format_instant, parse_queue_message
@@ -58,9 +59,9 @@ def ran(event: Any, context: Any) -> dict[str, Any]:
 def held_by_worker(aws: Any, run_id: str, *, at_ms: int) -> None:
     """Worker ``run_id`` took the job's lease at ``at_ms`` (and is still running, or
     died: nothing in this test renews or releases it unless the test says so)."""
-    result = aws.store.take(Trigger(JOB, f"{JOB}@manual:{run_id}", TriggerKind.MANUAL),
-                            run_id=run_id, owner=f"worker-{run_id}", now_ms=at_ms,
-                            lease_ms=LEASE_MS, skew_ms=SKEW_MS)
+    result = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:{run_id}", TriggerKind.MANUAL),
+                                 run_id=run_id, owner=f"worker-{run_id}", now_ms=at_ms,
+                                 lease_ms=LEASE_MS, skew_ms=SKEW_MS))
     assert isinstance(result, Acquired)
 
 
@@ -69,9 +70,10 @@ def release_worker(aws: Any, run_id: str, *, at_ms: int) -> None:
     record = RunRecord(job=JOB, run_id=run_id, trigger_id=trigger_id, trigger_kind="manual",
                        policy="QUEUE", decision=Decision.RAN, status=RunStatus.SUCCEEDED,
                        started_at_ms=at_ms, ended_at_ms=at_ms, fence=1)
-    assert aws.store.release(JOB, run_id=run_id, fence=1, trigger_id=trigger_id,
-                             outcome=State.DONE, record=record, record_ttl_s=at_ms // 1000 + 60,
-                             trigger_ttl_s=at_ms // 1000 + 60).released
+    assert aws.store.release(Release(JOB, run_id=run_id, fence=1, trigger_id=trigger_id,
+                                     outcome=State.DONE, record=record,
+                                     record_ttl_s=at_ms // 1000 + 60,
+                                     trigger_ttl_s=at_ms // 1000 + 60)).released
 
 
 def receive(aws: Any, n: int = 10) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from typing import Any
 from jobguard import GuardedJob, JobConfig, LeaseLostError, OverlapPolicy, current_run
 from jobguard.clock import to_ms
 from jobguard.lease import Acquired
+from jobguard.requests import Take
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind
 
@@ -39,9 +40,9 @@ def manual(name: str) -> dict[str, Any]:
 
 
 def worker_holds(aws: Any, run_id: str, at_ms: int) -> None:
-    taken = aws.store.take(Trigger(JOB, f"{JOB}@manual:{run_id}", TriggerKind.MANUAL),
-                           run_id=run_id, owner=f"worker-{run_id}", now_ms=at_ms,
-                           lease_ms=60_000, skew_ms=5_000)
+    taken = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:{run_id}", TriggerKind.MANUAL),
+                                run_id=run_id, owner=f"worker-{run_id}", now_ms=at_ms,
+                                lease_ms=60_000, skew_ms=5_000))
     assert isinstance(taken, Acquired)
 
 

@@ -29,6 +29,7 @@ from jobguard.dynamodb import DynamoJobStore
 from jobguard.faults import Faults, Rule
 from jobguard.lease import Acquired
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import Release, Take
 from jobguard.run import Heartbeat, next_wait
 from jobguard.testing import ManualClock
 from jobguard.trigger_state import State
@@ -47,8 +48,8 @@ def trigger(run_id: str) -> Trigger:
 
 
 def take(aws: Any, run_id: str, now_ms: int) -> Acquired:
-    result = aws.store.take(trigger(run_id), run_id=run_id, owner=f"worker-{run_id}",
-                            now_ms=now_ms, lease_ms=to_ms_of(LEASE), skew_ms=to_ms_of(SKEW))
+    result = aws.store.take(Take(trigger(run_id), run_id=run_id, owner=f"worker-{run_id}",
+                                 now_ms=now_ms, lease_ms=to_ms_of(LEASE), skew_ms=to_ms_of(SKEW)))
     assert isinstance(result, Acquired)
     return result
 
@@ -259,10 +260,10 @@ def test_a_throttled_renewal_is_settled_by_the_row(aws, clock, row_now):
                            trigger_kind="manual", policy="SKIP", decision=Decision.RAN,
                            status=RunStatus.SUCCEEDED, started_at_ms=t0, ended_at_ms=t0,
                            fence=1)
-        assert aws.store.release(JOB, run_id="R1", fence=1, trigger_id=record.trigger_id,
-                                 outcome=State.DONE, record=record,
-                                 record_ttl_s=t0 // 1000 + 3600,
-                                 trigger_ttl_s=t0 // 1000 + 3600).released
+        assert aws.store.release(Release(JOB, run_id="R1", fence=1, trigger_id=record.trigger_id,
+                                         outcome=State.DONE, record=record,
+                                         record_ttl_s=t0 // 1000 + 3600,
+                                         trigger_ttl_s=t0 // 1000 + 3600)).released
     store = lambda_store(aws)
     hb = heartbeat(aws, clock, store=store)
     deadline = hb.deadline

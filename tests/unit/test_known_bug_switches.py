@@ -30,6 +30,7 @@ from jobguard.clock import to_ms
 from jobguard.errors import DamagedRowError, InvalidTriggerError, LeaseLostError, SendError
 from jobguard.lease import Acquired, LeaseState, parse_lease
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import ForceRelease, Release, Take
 from jobguard.trigger_state import Next, Route, State, TriggerRecord, decide
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind, format_instant
@@ -73,9 +74,9 @@ def manual(job: str, name: str) -> dict[str, Any]:
 def held_by(aws: Any, job: str, run_id: str, *, at_ms: int, replace: bool = False) -> Acquired:
     """Worker ``run_id`` took ``job``'s lease at ``at_ms`` for its manual trigger
     ``run_id`` (and is still running, or died)."""
-    result = aws.store.take(Trigger(job, f"{job}@manual:{run_id}", TriggerKind.MANUAL),
-                            run_id=run_id, owner=f"worker-{run_id}", now_ms=at_ms,
-                            lease_ms=LEASE_MS, skew_ms=SKEW_MS, replace=replace)
+    result = aws.store.take(Take(Trigger(job, f"{job}@manual:{run_id}", TriggerKind.MANUAL),
+                                 run_id=run_id, owner=f"worker-{run_id}", now_ms=at_ms,
+                                 lease_ms=LEASE_MS, skew_ms=SKEW_MS, replace=replace))
     assert isinstance(result, Acquired), result
     return result
 
@@ -127,8 +128,8 @@ def test_force_release_erases_run_leaves_no_record_and_a_running_trigger(aws, cl
         name = f"erase-{'on' if on else 'off'}"
         held_by(aws, name, "R1", at_ms=now_ms)
         with switch("force-release-erases-run", on):
-            assert aws.store.force_release(name, holder_run_id="R1", fence=1,
-                                           now_ms=now_ms + 1_000, by="alice") is True
+            assert aws.store.force_release(ForceRelease(name, holder_run_id="R1", fence=1,
+                                                        now_ms=now_ms + 1_000, by="alice")) is True
         records = {r.run_id: r for r in aws.runs(name)}
         trigger = aws.store.read_trigger(name, f"{name}@manual:R1")
         assert aws.store.read_lease(name).run_id is None
@@ -199,10 +200,11 @@ def test_lost_release_forgets_drops_the_wake_receipt_of_its_own_landed_release(
         remove = _lose_second_transaction_answer(aws.ddb)
         try:
             with switch("lost-release-forgets", on):
-                released = aws.store.release(
-                    name, run_id="R1", fence=1, trigger_id=f"{name}@manual:R1",
-                    outcome=State.DONE, record=record, record_ttl_s=now_ms // 1000 + 60,
-                    trigger_ttl_s=now_ms // 1000 + 60)
+                released = aws.store.release(Release(name, run_id="R1", fence=1,
+                                                     trigger_id=f"{name}@manual:R1",
+                                                     outcome=State.DONE, record=record,
+                                                     record_ttl_s=now_ms // 1000 + 60,
+                                                     trigger_ttl_s=now_ms // 1000 + 60))
         finally:
             remove()
         assert released.released is True

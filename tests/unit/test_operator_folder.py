@@ -25,6 +25,7 @@ from jobguard._launch import drop_implicit_cwd, python_m_target
 from jobguard.cli import main
 from jobguard.dynamodb import DynamoJobStore
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import Take
 from jobguard.triggers import Trigger, TriggerKind
 from tests._cli_table import cli_table
 
@@ -84,8 +85,8 @@ def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
     """A table where ``nightly`` ran once (its lease row and one run record)."""
     with cli_table(monkeypatch) as (ddb, name):
         store = DynamoJobStore(name, client=ddb)
-        store.take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL), run_id=RUN_ID,
-                   owner="w", now_ms=1_700_000_000_000, lease_ms=60_000)
+        store.take(Take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL), run_id=RUN_ID,
+                        owner="w", now_ms=1_700_000_000_000, lease_ms=60_000))
         store.put_run(RunRecord(job=JOB, run_id=RUN_ID, trigger_id=f"{JOB}@manual:1",
                                 trigger_kind="manual", policy="SKIP", decision=Decision.RAN,
                                 status=RunStatus.FAILED, started_at_ms=1_700_000_000_000,

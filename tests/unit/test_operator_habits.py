@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from jobguard.cli import main
+from jobguard.requests import Take
 from jobguard.triggers import Trigger, TriggerKind
 
 JOB = "nightly-export"
@@ -39,9 +40,9 @@ def _rows(sandbox: Any) -> list[dict[str, Any]]:
 
 
 def _hold(sandbox: Any, run_id: str = "01M8K455D5SMBCC61XNCBKW1C4") -> None:
-    acquired = sandbox.store.take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL),
-                                  run_id=run_id, owner="w", now_ms=1_800_000_000_000,
-                                  lease_ms=3_600_000)
+    acquired = sandbox.store.take(Take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL),
+                                       run_id=run_id, owner="w", now_ms=1_800_000_000_000,
+                                       lease_ms=3_600_000))
     assert acquired.__class__.__name__ == "Acquired"
 
 

@@ -25,6 +25,7 @@ from jobguard.clock import to_ms
 from jobguard.errors import LeaseBusyError, StoreError
 from jobguard.lease import Acquired
 from jobguard.records import RunStatus
+from jobguard.requests import Take
 from jobguard.testing import ManualClock
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind
@@ -117,8 +118,8 @@ def test_a_lease_held_past_the_wait_is_refused_naming_the_holder_and_its_expiry(
     and nothing ran."""
     clock = ManualClock(datetime(2026, 11, 29, 7, 35, tzinfo=UTC))
     t0 = to_ms(clock.now())
-    taken = aws.store.take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
-                           owner="worker-R0", now_ms=t0, lease_ms=60_000, skew_ms=5_000)
+    taken = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
+                                owner="worker-R0", now_ms=t0, lease_ms=60_000, skew_ms=5_000))
     assert isinstance(taken, Acquired)
 
     with pytest.raises(LeaseBusyError) as caught:
@@ -140,8 +141,8 @@ def test_a_dead_holders_expired_lease_is_taken_over_and_its_run_recorded_abandon
     run is recorded ``abandoned`` (not replaced: it was not running) by the same
     acquisition, expiring after record_ttl (30 days) like every record."""
     t0 = to_ms(clock.now())
-    aws.store.take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
-                   owner="worker-R0", now_ms=t0 - 180_000, lease_ms=60_000, skew_ms=5_000)
+    aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
+                        owner="worker-R0", now_ms=t0 - 180_000, lease_ms=60_000, skew_ms=5_000))
 
     result = job_of(aws, clock, policy=policy).run_exclusive(recovery(), wait=0)
 
@@ -213,8 +214,9 @@ def test_a_service_run_over_a_dead_holder_leaves_its_pending_follow_up_to_run(
                        table_name=aws.table)
     job = GuardedJob(config, handler, store=aws.store, queue=TriggerQueue(url, client=aws.sqs),
                      clock=clock)
-    aws.store.take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
-                   owner="worker-R0", now_ms=to_ms(clock.now()), lease_ms=60_000, skew_ms=5_000)
+    aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:r0", TriggerKind.MANUAL), run_id="R0",
+                        owner="worker-R0", now_ms=to_ms(clock.now()), lease_ms=60_000,
+                        skew_ms=5_000))
     assert job({"job": JOB, "manual": True, "trigger_id": "during"}, None)[
         "decision"] == "coalesced"
     follow_up = aws.store.read_lease(JOB).follow_up
@@ -267,8 +269,8 @@ def test_a_dead_holder_whose_trigger_item_cannot_be_marked_does_not_block_a_reco
 
     t0 = to_ms(clock.now())
     r0_trigger = f"{JOB}@manual:r0"
-    aws.store.take(Trigger(JOB, r0_trigger, TriggerKind.MANUAL), run_id="R0",
-                   owner="worker-R0", now_ms=t0 - 180_000, lease_ms=60_000, skew_ms=5_000)
+    aws.store.take(Take(Trigger(JOB, r0_trigger, TriggerKind.MANUAL), run_id="R0",
+                        owner="worker-R0", now_ms=t0 - 180_000, lease_ms=60_000, skew_ms=5_000))
     aws.ddb.update_item(
         TableName=aws.table,
         Key={PARTITION_KEY: {"S": job_pk(JOB)}, SORT_KEY: {"S": trigger_sk(r0_trigger)}},

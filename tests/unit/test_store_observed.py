@@ -32,6 +32,7 @@ from jobguard.dynamodb_items import MAX_CLAIM, DynamoItemStore
 from jobguard.errors import StoreError
 from jobguard.lease import Acquired, Busy, LeaseState
 from jobguard.records import Decision, RunRecord, RunStatus
+from jobguard.requests import Acquisition, ForceRelease, Release, Take
 from jobguard.trigger_state import Refused, Route, State, TriggerRecord
 from jobguard.triggerqueue import TriggerQueue
 from jobguard.triggers import Trigger, TriggerKind
@@ -129,9 +130,9 @@ def wire_problems(sent: list[Call]) -> list[tuple[str, list[str]]]:
 
 def take(aws: Any, run_id: str, *, at_ms: int, trigger: str | None = None,
          job: str = JOB) -> Acquired:
-    result = aws.store.take(Trigger(job, f"{job}@manual:{trigger or run_id}", TriggerKind.MANUAL),
-                            run_id=run_id, owner=f"worker-{run_id}", now_ms=at_ms,
-                            lease_ms=LEASE_MS, skew_ms=SKEW_MS)
+    result = aws.store.take(Take(
+        Trigger(job, f"{job}@manual:{trigger or run_id}", TriggerKind.MANUAL), run_id=run_id,
+        owner=f"worker-{run_id}", now_ms=at_ms, lease_ms=LEASE_MS, skew_ms=SKEW_MS))
     assert isinstance(result, Acquired), result
     return result
 
@@ -143,9 +144,10 @@ def release(aws: Any, run_id: str, fence: int, *, at_ms: int, outcome: State = S
                        policy="SKIP", decision=Decision.RAN,
                        status=RunStatus.FAILED if outcome is State.FAILED else RunStatus.SUCCEEDED,
                        started_at_ms=at_ms, ended_at_ms=at_ms, fence=fence)
-    assert aws.store.release(job, run_id=run_id, fence=fence, trigger_id=trigger_id,
-                             outcome=outcome, record=record, record_ttl_s=at_ms // 1000 + 600,
-                             trigger_ttl_s=at_ms // 1000 + 600).released
+    assert aws.store.release(Release(job, run_id=run_id, fence=fence, trigger_id=trigger_id,
+                                     outcome=outcome, record=record,
+                                     record_ttl_s=at_ms // 1000 + 600,
+                                     trigger_ttl_s=at_ms // 1000 + 600)).released
 
 
 def guarded(aws: Any, clock: Any, policy: OverlapPolicy, **options: Any) -> GuardedJob:
@@ -161,10 +163,11 @@ def manual(name: str) -> dict[str, Any]:
 
 def acquire(aws: Any, run_id: str, trigger: str, *, at_ms: int, lease: LeaseState,
             item: TriggerRecord | None = None) -> Acquired | Refused:
-    return aws.store.acquire(
-        f"{JOB}@manual:{trigger}", job=JOB, run_id=run_id, owner=f"worker-{run_id}",
-        now_ms=at_ms, lease_ms=LEASE_MS, skew_ms=SKEW_MS, lease=lease, item=item,
-        route=Route.DIRECT, trigger_kind="manual", trigger_ttl_s=at_ms // 1000 + DAY_S)
+    return aws.store.acquire(Acquisition(trigger_id=f"{JOB}@manual:{trigger}", job=JOB,
+                                         run_id=run_id, owner=f"worker-{run_id}", now_ms=at_ms,
+                                         lease_ms=LEASE_MS, skew_ms=SKEW_MS, lease=lease, item=item,
+                                         route=Route.DIRECT, trigger_kind="manual",
+                                         trigger_ttl_s=at_ms // 1000 + DAY_S))
 
 
 # -- run records -----------------------------------------------------------------------------
@@ -270,8 +273,9 @@ def test_a_take_that_keeps_conflicting_gives_up_busy_with_the_lease_it_last_saw(
 
     injected("TransactWriteItems", fault)
     later = now_ms + 3 * LEASE_MS
-    result = aws.store.take(Trigger(JOB, f"{JOB}@manual:R2", TriggerKind.MANUAL), run_id="R2",
-                            owner="worker-R2", now_ms=later, lease_ms=LEASE_MS, skew_ms=SKEW_MS)
+    result = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:R2", TriggerKind.MANUAL), run_id="R2",
+                                 owner="worker-R2", now_ms=later, lease_ms=LEASE_MS,
+                                 skew_ms=SKEW_MS))
     assert isinstance(result, Busy)
     assert result.state is not None
     assert (result.state.run_id, result.state.fence) == ("R1", 1)
@@ -289,8 +293,9 @@ def test_a_force_released_run_is_recorded_under_its_trigger_and_the_trigger_rele
     its mark move to 2."""
     now_ms = to_ms(clock.now())
     take(aws, "R1", at_ms=now_ms, trigger="a")
-    assert aws.store.force_release(JOB, holder_run_id="R1", fence=1, now_ms=now_ms + 5_000,
-                                   by="alice", reason="stuck in a loop") is True
+    assert aws.store.force_release(ForceRelease(JOB, holder_run_id="R1", fence=1,
+                                                now_ms=now_ms + 5_000, by="alice",
+                                                reason="stuck in a loop")) is True
     record = aws.store.get_run(JOB, "R1")
     assert record.trigger_id == f"{JOB}@manual:a"
     assert record.status is RunStatus.RELEASED_BY_OPERATOR
@@ -321,12 +326,12 @@ def test_a_force_release_never_lowers_a_fence_mark_that_moved_after_it_read_it(
                                 ExpressionAttributeValues={":hw": {"N": "7"}})
 
     injected("TransactWriteItems", moved)
-    assert aws.store.force_release(JOB, holder_run_id="R1", fence=1, now_ms=now_ms + 1_000,
-                                   by="alice") is False
+    assert aws.store.force_release(ForceRelease(JOB, holder_run_id="R1", fence=1,
+                                                now_ms=now_ms + 1_000, by="alice")) is False
     assert aws.store.high_water(JOB) == 7
     assert aws.store.read_lease(JOB).run_id == "R1"
-    assert aws.store.force_release(JOB, holder_run_id="R1", fence=1, now_ms=now_ms + 2_000,
-                                   by="alice") is True
+    assert aws.store.force_release(ForceRelease(JOB, holder_run_id="R1", fence=1,
+                                                now_ms=now_ms + 2_000, by="alice")) is True
     assert aws.store.read_lease(JOB).fence == 8 and aws.store.high_water(JOB) == 8
 
 
@@ -557,7 +562,8 @@ def test_every_request_of_a_queue_jobs_busy_hour_defines_exactly_what_it_uses(
         "skipped"
     aws.store.pause(JOB, reason="upgrade", now_ms=now_ms)
     aws.store.resume(JOB)
-    assert aws.store.force_release(JOB, holder_run_id="R1", fence=1, now_ms=now_ms, by="ops")
+    assert aws.store.force_release(ForceRelease(JOB, holder_run_id="R1", fence=1, now_ms=now_ms,
+                                                by="ops"))
     delivered = aws.deliver(JOB, job)
     assert delivered is not None and delivered[1] is False
     fence = take(aws, "R3", at_ms=now_ms, trigger="r3").fence

@@ -16,6 +16,7 @@ import pytest
 from jobguard.dynamodb import DynamoJobStore, lease_state, trigger_record
 from jobguard.errors import DamagedRowError, StoreError
 from jobguard.lease import Acquired, LeaseState
+from jobguard.requests import Take
 from jobguard.trigger_state import Route, State, TriggerRecord
 from jobguard.triggers import Trigger, TriggerKind
 
@@ -40,9 +41,9 @@ class Recording:
 
 
 def take(store: DynamoJobStore, n: int, run_id: str, now_ms: int = T0, job: str = JOB):
-    result = store.take(Trigger(job, f"{job}@manual:{n}", TriggerKind.MANUAL), run_id=run_id,
-                        owner=f"worker-{run_id}", now_ms=now_ms, lease_ms=LEASE_MS,
-                        skew_ms=5_000)
+    result = store.take(Take(Trigger(job, f"{job}@manual:{n}", TriggerKind.MANUAL), run_id=run_id,
+                             owner=f"worker-{run_id}", now_ms=now_ms, lease_ms=LEASE_MS,
+                             skew_ms=5_000))
     assert isinstance(result, Acquired)
     return result
 

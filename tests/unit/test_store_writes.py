@@ -18,6 +18,7 @@ from botocore.exceptions import ReadTimeoutError
 from jobguard.dynamodb import DynamoJobStore
 from jobguard.errors import StoreError
 from jobguard.lease import Acquired
+from jobguard.requests import DecisionWrite, ForceRelease, Release, Take
 from jobguard.trigger_state import State
 from jobguard.triggers import Trigger, TriggerKind
 
@@ -27,9 +28,9 @@ LEASE_MS = 60_000
 
 
 def take(store: DynamoJobStore, n: int, run_id: str, *, job: str = JOB, now_ms: int = T0):
-    result = store.take(Trigger(job, f"{job}@manual:{n}", TriggerKind.MANUAL), run_id=run_id,
-                        owner=f"worker-{run_id}", now_ms=now_ms, lease_ms=LEASE_MS,
-                        skew_ms=5_000)
+    result = store.take(Take(Trigger(job, f"{job}@manual:{n}", TriggerKind.MANUAL), run_id=run_id,
+                             owner=f"worker-{run_id}", now_ms=now_ms, lease_ms=LEASE_MS,
+                             skew_ms=5_000))
     assert isinstance(result, Acquired)
     return result
 
@@ -121,8 +122,8 @@ def test_repair_of_a_row_nobody_holds_clears_no_trigger_and_never_clobbers_a_new
     AND GIVEN a row that gained a holder after the repair read it, the repair is refused
     (StoreError naming ``repair``) and the holder keeps its lease."""
     take(aws.store, 1, "R1")
-    aws.store.force_release(JOB, holder_run_id="R1", fence=1, now_ms=T0 + 1_000,
-                            by="bob", reason="test")
+    aws.store.force_release(ForceRelease(JOB, holder_run_id="R1", fence=1, now_ms=T0 + 1_000,
+                                         by="bob", reason="test"))
     hw = aws.store.high_water(JOB)
     _damage(aws, JOB, fence={"BOOL": True})
     new = aws.store.repair(JOB, now_ms=T0 + 2_000)
@@ -194,9 +195,9 @@ def test_an_acquisition_whose_answer_was_lost_reads_back_whether_it_landed(aws, 
                                  lambda **_: sent.append(1), unique_id="count")
     _lose_answer(aws.ddb, apply=applied)
     try:
-        result = aws.store.take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL),
-                                run_id="R1", owner="w", now_ms=T0, lease_ms=LEASE_MS,
-                                skew_ms=5_000)
+        result = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:1", TriggerKind.MANUAL),
+                                     run_id="R1", owner="w", now_ms=T0, lease_ms=LEASE_MS,
+                                     skew_ms=5_000))
     finally:
         _unregister(aws.ddb)
         aws.ddb.meta.events.unregister("before-call.dynamodb.TransactWriteItems",
@@ -241,8 +242,8 @@ def test_repair_is_refused_when_the_row_moved_without_a_new_fence(aws, meanwhile
 
     take(aws.store, 1, "R1")
     if meanwhile == "trigger queued":
-        aws.store.force_release(JOB, holder_run_id="R1", fence=1, now_ms=T0 + 500,
-                                by="bob", reason="test")
+        aws.store.force_release(ForceRelease(JOB, holder_run_id="R1", fence=1, now_ms=T0 + 500,
+                                             by="bob", reason="test"))
         take(aws.store, 2, "R2", now_ms=T0 + 600)
 
     def act(**_: Any) -> None:
@@ -255,9 +256,10 @@ def test_repair_is_refused_when_the_row_moved_without_a_new_fence(aws, meanwhile
                                trigger_kind="manual", policy="QUEUE", decision=Decision.RAN,
                                status=RunStatus.SUCCEEDED, started_at_ms=T0,
                                ended_at_ms=T0 + 1_000)
-            released = aws.store.release(
-                JOB, run_id="R1", fence=1, trigger_id=f"{JOB}@manual:1", outcome=State.DONE,
-                record=record, record_ttl_s=10**10, trigger_ttl_s=10**10)
+            released = aws.store.release(Release(JOB, run_id="R1", fence=1,
+                                                 trigger_id=f"{JOB}@manual:1", outcome=State.DONE,
+                                                 record=record, record_ttl_s=10**10,
+                                                 trigger_ttl_s=10**10))
             assert released.released
         else:
             record = RunRecord(job=JOB, run_id="Q1", trigger_id=f"{JOB}@manual:q",
@@ -265,10 +267,11 @@ def test_repair_is_refused_when_the_row_moved_without_a_new_fence(aws, meanwhile
                                decision=Decision.QUEUED, status=RunStatus.QUEUED,
                                started_at_ms=T0 + 700, ended_at_ms=T0 + 700)
             lease = aws.store.read_lease(JOB)
-            refused = aws.store.record_decision(
-                record, step=Next.QUEUE, lease=lease, item=None, route=Route.QUEUE,
-                now_ms=T0 + 700, skew_ms=5_000, max_queued=5, trigger_ttl_s=10**10,
-                record_ttl_s=10**10)
+            refused = aws.store.record_decision(DecisionWrite(record, step=Next.QUEUE, lease=lease,
+                                                              item=None, route=Route.QUEUE,
+                                                              now_ms=T0 + 700, skew_ms=5_000,
+                                                              max_queued=5, trigger_ttl_s=10**10,
+                                                              record_ttl_s=10**10))
             assert refused is None and aws.store.read_lease(JOB).queued_n == 1
 
     aws.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", act,

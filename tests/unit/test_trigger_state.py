@@ -19,10 +19,13 @@ from jobguard.trigger_state import (
     TRANSITIONS,
     Event,
     Next,
+    Observed,
+    Refused,
     Route,
     State,
     TriggerRecord,
     decide,
+    landed_and_ended,
     transition,
 )
 from jobguard.triggers import Trigger, TriggerKind
@@ -186,7 +189,12 @@ def test_every_state_event_pair_is_an_edge_or_refused(source, event):
         assert edge.target is State.RUNNING
     if source is None:
         assert edge.event in (Event.RUN, Event.SKIP, Event.QUEUE, Event.DROP,
-                              Event.COALESCE, Event.PAUSE, Event.HAND_OFF, Event.SUPERSEDE)
+                              Event.COALESCE, Event.PAUSE, Event.HAND_OFF, Event.SUPERSEDE,
+                              Event.STALE)
+    if edge.event is Event.STALE:
+        # a late tick writes its record only: its item (if any) is left as it was, and
+        # one the job owes a run (queued, coalesced) is never recorded stale
+        assert edge.target == source and source not in (State.QUEUED, State.COALESCED)
     if edge.event is Event.SUPERSEDE or source is State.HANDED:
         # a continuation's edges: it never runs again once its hand-off is gone
         assert edge.target in (State.RUNNING, State.SUPERSEDED, State.PAUSED, State.LOST,
@@ -204,6 +212,53 @@ def test_only_a_run_leaves_a_running_trigger_or_an_operator():
     leaving = {t.event for t in TRANSITIONS if t.source is State.RUNNING}
     assert leaving == {Event.RUN, Event.RELEASE_OK, Event.RELEASE_FAILED, Event.RELEASE_LOST,
                        Event.TAKEN_OVER, Event.REPLACED, Event.FORCE_RELEASE}
+
+
+# -- what a delivery has observed, folded ------------------------------------------------
+
+
+def test_a_refusal_folds_into_what_the_delivery_observed():
+    """GIVEN a delivery that observed a held row WHEN its writes are refused THEN each
+    refusal's news is kept (row, item, high-water, an unmarkable holder, a served
+    follow-up) and what it did not say stays as it was."""
+    seen = Observed(lease=EXPIRED)
+    moved = seen.after(Refused(lease=HELD, high_water=9), Next.RUN)
+    assert (moved.lease, moved.item, moved.high_water) == (HELD, None, 9)
+    failed = item(State.FAILED)
+    again = moved.after(Refused(trigger=failed, trigger_failed=True), Next.SKIP)
+    assert (again.lease, again.item, again.high_water) == (HELD, failed, 9)
+    # a takeover whose displaced item could not be marked: that holder's, and only on RUN
+    assert seen.after(Refused(displaced_failed=True), Next.RUN).unmarkable == "R1"
+    assert seen.after(Refused(displaced_failed=True), Next.SKIP).unmarkable is None
+    served = seen.after(Refused(follow_up_failed=True), Next.RUN)
+    assert served.follow_up_served and served.after(Refused(conflict=True),
+                                                    Next.RUN).follow_up_served
+
+
+def test_a_late_tick_is_stale_unless_owed():
+    """GIVEN a tick past stale_after WHEN it is checked THEN it is stale unless its job
+    already accepted it onto its queue (owed); a queued delivery is never stale."""
+    from datetime import UTC, datetime, timedelta
+
+    scheduled = datetime(2026, 1, 1, tzinfo=UTC)
+    late = Trigger("j", "j@t", TriggerKind.TICK, scheduled_at=scheduled)
+    config = cfg(stale_after=timedelta(minutes=5))
+    now = scheduled + timedelta(minutes=6)
+    assert Observed(lease=FREE).stale(late, now, config)
+    assert not Observed(lease=FREE, owed=True).stale(late, now, config)
+    assert not Observed(lease=FREE).stale(late, scheduled + timedelta(minutes=4), config)
+    queued = Trigger("j", "j@t", TriggerKind.QUEUED, scheduled_at=scheduled)
+    assert not Observed(lease=FREE).stale(queued, now, config)
+
+
+def test_an_own_landed_attempt_whose_run_ended_is_recognised():
+    """GIVEN a refused acquisition WHEN the row names the delivery's run id as the run
+    before or the last released, or its item names it THEN its earlier attempt landed
+    and was ended since (it decides again under a new run id); else not."""
+    assert landed_and_ended("R1", Refused(lease=LeaseState(job="j", prev_run_id="R1")))
+    assert landed_and_ended("R1", Refused(lease=LeaseState(job="j", last_run_id="R1")))
+    assert landed_and_ended("R0", Refused(trigger=item(State.LOST), trigger_failed=True))
+    assert not landed_and_ended("R9", Refused(lease=HELD, trigger=item(State.LOST)))
 
 
 # -- damaged lease rows -------------------------------------------------------------------

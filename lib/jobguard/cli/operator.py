@@ -121,9 +121,11 @@ def cmd_release(args: argparse.Namespace) -> int:
           file=sys.stderr)
     if not args.yes:
         _confirm("release it and bump the fence so that run can write nothing more? [y/N] ")
-    released = store.force_release(job, holder_run_id=lease.run_id, fence=lease.fence,
-                                   now_ms=int(time.time() * 1000), by=who,
-                                   reason=args.reason)
+    from ..requests import ForceRelease
+
+    released = store.force_release(ForceRelease(  # the holder seen, by whom, why
+        job, holder_run_id=lease.run_id, fence=lease.fence, by=who, reason=args.reason,
+        now_ms=int(time.time() * 1000)))
     if not released:
         raise CommandError("JOB", "the lease changed hands meanwhile; look again")
     data = {"job": job, "released": True, "old_run_id": lease.run_id,
