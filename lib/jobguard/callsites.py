@@ -183,7 +183,13 @@ _SITES: dict[str, CallSite] = {}
 
 # Modules that declare call sites (imported by all_sites()).
 _DECLARING = (
-    "jobguard.dynamodb",
+    # the job store, one module per record kind (jobguard.dynamodb composes them)
+    "jobguard._store_table",
+    "jobguard._store_lease",
+    "jobguard._store_release",
+    "jobguard._store_operator",
+    "jobguard._store_triggers",
+    "jobguard._store_runs",
     "jobguard.dynamodb_items",
     "jobguard.triggerqueue",
     "jobguard.continuation",
