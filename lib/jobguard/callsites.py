@@ -146,8 +146,9 @@ class CallSite:
         service: botocore service name (``dynamodb``, ``sqs``, ``s3``, ``lambda``).
         operation: the API operation (``UpdateItem``).
         module: the module holding the function that makes the call.
-        function: its qualified name (``DynamoJobStore.acquire``); the fault harness
-            finds the site of a live call by this frame.
+        function: its qualified name where it is defined (``LeaseRows.acquire``, the
+            job store's part that holds it); the fault harness finds the site of a live
+            call by this frame.
         handling: the handling of each :class:`Fault`.
         note: one line on how the handling is achieved.
         paths: the code paths that make the call.
