@@ -224,7 +224,8 @@ TRANSITIONS: tuple[Transition, ...] = (
                "COALESCE; direct route; as above"),
     Transition(None, Event.PAUSE, State.PAUSED, _DECISION, "job paused"),
     Transition(State.QUEUED, Event.PAUSE, State.PAUSED, _DECISION,
-               "job paused; queued: queued_n - 1"),
+               "job paused; queued: queued_n - 1; follow-up: not while the row names it "
+               "under a live holder (it waits for that release)"),
     Transition(State.FAILED, Event.PAUSE, State.PAUSED, _DECISION, "job paused; same route"),
     Transition(State.LOST, Event.PAUSE, State.PAUSED, _DECISION, "job paused; same route"),
     # a late tick: its record only (never over this delivery's own), its item untouched
@@ -371,6 +372,12 @@ def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
                 and item.gate_fence is not None and lease.served_fence > item.gate_fence \
                 and lease.run_id != item.run_id:
             return Next.ABSORB
+        if trigger.kind is TriggerKind.FOLLOW_UP and held \
+                and lease.follow_up == trigger.trigger_id:
+            # The row names it while the holder it follows holds the job: every COALESCE
+            # trigger meeting that holder folds into it, so it stays queued until that
+            # release (which wakes it), paused or not.
+            return Next.DEFER
         if lease.paused_at_ms is not None and not ignore_pause:
             return Next.PAUSED
         return Next.DEFER if held else Next.RUN

@@ -1,0 +1,183 @@
+"""Three histories the protocol explorer found (seeds 482518, 464696, 465056), each told
+here without the explorer: the story as a user's job would meet it, checked on the
+trigger items, the run log and what ran.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from jobguard import OverlapPolicy, hooks
+from jobguard.clock import to_ms
+from jobguard.errors import DamagedRowError, SendError
+from jobguard.requests import ForceRelease
+from tests.scenarios._support import make_job, tick
+from tests.scenarios._trigger_support import (
+    Script,
+    call,
+    decisions_of,
+    deliver,
+    drain,
+    hold_a_run,
+    manual,
+    start,
+    tick_id,
+)
+
+JOB = "crm-sync"
+
+
+def test_a_follow_up_delivered_while_paused_under_its_holder_stays_coalescable(aws, clock):
+    """Seed 482518. GIVEN a COALESCE job whose run holds the lease, a manual trigger
+    coalesced into the holder's follow-up WHEN the job is paused, the follow-up's message
+    is delivered while the holder still runs, the job resumed and another manual trigger
+    arrives THEN that trigger is coalesced too (before: refused 8 times on the follow-up's
+    item, "no stable decision"), and once the holder releases the follow-up runs once."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE)
+    gate, holder, _ = hold_a_run(job, script, JOB, clock.now())
+    ev1, _ = manual(JOB, "one")
+    assert call(job, ev1)["decision"] == "coalesced"
+    follow_up = aws.store.read_lease(JOB).follow_up
+    assert follow_up is not None
+    aws.store.pause(JOB, reason="maintenance", now_ms=to_ms(clock.now()))
+    first = deliver(aws, JOB, job)
+    assert first is not None and first.failed  # it waits for the holder it follows
+    assert aws.store.read_trigger(JOB, follow_up).state.value == "queued"
+    assert aws.store.resume(JOB)
+    ev2, _ = manual(JOB, "two")
+    second = call(job, ev2)
+    gate.release.set()
+    holder.join(10)
+    drain(aws, JOB, job)
+    assert isinstance(second, dict) and second["decision"] == "coalesced", second
+    assert script.ran(follow_up) == 1
+
+
+def test_a_follow_up_deferred_under_a_pause_is_recorded_paused_after_the_release(aws, clock):
+    """Seed 482518, the job still paused. GIVEN the same coalesced follow-up, delivered
+    while paused under its holder WHEN the holder releases (waking it) THEN it is
+    recorded paused, never run, and the lease row no longer names it."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE)
+    gate, holder, _ = hold_a_run(job, script, JOB, clock.now())
+    ev1, _ = manual(JOB, "one")
+    assert call(job, ev1)["decision"] == "coalesced"
+    follow_up = aws.store.read_lease(JOB).follow_up
+    aws.store.pause(JOB, reason="maintenance", now_ms=to_ms(clock.now()))
+    first = deliver(aws, JOB, job)
+    assert first is not None and first.failed
+    gate.release.set()
+    holder.join(10)
+    drain(aws, JOB, job)
+    assert decisions_of(aws, JOB, follow_up) == ["paused"] and script.ran(follow_up) == 0
+    assert aws.store.read_lease(JOB).follow_up is None
+
+
+def test_a_queued_trigger_sent_again_after_its_undo_still_runs(aws, clock):
+    """Seed 464696. GIVEN a QUEUE job whose run holds the lease, and SQS's FIFO
+    deduplication as AWS has it (an id sent in the last 5 minutes is accepted and not
+    delivered, even after its message was deleted) WHEN a manual trigger's queue send fails
+    while Lambda's second copy of it meets the item queued and sends the message again,
+    the first delivery undoes its decision, the orphan message is handled, and Lambda
+    retries the first delivery under a new holder THEN the retry's message is delivered
+    and the trigger runs once (before: its send reused the first decision's id, SQS
+    dropped it, and the trigger stayed queued for ever)."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE, max_queued=2)
+    gate, holder, _ = hold_a_run(job, script, JOB, clock.now())
+    ev, m1 = manual(JOB, "export")
+    queue_client = job.runtime().queue._client
+    failed = threading.Event()
+    second: dict[str, Any] = {}
+    sent: dict[str, Any] = {}
+
+    def before_call(params: dict[str, Any], **_: Any) -> Any:
+        if not failed.is_set():
+            failed.set()
+            second["out"] = call(job, ev)
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "injected 4xx"},
+                               "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendMessage")
+        body = params.get("body")
+        if isinstance(body, (bytes, str)):
+            body = json.loads(body)
+        key = body["MessageDeduplicationId"]
+        first_sent = sent.get(key)
+        if first_sent is not None and clock.now() - first_sent < timedelta(minutes=5):
+            return (SimpleNamespace(status_code=200, headers={}),
+                    {"MessageId": "deduplicated", "MD5OfMessageBody": "",
+                     "SequenceNumber": "0", "ResponseMetadata": {"HTTPStatusCode": 200}})
+        sent[key] = clock.now()
+        return None
+
+    queue_client.meta.events.register("before-call.sqs.SendMessage", before_call,
+                                      unique_id="fifo-dedup")
+    try:
+        first = call(job, ev)
+        assert isinstance(first, SendError) and second["out"]["decision"] == "duplicate"
+        gate.release.set()
+        holder.join(10)
+        drain(aws, JOB, job)  # the resent message meets no queued item: a duplicate
+        clock.advance(timedelta(seconds=90))
+        gate2, holder2, _ = hold_a_run(job, script, JOB, clock.now())
+        retry = call(job, ev)
+        assert isinstance(retry, dict) and retry["decision"] == "queued", retry
+        gate2.release.set()
+        holder2.join(10)
+        drain(aws, JOB, job)
+    finally:
+        queue_client.meta.events.unregister("before-call.sqs.SendMessage",
+                                            unique_id="fifo-dedup")
+    assert script.ran(m1) == 1, "the queued manual trigger never ran"
+    assert aws.store.read_lease(JOB).queued_n == 0
+
+
+def test_an_acquisition_that_saw_no_row_never_overwrites_a_held_row_without_fence(aws, clock):
+    """Seed 465056. GIVEN a REPLACE job, a manual trigger that read the lease row before
+    any run (none) WHEN a tick takes the lease and runs, its row loses its fence (damaged),
+    and the manual trigger's acquisition is sent THEN it is refused and names the damage
+    (before: "no row" matched the damaged row, and the manual trigger ran beside the live
+    run); after the operator's force release the tick's retry is a duplicate and the
+    manual trigger's retry runs, each once."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.REPLACE)
+    t0 = clock.now()
+    ev, m = manual(JOB, "export")
+    read, go = threading.Event(), threading.Event()
+
+    def park(job: str, trigger_id: str) -> None:
+        if trigger_id == m and not read.is_set():
+            read.set()
+            assert go.wait(10)
+
+    with hooks.on("after_lease_read", park):
+        mthread, mbox = start(lambda: call(job, ev))
+        assert read.wait(10)
+        gate = script.hold(tick_id(JOB, t0))
+        tthread, _ = start(lambda: call(job, tick(JOB, t0)))
+        assert gate.entered.wait(10)
+        aws.ddb.update_item(TableName=aws.table,
+                            Key={"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "LEASE"}},
+                            UpdateExpression="REMOVE fence")
+        go.set()
+        mthread.join(10)
+    out = mbox.get("result")
+    assert script.ran(m) == 0, "ran while another run held the lease"
+    assert isinstance(out, DamagedRowError) and "fence" in str(out)
+    assert aws.lease_item(JOB)["trigger_id"]["S"] == tick_id(JOB, t0)
+    gate.release.set()
+    tthread.join(10)
+    holder = aws.lease_item(JOB)["run_id"]["S"]
+    assert aws.store.force_release(ForceRelease(
+        job=JOB, holder_run_id=holder, fence=1, now_ms=to_ms(clock.now()), by="ops",
+        reason="damaged"))
+    clock.advance(timedelta(minutes=2))
+    call(job, tick(JOB, t0))
+    call(job, ev)
+    assert script.ran(tick_id(JOB, t0)) == 1 and script.ran(m) == 1
