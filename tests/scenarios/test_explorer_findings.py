@@ -16,7 +16,8 @@ from botocore.exceptions import ClientError
 from jobguard import OverlapPolicy, hooks
 from jobguard.clock import to_ms
 from jobguard.errors import DamagedRowError, SendError
-from jobguard.requests import ForceRelease
+from jobguard.requests import ForceRelease, Take
+from jobguard.triggers import Trigger, TriggerKind
 from tests.scenarios._support import make_job, tick
 from tests.scenarios._trigger_support import (
     Script,
@@ -78,6 +79,57 @@ def test_a_follow_up_deferred_under_a_pause_is_recorded_paused_after_the_release
     drain(aws, JOB, job)
     assert decisions_of(aws, JOB, follow_up) == ["paused"] and script.ran(follow_up) == 0
     assert aws.store.read_lease(JOB).follow_up is None
+
+
+def test_a_follow_up_is_not_recorded_paused_under_a_recovery_that_took_the_lease_meanwhile(
+        aws, clock):
+    """Seed 482518, raced (found by review). GIVEN a COALESCE job whose holder died
+    holding the lease with a follow-up named on the row, the holder's lease expired and
+    the job paused WHEN the follow-up reads the row (paused, no live holder) and a
+    recovery takes the lease (ignoring the pause, keeping the follow-up named) before the
+    follow-up's paused write THEN that write is refused on the row and the follow-up waits
+    for the recovery; after a resume a manual trigger meeting the recovery is coalesced
+    (before: the follow-up was recorded paused and that trigger failed, no stable
+    decision)."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE)
+    held = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:H", TriggerKind.MANUAL),
+                               run_id="H", owner="dead", now_ms=to_ms(clock.now()),
+                               lease_ms=60_000, skew_ms=5_000))
+    assert held.fence >= 1
+    ev1, _ = manual(JOB, "one")
+    assert call(job, ev1)["decision"] == "coalesced"
+    follow_up = aws.store.read_lease(JOB).follow_up
+    assert follow_up is not None
+    clock.advance(timedelta(minutes=3))
+    aws.store.pause(JOB, reason="maintenance", now_ms=to_ms(clock.now()))
+    recovery = f"{JOB}@recovery:r"
+    gate = script.hold(recovery)
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    guarded = job
+
+    def between(job: str, trigger_id: str) -> None:
+        if trigger_id == follow_up and not started.is_set():
+            started.set()
+            thread, result = start(lambda: guarded.run_exclusive(
+                Trigger(JOB, recovery, TriggerKind.RECOVERY), wait=0, ignore_pause=True))
+            box.update(thread=thread, result=result)
+            assert gate.entered.wait(10), result
+
+    with hooks.on("after_lease_read", between):
+        delivered = deliver(aws, JOB, job)
+    assert delivered is not None and started.is_set()
+    assert aws.store.read_trigger(JOB, follow_up).state.value == "queued"
+    assert aws.store.resume(JOB)
+    ev2, _ = manual(JOB, "two")
+    second = call(job, ev2)
+    gate.release.set()
+    box["thread"].join(10)
+    drain(aws, JOB, job)
+    assert isinstance(second, dict) and second["decision"] == "coalesced", second
+    assert script.ran(follow_up) == 1
 
 
 def test_a_queued_trigger_sent_again_after_its_undo_still_runs(aws, clock):
