@@ -212,6 +212,11 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "was recorded paused while the row still named it; every COALESCE trigger meeting "
         "that holder was then refused 8 times (no stable decision). It now waits for that "
         "holder's release"),
+    "a-repaired-rows-follow-up-is-carried-on": (
+        486604, "", "COALESCE: the operator's repair of a damaged row moved the fence on "
+        "and kept the follow-up named, its gate behind; a recovery's acquisition asked "
+        "gate = fence, was refused, took the follow-up for served and absorbed it: the "
+        "coalesced trigger never ran. 'Still pending' is now gate >= served fence"),
     "no-row-is-never-a-damaged-row": (
         465056, "", "REPLACE: an acquisition that saw no lease row matched a held row whose "
         "fence was removed (damaged) and ran beside its run; 'no row' now also asks that "

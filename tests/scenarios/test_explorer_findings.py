@@ -233,3 +233,43 @@ def test_an_acquisition_that_saw_no_row_never_overwrites_a_held_row_without_fenc
     call(job, tick(JOB, t0))
     call(job, ev)
     assert script.ran(tick_id(JOB, t0)) == 1 and script.ran(m) == 1
+
+
+def test_a_follow_up_named_on_a_repaired_row_runs_after_a_recovery(aws, clock):
+    """Seed 486604. GIVEN a COALESCE job whose holder died holding the lease, a manual
+    trigger coalesced into its follow-up (named on the row, its message on the queue), the
+    row damaged and repaired by the operator's ``release --force`` (the fence moves on, the
+    follow-up stays named, its gate stays the dead holder's fence) WHEN a recovery (a
+    service run) takes the lease and releases THEN the recovery carries the follow-up on
+    and the follow-up's message runs it once (before: the recovery's gate move was refused
+    on ``gate_fence = row fence``, it concluded the follow-up had been served, took the
+    lease as a serving run, and the follow-up was absorbed: the coalesced trigger never
+    ran)."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE)
+    held = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:H", TriggerKind.MANUAL),
+                               run_id="H", owner="dead", now_ms=to_ms(clock.now()),
+                               lease_ms=60_000, skew_ms=5_000))
+    assert held.fence == 1
+    ev1, _ = manual(JOB, "one")
+    assert call(job, ev1)["decision"] == "coalesced"
+    follow_up = aws.store.read_lease(JOB).follow_up
+    assert follow_up is not None
+    aws.ddb.update_item(TableName=aws.table,
+                        Key={"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": "LEASE"}},
+                        UpdateExpression="SET expires_at_ms = :g",
+                        ExpressionAttributeValues={":g": {"S": "garbage"}})
+    # jobguard release --force on the damaged row: repaired (holder freed, fence 2)
+    assert aws.store.force_release(ForceRelease(
+        job=JOB, holder_run_id="H", fence=1, now_ms=to_ms(clock.now()), by="ops",
+        reason="damaged"))
+    lease = aws.store.read_lease(JOB)
+    assert lease.run_id is None and lease.fence == 2 and lease.follow_up == follow_up
+    assert aws.store.read_trigger(JOB, follow_up).gate_fence == 1
+    recovery = f"{JOB}@recovery:r"
+    job.run_exclusive(Trigger(JOB, recovery, TriggerKind.RECOVERY), wait=0)
+    assert script.ran(recovery) == 1
+    drain(aws, JOB, job)
+    assert aws.store.read_trigger(JOB, follow_up).state.value == "done", \
+        decisions_of(aws, JOB, follow_up)
+    assert script.ran(follow_up) == 1
