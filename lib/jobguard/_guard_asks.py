@@ -13,10 +13,10 @@ from ._guard_parts import GuardParts
 from .clock import to_ms
 from .config import TRIGGER_QUEUE_RETENTION, OverlapPolicy
 from .lease import LeaseState
+from .observed import Observed
 from .records import Decision, RunOrigin, RunRecord, RunStatus
 from .requests import Acquisition
 from .trigger_state import (
-    Observed,
     Route,
     State,
     route_of,

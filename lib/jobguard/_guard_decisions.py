@@ -81,9 +81,11 @@ class Decisions(GuardParts):
                       else "trigger is not pending (its decision was undone or forgotten)")
             if item is not None and item.state is State.QUEUED and route is Route.DIRECT:
                 # Queued, but its message may never have been sent (the send failed and
-                # so did undoing the decision). Sending it again is always safe: the
-                # same deduplication id, and only a delivery that finds it queued runs.
-                self._trigger_queue().send(self._queued_message(trigger), event=event)
+                # so did undoing the decision). Sending it again is safe: the queue
+                # decision's own deduplication id (its run id), and only a delivery that
+                # finds it queued runs; a later decision's message is never dropped for it.
+                self._trigger_queue().send(self._queued_message(trigger), event=event,
+                                           decision=item.run_id)
             elif item is not None and item.state is State.COALESCED and item.into \
                     and route is Route.DIRECT:
                 # Its follow-up's message may never have been sent (the send failed, and
@@ -116,7 +118,8 @@ class Decisions(GuardParts):
         # checks; a message without a queued item is ignored.
         if step is Next.QUEUE:
             try:
-                self._trigger_queue().send(self._queued_message(trigger), event=event)
+                self._trigger_queue().send(self._queued_message(trigger), event=event,
+                                           decision=record.run_id)
             except SendError as exc:
                 if not exc.maybe_applied:
                     rt.store.undo_queued(record, prior=item, now_ms=now_ms)

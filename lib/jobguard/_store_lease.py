@@ -193,12 +193,16 @@ class LeaseRows(StoreTable):
             actions.append(self._run_put(r.displaced, record_ttl_s))
             kinds.append("displaced_record")
         if keep_follow_up and lease.follow_up:
+            # still pending: queued, and not absorbable (no run that serves started
+            # after its gate: decide's ABSORB test, on the row's served_fence as read,
+            # which the lease condition pins with the fence). Never `gate = fence`: an
+            # operator's repair moves the fence on without the gate.
             g = _Expr()
             actions.append(self._update(
                 self._trigger_key(job, lease.follow_up), g,
                 f"SET {g.n('gate_fence')} = {g.v(fence)}",
                 f"{g.n('state')} = {g.v(State.QUEUED.value)} AND "
-                f"{g.n('gate_fence')} = {g.v(lease.fence)}"))
+                f"{g.n('gate_fence')} >= {g.v(lease.served_fence)}"))
             kinds.append("follow_up_gate")
         try:
             refused = self._transact("acquire", job, actions, kinds)

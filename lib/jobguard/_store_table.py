@@ -213,7 +213,10 @@ class StoreTable:
     def _lease_condition(self, e: _Expr, lease: LeaseState) -> str:
         """The lease row is exactly as observed: its fence, and its holder (or none)."""
         if not lease.exists:
-            return f"attribute_not_exists({e.n('fence')})"
+            # absent, or a row never held (a pause written on a new job): never a row that
+            # was held once and lost its fence (parse_lease refuses it as damaged)
+            return " AND ".join(f"attribute_not_exists({e.n(n)})" for n in (
+                "fence", "run_id", "acquired_at_ms", "released_at_ms", "last_run_id"))
         cond = f"{e.n('fence')} = {e.v(lease.fence)}"
         if lease.run_id is None:
             return f"{cond} AND attribute_not_exists({e.n('run_id')})"

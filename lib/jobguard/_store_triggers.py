@@ -160,6 +160,12 @@ class TriggerItems(RunRecords):
                                         condition)
         elif step is Next.PAUSED:
             paused = f"attribute_exists({e.n('paused_at_ms')}){not_named}"
+            if record.trigger_kind == "follow_up":
+                # never while a live holder's row names it (it waits for that release)
+                fu = e.n("follow_up")
+                paused += (f" AND (attribute_not_exists({fu}) OR {fu} <> "
+                           f"{e.v(record.trigger_id)} OR attribute_not_exists({run_id_a}) OR "
+                           f"{expires} < {e.v(now_ms - skew_ms)})")
             if item is not None and item.state is State.QUEUED and \
                     record.trigger_kind == "queued" and lease.queued_n > 0:
                 lease_action = self._update(lease_key, e, f"ADD {queued_n} {e.v(-1)}",

@@ -39,18 +39,16 @@ from .errors import (
 from .hooks import fire
 from .ids import new_run_id
 from .lease import Acquired, LeaseState, backoff
+from .observed import Observed, landed_and_ended, late
 from .ports import ContinuationPort, JobStore, TriggerQueuePort
 from .trigger_state import (
     TERMINAL,
     Next,
-    Observed,
     Refused,
     Route,
     State,
     TriggerRecord,
     decide,
-    landed_and_ended,
-    late,
     names_hand_off,
     route_of,
 )

@@ -58,7 +58,8 @@ class JobStore(Protocol):
 class TriggerQueuePort(Protocol):
     """The job's FIFO trigger queue (see ``TriggerQueue``)."""
 
-    def send(self, trigger: Trigger, *, event: object = None) -> None: ...
+    def send(self, trigger: Trigger, *, event: object = None,
+             decision: str | None = None) -> None: ...
 
     def defer(self, receipt: str, seconds: int) -> None: ...
 

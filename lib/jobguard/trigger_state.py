@@ -39,16 +39,15 @@ on the trigger queue (a queued trigger, a follow-up) have different *routes*: on
 delivery of the same route may run it again, so a direct redelivery never races the
 queue message that owns a queued trigger's retries.
 
-A delivery decides from what it has observed (:class:`Observed`), sends one request,
-and when refused folds the refusal in (:meth:`Observed.after`) and decides again. Its
-own guards are named here too: ``STALE`` (:meth:`Observed.stale`) and a new run id once
-its own landed attempt's run was ended (:func:`landed_and_ended`).
+A delivery decides from what it has observed (:class:`jobguard.observed.Observed`),
+sends one request, and when refused folds the refusal in (``Observed.after``) and decides
+again. Its own guards are named here too: ``STALE`` (``Observed.stale``) and a new run id
+once its own landed attempt's run was ended (:func:`jobguard.observed.landed_and_ended`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass
 from enum import StrEnum
 
 from .config import JobConfig, OverlapPolicy
@@ -61,15 +60,12 @@ __all__ = [
     "TRANSITIONS",
     "Event",
     "Next",
-    "Observed",
     "Refused",
     "Route",
     "State",
     "Transition",
     "TriggerRecord",
     "decide",
-    "landed_and_ended",
-    "late",
     "names_hand_off",
     "route_of",
 ]
@@ -228,7 +224,8 @@ TRANSITIONS: tuple[Transition, ...] = (
                "COALESCE; direct route; as above"),
     Transition(None, Event.PAUSE, State.PAUSED, _DECISION, "job paused"),
     Transition(State.QUEUED, Event.PAUSE, State.PAUSED, _DECISION,
-               "job paused; queued: queued_n - 1"),
+               "job paused; queued: queued_n - 1; follow-up: not while the row names it "
+               "under a live holder (it waits for that release)"),
     Transition(State.FAILED, Event.PAUSE, State.PAUSED, _DECISION, "job paused; same route"),
     Transition(State.LOST, Event.PAUSE, State.PAUSED, _DECISION, "job paused; same route"),
     # a late tick: its record only (never over this delivery's own), its item untouched
@@ -375,6 +372,12 @@ def decide(lease: LeaseState, item: TriggerRecord | None, trigger: Trigger,
                 and item.gate_fence is not None and lease.served_fence > item.gate_fence \
                 and lease.run_id != item.run_id:
             return Next.ABSORB
+        if trigger.kind is TriggerKind.FOLLOW_UP and held \
+                and lease.follow_up == trigger.trigger_id:
+            # The row names it while the holder it follows holds the job: every COALESCE
+            # trigger meeting that holder folds into it, so it stays queued until that
+            # release (which wakes it), paused or not.
+            return Next.DEFER
         if lease.paused_at_ms is not None and not ignore_pause:
             return Next.PAUSED
         return Next.DEFER if held else Next.RUN
@@ -439,62 +442,3 @@ class Refused:
     """The attempt's answer was an error (throttled, a 5xx, no answer at all), and a
     consistent read found that it had not landed: the error, to try again after a backoff
     and to name if no attempt lands."""
-
-
-def late(trigger: Trigger, now: datetime, config: JobConfig) -> bool:
-    """``STALE``'s first guard: a direct tick (or rule event) delivered past
-    ``stale_after``. It is recorded stale unless owed (:attr:`Observed.owed`)."""
-    return trigger.scheduled_at is not None and not trigger.is_from_queue \
-        and now - trigger.scheduled_at > config.stale_after
-
-
-def landed_and_ended(run_id: str, refused: Refused) -> bool:
-    """A refused acquisition shows that an earlier attempt under ``run_id`` landed and
-    its run has been ended since: the row names it as the run before or the last one
-    released, or the trigger's item names it (the row, refusing, no longer does). The
-    delivery then decides again under a new run id: what ended that run (taken over,
-    replaced, force-released) wrote its record under this one."""
-    lease, item = refused.lease, refused.trigger
-    if lease is not None and run_id in (lease.prev_run_id, lease.last_run_id):
-        return True
-    return item is not None and item.run_id == run_id
-
-
-@dataclass(frozen=True, kw_only=True)
-class Observed:
-    """What a delivery knows of its job when it decides: what it read, and what each
-    refusal of its writes showed (:meth:`after`). Requests are built from it alone."""
-
-    lease: LeaseState
-    """The lease row as last seen."""
-    item: TriggerRecord | None = None
-    """The trigger's own item as last seen (None: absent, or not seen yet)."""
-    high_water: int = 0
-    """The fence high-water mark, when a refusal showed it above the row's fence."""
-    unmarkable: str | None = None
-    """A holder whose trigger item a takeover could not mark (decided meanwhile): a
-    takeover of that holder leaves its item alone; a new holder is marked again."""
-    follow_up_served: bool = False
-    """The pending follow-up left its gate (ran or was absorbed) under a service run's
-    acquisition: the lease is taken without carrying it."""
-    owed: bool = False
-    """A late tick its job already accepted onto its queue (its item queued or
-    coalesced): decided (a duplicate, which sends it again), not recorded stale."""
-
-    def stale(self, trigger: Trigger, now: datetime, config: JobConfig) -> bool:
-        """``STALE``'s guard: late, and not owed."""
-        return late(trigger, now, config) and not self.owed
-
-    def after(self, refused: Refused, step: Next) -> Observed:
-        """What is known once ``step``'s write was refused with ``refused``."""
-        return replace(
-            self,
-            lease=refused.lease if refused.lease is not None else self.lease,
-            item=refused.trigger if refused.trigger_failed else self.item,
-            high_water=refused.high_water if refused.high_water is not None
-            else self.high_water,
-            unmarkable=self.lease.run_id if refused.displaced_failed and step is Next.RUN
-            else self.unmarkable,
-            # (the store reports no gate refusal beside a changed or conflicting row)
-            follow_up_served=self.follow_up_served or refused.follow_up_failed,
-        )

@@ -3,6 +3,9 @@
 The queue only carries triggers; it never decides. Whether a queued trigger or a
 follow-up may run is decided by its trigger item (``queued``), so SQS deduplication (five
 minutes on AWS, different on emulators) is a saving, never a correctness requirement.
+It must also never drop a message that is needed: a queued trigger's deduplication id is
+its queue decision's (the trigger and the decision's run id), so a later decision of the
+same trigger (after the first was taken back) is always delivered.
 """
 
 from __future__ import annotations
@@ -66,14 +69,19 @@ class TriggerQueue:
         self.url = url
         self._client = client
 
-    def send(self, trigger: Trigger, *, event: object = None) -> None:
+    def send(self, trigger: Trigger, *, event: object = None,
+             decision: str | None = None) -> None:
         body = queue_message_body(trigger, event=event)
+        # One deduplication id per queue decision (its run id): a resend of the same
+        # decision is dropped, a message of a later decision of the trigger never is (SQS
+        # keeps an id 5 minutes, even after its message was deleted).
+        dedup = trigger.trigger_id if decision is None else f"{trigger.trigger_id}#{decision}"
         try:
             self._client.send_message(
                 QueueUrl=self.url,
                 MessageBody=body,
                 MessageGroupId=trigger.job,
-                MessageDeduplicationId=hashlib.sha256(trigger.trigger_id.encode()).hexdigest(),
+                MessageDeduplicationId=hashlib.sha256(dedup.encode()).hexdigest(),
             )
         except ClientError as exc:
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)

@@ -18,21 +18,8 @@ import pytest
 from .regressions import PROTOCOL_FIXED, REGRESSIONS
 from .sim import run_history
 
-OPEN_FINDINGS: dict[int, str] = {
-    # Found by the 30-minute run after issue 30's continuation; both fail on the code
-    # before it too (replayed at 9a8583e): open, not regressions.
-    464696: "QUEUE: a manual trigger whose queue send timed out, delivered again and "
-            "sent again while its first message was handled, ends duplicate>queued>"
-            "duplicate and never runs (END)",
-    # Found by issue 32's 30-minute run before its change (on b88d5c7): open.
-    482518: "COALESCE: a follow-up delivered while the job was paused leaves its item "
-            "paused while the lease row still names it; after a resume, a manual trigger "
-            "meeting the dead holder decides coalesce, is refused on the follow-up's item "
-            "8 times and fails with no stable decision (END)",
-    465056: "REPLACE: a run whose lease row lost its fence (damaged) is displaced by "
-            "REPLACE; its tick, retried after the settle, runs again (RERUN, completed 0: "
-            "the item ledger kept every note once)",
-}
+OPEN_FINDINGS: dict[int, str] = {}
+# Closed: 464696, 482518 and 465056, now in FOUND_ON_THE_NEW_PROTOCOL.
 # Closed: 429611 (model: a coalescing manual delivery killed past Lambda's maximum event
 # age, its holder killed too, is on the failed-ticks queue, alarmed; its item expired,
 # so the runbook's replay is the operator's, as for a dead-lettered one: the coalesced
@@ -214,6 +201,26 @@ FOUND_ON_THE_NEW_PROTOCOL: dict[str, tuple[int | list[int], str, str]] = {
         "naming scheduled_at, while the lease row was damaged; the model read it as a "
         "failure that did not name the damage. It now expects that refusal from a worker "
         "behind by more than the margin, and the sender's retry runs the tick"),
+    "a-resent-queued-trigger-is-not-deduplicated": (
+        464696, "", "QUEUE: a manual trigger's queue send failed while Lambda's second copy "
+        "sent its message again; the first undid its decision, and Lambda's retry, queued "
+        "again, sent under the same deduplication id: SQS dropped it and the trigger never "
+        "ran. Each queue decision now has its own id (tests/scenarios/"
+        "test_explorer_findings.py)"),
+    "a-follow-up-waits-for-its-holder-when-paused": (
+        482518, "", "COALESCE: a follow-up delivered while paused under its live holder "
+        "was recorded paused while the row still named it; every COALESCE trigger meeting "
+        "that holder was then refused 8 times (no stable decision). It now waits for that "
+        "holder's release"),
+    "a-repaired-rows-follow-up-is-carried-on": (
+        486604, "", "COALESCE: the operator's repair of a damaged row moved the fence on "
+        "and kept the follow-up named, its gate behind; a recovery's acquisition asked "
+        "gate = fence, was refused, took the follow-up for served and absorbed it: the "
+        "coalesced trigger never ran. 'Still pending' is now gate >= served fence"),
+    "no-row-is-never-a-damaged-row": (
+        465056, "", "REPLACE: an acquisition that saw no lease row matched a held row whose "
+        "fence was removed (damaged) and ran beside its run; 'no row' now also asks that "
+        "the row was never held"),
 }
 """Library bugs the explorer found on the new protocol (issue 15), each fixed: their
 histories hold from now on."""

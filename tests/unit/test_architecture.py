@@ -49,7 +49,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "jobguard._launch", "jobguard._offline", "jobguard._clients", "jobguard.environment",
         "jobguard.config", "jobguard.records", "jobguard.workitems", "jobguard._work_keys",
         "jobguard.lease",
-        "jobguard.triggers", "jobguard.trigger_state", "jobguard.requests", "jobguard.ports",
+        "jobguard.triggers", "jobguard.trigger_state", "jobguard.observed", "jobguard.requests",
+        "jobguard.ports",
         "jobguard._rejected", "jobguard.observability", "jobguard.definitions",
         "jobguard.deployment")),
     ("adapters", (

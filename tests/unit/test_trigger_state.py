@@ -14,18 +14,17 @@ import pytest
 from jobguard.config import JobConfig, OverlapPolicy
 from jobguard.errors import DamagedRowError
 from jobguard.lease import LeaseState, parse_lease
+from jobguard.observed import Observed, landed_and_ended
 from jobguard.trigger_state import (
     TERMINAL,
     TRANSITIONS,
     Event,
     Next,
-    Observed,
     Refused,
     Route,
     State,
     TriggerRecord,
     decide,
-    landed_and_ended,
     transition,
 )
 from jobguard.triggers import Trigger, TriggerKind
