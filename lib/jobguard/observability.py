@@ -105,11 +105,29 @@ deployment is billed for at rest, per dimension value. The others have data only
 hours something happens (a skip, a failure, a sweep)."""
 
 
+class _Stdout:
+    """Whatever ``sys.stdout`` is when a line is written, not what it was when the logger
+    was made. A test runner that swaps stdout for one test (pytest's ``capsys``) closes
+    what it swapped in; a handler still holding that stream fails on every later line,
+    and logging's error report then prints the exception being handled, unredacted, to
+    stderr. In Lambda stdout is never swapped, and this costs one lookup a line."""
+
+    def write(self, text: str) -> int:
+        import sys
+
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        import sys
+
+        sys.stdout.flush()
+
+
 @lru_cache(maxsize=1)
 def _logger() -> Any:
     from aws_lambda_powertools import Logger
 
-    return Logger(service="jobguard")
+    return Logger(service="jobguard", stream=_Stdout())  # type: ignore[arg-type]
 
 
 class JobLogger:

@@ -34,12 +34,10 @@ from tests.scenarios._trigger_support import (
 JOB = "crm-sync"
 
 
-def test_a_follow_up_delivered_while_paused_under_its_holder_stays_coalescable(aws, clock):
-    """Seed 482518. GIVEN a COALESCE job whose run holds the lease, a manual trigger
-    coalesced into the holder's follow-up WHEN the job is paused, the follow-up's message
-    is delivered while the holder still runs, the job resumed and another manual trigger
-    arrives THEN that trigger is coalesced too (before: refused 8 times on the follow-up's
-    item, "no stable decision"), and once the holder releases the follow-up runs once."""
+def _follow_up_delivered_while_paused(aws: Any, clock: Any) -> tuple[Any, ...]:
+    """A COALESCE job whose run is held, a manual trigger coalesced into the holder's
+    follow-up, the job paused and the follow-up's message delivered: it waits (failed
+    delivery, redelivered later) for the holder it follows."""
     script = Script()
     job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE)
     gate, holder, _ = hold_a_run(job, script, JOB, clock.now())
@@ -50,6 +48,16 @@ def test_a_follow_up_delivered_while_paused_under_its_holder_stays_coalescable(a
     aws.store.pause(JOB, reason="maintenance", now_ms=to_ms(clock.now()))
     first = deliver(aws, JOB, job)
     assert first is not None and first.failed  # it waits for the holder it follows
+    return script, job, gate, holder, follow_up
+
+
+def test_a_follow_up_delivered_while_paused_under_its_holder_stays_coalescable(aws, clock):
+    """Seed 482518. GIVEN a COALESCE job whose run holds the lease, a manual trigger
+    coalesced into the holder's follow-up WHEN the job is paused, the follow-up's message
+    is delivered while the holder still runs, the job resumed and another manual trigger
+    arrives THEN that trigger is coalesced too (before: refused 8 times on the follow-up's
+    item, "no stable decision"), and once the holder releases the follow-up runs once."""
+    script, job, gate, holder, follow_up = _follow_up_delivered_while_paused(aws, clock)
     assert aws.store.read_trigger(JOB, follow_up).state.value == "queued"
     assert aws.store.resume(JOB)
     ev2, _ = manual(JOB, "two")
@@ -65,15 +73,7 @@ def test_a_follow_up_deferred_under_a_pause_is_recorded_paused_after_the_release
     """Seed 482518, the job still paused. GIVEN the same coalesced follow-up, delivered
     while paused under its holder WHEN the holder releases (waking it) THEN it is
     recorded paused, never run, and the lease row no longer names it."""
-    script = Script()
-    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE)
-    gate, holder, _ = hold_a_run(job, script, JOB, clock.now())
-    ev1, _ = manual(JOB, "one")
-    assert call(job, ev1)["decision"] == "coalesced"
-    follow_up = aws.store.read_lease(JOB).follow_up
-    aws.store.pause(JOB, reason="maintenance", now_ms=to_ms(clock.now()))
-    first = deliver(aws, JOB, job)
-    assert first is not None and first.failed
+    script, job, gate, holder, follow_up = _follow_up_delivered_while_paused(aws, clock)
     gate.release.set()
     holder.join(10)
     drain(aws, JOB, job)
