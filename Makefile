@@ -160,7 +160,7 @@ soak: $(STAMP)
 ## Afterwards: cd .mutmut && ../.venv/bin/mutmut show NAME.
 MUTMUT_DIR := .mutmut
 SAMPLE ?= 150
-MODULES ?= trigger_state,observed,lease,dynamodb,guard,_guard_asks,_guard_decisions,_guard_run,_guard_queue,run,triggerqueue,claims,_claim_outcomes,_claim_reconcile,_claim_reports,_claim_values,dynamodb_items,_item_writes,_item_rows,recovery,_recovery_plan,batch
+MODULES ?= trigger_state,observed,lease,_store_table,_store_lease,_store_release,_store_operator,_store_triggers,_store_runs,guard,_guard_asks,_guard_decisions,_guard_run,_guard_queue,run,triggerqueue,claims,_claim_outcomes,_claim_reconcile,_claim_reports,_claim_values,dynamodb_items,_item_writes,_item_rows,recovery,_recovery_plan,batch
 CHECK ?= unchecked
 MUTMUT_CHILDREN ?= 1
 mutate: $(STAMP)

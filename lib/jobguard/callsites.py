@@ -146,8 +146,9 @@ class CallSite:
         service: botocore service name (``dynamodb``, ``sqs``, ``s3``, ``lambda``).
         operation: the API operation (``UpdateItem``).
         module: the module holding the function that makes the call.
-        function: its qualified name (``DynamoJobStore.acquire``); the fault harness
-            finds the site of a live call by this frame.
+        function: its qualified name where it is defined (``LeaseRows.acquire``, the
+            job store's part that holds it); the fault harness finds the site of a live
+            call by this frame.
         handling: the handling of each :class:`Fault`.
         note: one line on how the handling is achieved.
         paths: the code paths that make the call.
@@ -183,7 +184,13 @@ _SITES: dict[str, CallSite] = {}
 
 # Modules that declare call sites (imported by all_sites()).
 _DECLARING = (
-    "jobguard.dynamodb",
+    # the job store, one module per record kind (jobguard.dynamodb composes them)
+    "jobguard._store_table",
+    "jobguard._store_lease",
+    "jobguard._store_release",
+    "jobguard._store_operator",
+    "jobguard._store_triggers",
+    "jobguard._store_runs",
     "jobguard.dynamodb_items",
     "jobguard.triggerqueue",
     "jobguard.continuation",

@@ -394,8 +394,8 @@ class Faults:
         return None
 
 
-# `make mutate` (mutmut) renames each function it mutates: DynamoJobStore.acquire runs as
-# DynamoJobStore.xǁDynamoJobStoreǁacquire__mutmut_orig (or _N), a function f as
+# `make mutate` (mutmut) renames each function it mutates: LeaseRows.acquire runs as
+# LeaseRows.xǁLeaseRowsǁacquire__mutmut_orig (or _N), a function f as
 # x_f__mutmut_orig. The call site is still the declared function's.
 _MUTMUT_NAME = re.compile(r"(?:xǁ[^ǁ]+ǁ|x_)(\w+?)__mutmut_\w+$")
 

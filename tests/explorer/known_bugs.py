@@ -121,7 +121,7 @@ _BUGS = (
 """))),
     KnownBug("force-release-erases-run", 2,
              "release --force writes neither the stuck run's trigger nor its record", (
-                 Patch("jobguard.dynamodb", """\
+                 Patch("jobguard._store_operator", """\
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
 """, """\
         ttl = record_ttl_s if record_ttl_s is not None else now_ms // 1000 + 30 * 86_400
@@ -143,14 +143,14 @@ _BUGS = (
     KnownBug("lost-release-forgets", 4,
              "a release recognising its own landed attempt forgets the wake receipt and "
              "follow-up", (
-                 Patch("jobguard.dynamodb", """\
+                 Patch("jobguard._store_release", """\
                 # says so even if another run has taken and released the lease since.
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
 """, """\
                 # says so even if another run has taken and released the lease since.
                 return Released(released=True)
 """),
-                 Patch("jobguard.dynamodb", """\
+                 Patch("jobguard._store_release", """\
             if state.last_run_id == run_id and state.released_by == "run":
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
 """, """\
@@ -170,7 +170,7 @@ _BUGS = (
 """),)),
     KnownBug("replace-displaced-retryable", 6,
              "REPLACE leaves the displaced trigger retryable (lost)", (
-                 Patch("jobguard.dynamodb", """\
+                 Patch("jobguard._store_lease", """\
             target = State.REPLACED if replace and held else State.LOST
 """, """\
             target = State.LOST
@@ -201,7 +201,7 @@ _BUGS = (
         return now_ms // 1000 + int(self.config.dedup_window.total_seconds())
 """),)),
     KnownBug("lease-row-grows", 9, "every skip leaves a mark on the lease row", (
-        Patch("jobguard.dynamodb", """\
+        Patch("jobguard._store_triggers", """\
         if step is Next.SKIP:
             lease_action = self._check(lease_key, e, f"{held} AND {not_paused}")
 """, """\
@@ -212,7 +212,7 @@ _BUGS = (
 """),)),
     KnownBug("fence-restarts", 10,
              "a lease row without a fence starts again at 1; no high-water", (
-                 Patch("jobguard.dynamodb", """\
+                 Patch("jobguard._store_lease", """\
         kinds.append("fence")
 """, """\
         kinds.append("fence")
@@ -253,7 +253,7 @@ _BUGS = (
 """, """\
     if state in (None, State.HANDED, State.LOST):
 """),
-                 Patch("jobguard.dynamodb", """\
+                 Patch("jobguard._store_lease", """\
             pieces.append(f"{e.n('handed_from')} = {e.v(lease.handed_from or '-')}")
 """, """\
             pass  # (the decision checked the hand-off)

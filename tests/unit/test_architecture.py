@@ -26,6 +26,13 @@ MAX_LINES = 500
 MAX_STORE_ARGS = 5
 STORES = {
     "jobguard.dynamodb": ("DynamoJobStore",),
+    # DynamoJobStore's parts, one per record kind (its bases)
+    "jobguard._store_table": ("StoreTable",),
+    "jobguard._store_lease": ("LeaseRows",),
+    "jobguard._store_release": ("LeaseRelease",),
+    "jobguard._store_operator": ("OperatorCommands",),
+    "jobguard._store_triggers": ("TriggerItems",),
+    "jobguard._store_runs": ("RunRecords",),
     "jobguard.dynamodb_items": ("DynamoItemStore",),
     "jobguard._item_writes": ("ItemWrites",),  # DynamoItemStore's writes (its base)
     "jobguard.ports": ("JobStore", "TriggerQueuePort", "ContinuationPort"),
@@ -48,6 +55,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "jobguard.deployment")),
     ("adapters", (
         "jobguard._dynamo", "jobguard._run_rows", "jobguard._item_rows", "jobguard._item_writes",
+        "jobguard._store_table", "jobguard._store_lease", "jobguard._store_release",
+        "jobguard._store_operator", "jobguard._store_triggers", "jobguard._store_runs",
         "jobguard.dynamodb",
         "jobguard.dynamodb_items", "jobguard.triggerqueue", "jobguard.continuation",
         "jobguard.destinations", "jobguard._destination_wire", "jobguard.faults")),
@@ -67,9 +76,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 PACKAGE_INIT = "jobguard"  # the public names: it may import from every layer
 
 # What does not hold yet (issue 32), with today's measure.
-KNOWN_SIZES: dict[str, int] = {
-    "jobguard.dynamodb": 1598,
-}
+KNOWN_SIZES: dict[str, int] = {}
 KNOWN_CYCLES: list[set[str]] = []
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 KNOWN_WIDE_METHODS: dict[str, int] = {}
