@@ -169,12 +169,15 @@ TRANSITIONS: tuple[Transition, ...] = (
                "direct route; lease free (or, REPLACE, the holder named); not paused; "
                "QUEUE: no pending queued trigger"),
     Transition(State.QUEUED, Event.RUN, State.RUNNING, _DELIVERY,
-               "queue route; lease free; not paused; queued: queued_n - 1; follow-up: lease "
-               "fence = gate_fence (no run since the holder it follows)"),
+               "queue route; lease free; not paused; queued: queued_n - 1; follow-up: "
+               "gate_fence >= served_fence (no run that serves started after the holder it "
+               "follows), its gate as read"),
     Transition(State.FAILED, Event.RUN, State.RUNNING, _DELIVERY,
-               "same route as the failed run; lease free; not paused; follow-up: gate_fence"),
+               "same route as the failed run; lease free; not paused; follow-up: its gate as "
+               "read, not absorbed"),
     Transition(State.LOST, Event.RUN, State.RUNNING, _DELIVERY,
-               "same route as the lost run; lease free; not paused; follow-up: gate_fence; "
+               "same route as the lost run; lease free; not paused; follow-up: its gate as "
+               "read, not absorbed; "
                "a new run id when the lost run was this delivery's own attempt, landed "
                "unanswered (landed_and_ended)"),
     Transition(State.RUNNING, Event.RUN, State.RUNNING, _DELIVERY,
@@ -235,11 +238,12 @@ TRANSITIONS: tuple[Transition, ...] = (
                  "the message again)")
       for state in (None, State.FAILED, State.LOST)),
     Transition(State.QUEUED, Event.ABSORB, State.ABSORBED, _DECISION,
-               "follow-up; lease fence > gate_fence (a run started after its holder)"),
+               "follow-up; served_fence > gate_fence (a run that serves started after its "
+               "holder); the row does not name its run"),
     Transition(State.FAILED, Event.ABSORB, State.ABSORBED, _DECISION,
-               "follow-up; lease fence > gate_fence"),
+               "follow-up; as above"),
     Transition(State.LOST, Event.ABSORB, State.ABSORBED, _DECISION,
-               "follow-up; lease fence > gate_fence"),
+               "follow-up; as above"),
     # continuation: a chain of runs holding the job like one run
     Transition(None, Event.HAND_OFF, State.HANDED,
                "the link before's release (hand-off transaction, with its trigger done and "

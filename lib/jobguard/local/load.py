@@ -256,7 +256,7 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                 # tries inside one lease and left a job with no clean run), and a try
                 # that raised waits longer each time, up to 2 s.
                 deadline = time.monotonic() + (60 if budget is None else 240)
-                pause, sent_at = 0.1, time.monotonic()
+                pause = 0.1
                 while time.monotonic() < deadline:
                     with checking():
                         lease = store.read_lease(name)
@@ -264,13 +264,7 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                     if item is not None and item.state.value == "done":
                         finals[name] = lease
                         break
-                    # A QUEUE job's manual trigger sent again after its run failed can
-                    # stay queued with nothing left to run it (the explorer's open
-                    # finding, QUEUE seed 464696, tests/explorer/test_explorer.py): past
-                    # 30 s, the next tick is a new trigger, as after a trigger that met a
-                    # held lease
-                    stuck = time.monotonic() - sent_at > 30
-                    if item is not None and (item.state.value in _ENDED_NOT_RUN or stuck):
+                    if item is not None and item.state.value in _ENDED_NOT_RUN:
                         # it met a lease still held (a run whose release never landed
                         # holds it until it expires): the next tick, a new trigger
                         if name in queues:  # a follow-up it folded into runs meanwhile
@@ -279,7 +273,6 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                         final_id = f"final-{uuid.uuid4().hex}"
                         tick = {"job": name, "manual": True, "trigger_id": final_id}
                         trigger_id = f"{name}@manual:{final_id}"
-                        sent_at = time.monotonic()
                         time.sleep(0.5)
                         continue
                     if item is None or item.state.value in ("failed", "lost", "running"):
