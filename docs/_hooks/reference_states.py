@@ -1,5 +1,5 @@
 """The protocol page's state diagram, drawn from ``jobguard.trigger_state.TRANSITIONS``
-(the specification the store builds its conditions from) each time the site is built, so
+(the protocol's specification) each time the site is built, so
 the picture cannot say anything the table does not."""
 
 from __future__ import annotations

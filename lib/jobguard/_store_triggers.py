@@ -52,6 +52,15 @@ UNDO_QUEUED = call_site(
 )
 
 
+
+DECISION_TARGET: dict[Next, State] = {
+    Next.SKIP: State.SKIPPED, Next.QUEUE: State.QUEUED, Next.DROP: State.DROPPED,
+    Next.COALESCE: State.COALESCED, Next.PAUSED: State.PAUSED, Next.ABSORB: State.ABSORBED,
+    Next.SUPERSEDE: State.SUPERSEDED}
+"""The state a decision (``record_decision``) writes on the trigger's item: each is the
+target of the ``TRANSITIONS`` edge of the same event, which
+``tests/unit/test_decision_wiring.py`` checks (with the guard's record and metric maps)."""
+
 class TriggerItems(RunRecords):
     """A trigger's item and its decision: record_decision, undo_queued, count_queued."""
 
@@ -102,9 +111,7 @@ class TriggerItems(RunRecords):
             # replacement); "duplicate" would erase it.
             self.put_run(record, record_ttl_s, only_if_absent=True)
             return None
-        target = {Next.SKIP: State.SKIPPED, Next.QUEUE: State.QUEUED, Next.DROP: State.DROPPED,
-                  Next.COALESCE: State.COALESCED, Next.PAUSED: State.PAUSED,
-                  Next.ABSORB: State.ABSORBED, Next.SUPERSEDE: State.SUPERSEDED}[step]
+        target = DECISION_TARGET[step]
         e = _Expr()
         run_id_a, expires = e.n("run_id"), e.n("expires_at_ms")
         held = (f"({run_id_a} = {e.v(lease.run_id or '-')} AND "

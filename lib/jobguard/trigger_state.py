@@ -7,8 +7,12 @@ state it replaces (``state = :from AND run_id = :run``), never removed or overwr
 on the strength of an older read. Expiry is by TTL, and every condition treats an
 item past its ``ttl_epoch_s`` as absent (TTL deletes days late).
 
-The table (``TRANSITIONS``) is the specification; the store builds its conditions from
-it and ``tests/unit/test_trigger_state.py`` walks every (state, event) pair.
+The table (``TRANSITIONS``) is the specification: the protocol page's diagram is drawn
+from it and ``tests/unit/test_trigger_state.py`` walks every (state, event) pair. The
+store's conditions are written by hand (``_store_lease``, ``_store_release``,
+``_store_triggers``), each saying which edge it writes; the scenario tests and the
+explorer hold them to the table. Adding a case: docs/contributing.md, "Adding a protocol
+case" (``tests/unit/test_decision_wiring.py`` checks the maps it names).
 
 ::
 
