@@ -110,17 +110,26 @@ class _Stdout:
     was made. A test runner that swaps stdout for one test (pytest's ``capsys``) closes
     what it swapped in; a handler still holding that stream fails on every later line,
     and logging's error report then prints the exception being handled, unredacted, to
-    stderr. In Lambda stdout is never swapped, and this costs one lookup a line."""
+    stderr. In Lambda stdout is never swapped, and this costs one lookup a line.
+
+    A process without a stdout (``sys.stdout`` None: started with fd 1 closed, a
+    detached daemon) writes to stderr, as logging's handler made with no stream did
+    before; with neither, the line is dropped rather than reported as an error."""
+
+    @staticmethod
+    def _stream() -> Any:
+        import sys
+
+        return sys.stdout if sys.stdout is not None else sys.stderr
 
     def write(self, text: str) -> int:
-        import sys
-
-        return sys.stdout.write(text)
+        stream = self._stream()
+        return stream.write(text) if stream is not None else 0
 
     def flush(self) -> None:
-        import sys
-
-        sys.stdout.flush()
+        stream = self._stream()
+        if stream is not None:
+            stream.flush()
 
 
 @lru_cache(maxsize=1)

@@ -39,3 +39,30 @@ def test_a_line_written_after_stdout_was_swapped_and_closed_reaches_the_new_stdo
     assert "under the second stdout" in second.getvalue()
     assert '"job":"stream-job"' in second.getvalue().replace(" ", "")
     assert errors.getvalue() == ""
+
+
+def test_a_line_written_while_there_is_no_stdout_goes_to_stderr_and_leaks_nothing():
+    # GIVEN a process without a stdout (started with fd 1 closed, pythonw, a detached
+    # daemon): sys.stdout is None. Before the logger followed stdout, Powertools' handler
+    # was made with logging's default for a missing stream, stderr, and the line was there.
+    import sys
+
+    errors = io.StringIO()
+    logger = JobLogger(_logger(), "no-stdout-job")
+    saved = sys.stdout
+    with contextlib.redirect_stderr(errors):
+        sys.stdout = None  # type: ignore[assignment]
+        try:
+            # WHEN a line is written while an exception is handled
+            try:
+                raise ConnectionError("token=SECRET refused")
+            except ConnectionError:
+                logger.warning("with no stdout")
+            _logger().registered_handler.flush()  # what logging.shutdown does at exit
+        finally:
+            sys.stdout = saved
+
+    # THEN the line is on stderr, and no logging error report printed the exception
+    assert "with no stdout" in errors.getvalue()
+    assert "Logging error" not in errors.getvalue()
+    assert "SECRET" not in errors.getvalue()
