@@ -110,7 +110,9 @@ class _Stdout:
     was made. A test runner that swaps stdout for one test (pytest's ``capsys``) closes
     what it swapped in; a handler still holding that stream fails on every later line,
     and logging's error report then prints the exception being handled, unredacted, to
-    stderr. In Lambda stdout is never swapped, and this costs one lookup a line.
+    stderr. In Lambda stdout is never swapped, and this costs one lookup a line. The
+    price: a handler that redirects stdout itself (``contextlib.redirect_stdout``, to
+    quiet a library) also catches jobguard's lines written meanwhile.
 
     A process without a stdout (``sys.stdout`` None: started with fd 1 closed, a
     detached daemon) writes to stderr, as logging's handler made with no stream did

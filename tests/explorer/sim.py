@@ -508,8 +508,7 @@ class Sim:
 
         from jobguard import observability
 
-        # made before stdout is redirected (its handler keeps the stream it was made with)
-        # and before the levels are saved (making it sets the "jobguard" logger's level),
+        # made before the levels are saved (making it sets the "jobguard" logger's level),
         # so that every later test logs exactly as before the history
         telemetry_logger = observability._logger()
         loggers = [logging.getLogger(n) for n in ("jobguard", "botocore", "aws_lambda_powertools")]
