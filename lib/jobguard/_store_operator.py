@@ -312,13 +312,15 @@ class OperatorCommands(TriggerItems):
         f = _Expr()
         hw = f.n("hw")
         set_hw = f"SET {hw} = {f.v(new_fence)}"
-        if isinstance(run, str):
-            # the holder may be alive (the damage may be elsewhere on the row): as for a
-            # force release, nobody reconciles its open claim before its deadline: its
-            # expiry if the row still says it, else the longest a Lambda can run
-            expires = raw.get("expires_at_ms")
-            until = (expires if isinstance(expires, int) and not isinstance(expires, bool)
-                     else now_ms + _LAMBDA_MAX_RUN_MS)
+        expires = raw.get("expires_at_ms")
+        if not isinstance(expires, int) or isinstance(expires, bool):
+            expires = None
+        if isinstance(run, str) or expires is not None:
+            # the holder may be alive (the damage may be elsewhere on the row, or be its
+            # run id alone): as for a force release, nobody reconciles its open claim
+            # before its deadline: its expiry if the row still says it, else the
+            # longest a Lambda can run
+            until = expires if expires is not None else now_ms + _LAMBDA_MAX_RUN_MS
             set_hw += f", {f.n('hold_until_ms')} = {f.v(until + offset_ms)}"
         actions = [self._update(self._lease_key(job), e, update, condition),
                    self._update(self._fence_key(job), f, set_hw,

@@ -97,6 +97,7 @@ _STR = ("run_id", "holder_owner", "trigger_id", "last_run_id", "released_by",
         "paused_reason", "paused_by", "follow_up", "wake_receipt", "prev_run_id",
         "handed_from")
 _HELD_NEEDS = ("expires_at_ms", "holder_owner", "trigger_id", "acquired_at_ms")
+_HOLDER_MARKS = ("holder_owner", "expires_at_ms")
 
 
 def _repair(job: str) -> str:
@@ -140,6 +141,12 @@ def parse_lease(job: str, row: dict[str, Any] | None) -> LeaseState:
         for name in _HELD_NEEDS:
             if row.get(name) is None:
                 raise damaged(name, f"is missing while run {row['run_id']} holds the lease")
+    elif any(row.get(name) is not None for name in _HOLDER_MARKS):
+        # every write that frees the row removes these with run_id: a row naming a
+        # holder's owner or expiry without its run is damaged, not free (read as free,
+        # the next run would take it beside a holder that may still be calling)
+        raise damaged("run_id", "is missing from a row that names a holder "
+                                "(holder_owner or expires_at_ms)")
     return LeaseState(
         job=job,
         fence=int(fence or 0),

@@ -12,6 +12,8 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from jobguard import (
     ItemState,
     JobConfig,
@@ -528,3 +530,32 @@ def test_a_run_freed_by_a_repair_keeps_its_own_record_though_its_trigger_ran_bef
     records = {r.run_id: r for r in aws.runs(JOB)}
     assert b.run_id in records, "the run freed by the repair wrote no record"
     assert records[b.run_id].status.value == "lease_lost"
+
+
+def test_a_row_that_lost_only_its_run_id_is_damaged_not_free(aws, clock):
+    """GIVEN a run held before its first call, and its lease row edited by hand to lose
+    only ``run_id`` (its owner and expiry still there) WHEN the next trigger arrives THEN
+    it does not take the row for free and run beside the holder: the row is damaged
+    (named, with the repair); AND WHEN the operator repairs it THEN the job row holds the
+    holder's open claim until its expiry + the margin, so the next run leaves its page."""
+    from jobguard.errors import DamagedRowError
+
+    notes = NotesTable.create(aws.ddb)
+    held, job, thread, box = _held_page(aws, clock, notes, OverlapPolicy.SKIP)
+    lease = aws.store.read_lease(JOB)
+    aws.ddb.update_item(TableName=aws.table, Key={"pk": {"S": f"JOB#{JOB}"},
+                                                  "sk": {"S": "LEASE"}},
+                        UpdateExpression="REMOVE run_id")
+    plain = CrmSync(JobConfig(name=JOB, table_name=aws.table, batch_size=3, lease=LEASE),
+                    contacts(3), notes, store=aws.store, clock=clock)
+    with pytest.raises(DamagedRowError) as caught:
+        plain.handler()(manual("next"), None)
+    assert caught.value.attribute == "run_id"
+    assert aws.store.high_water(JOB) == lease.fence  # no fence was issued to it
+
+    aws.store.repair(JOB, now_ms=to_ms(clock.now()))
+    assert items(aws).read_row(JOB).hold_until_ms == lease.expires_at_ms + 10_000
+    assert plain.handler()(manual("after"), None)["deferred"] == 3
+    held.go.set()
+    thread.join(20)
+    assert Counter(notes.calls)[key(contacts(1)[0])] == 1

@@ -78,6 +78,10 @@ def test_a_negative_queued_count_reads_as_zero():
     ({"holder_owner": None}, "holder_owner", "is missing while run R7 holds the lease"),
     ({"trigger_id": None}, "trigger_id", "is missing while run R7 holds the lease"),
     ({"acquired_at_ms": None}, "acquired_at_ms", "is missing while run R7 holds the lease"),
+    ({"run_id": None}, "run_id",
+     "is missing from a row that names a holder (holder_owner or expires_at_ms)"),
+    ({"run_id": None, "holder_owner": None}, "run_id",
+     "is missing from a row that names a holder (holder_owner or expires_at_ms)"),
 ])
 def test_a_damaged_row_says_what_is_wrong_with_the_attribute(change, attribute, problem):
     """GIVEN a held row with one attribute damaged WHEN it is parsed THEN the error names
