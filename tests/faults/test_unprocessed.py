@@ -68,3 +68,29 @@ def test_unprocessed_completions_are_sent_again_before_the_page_is_dropped(aws, 
     rows = items.get_many(JOB, ids)
     assert {r.state for r in rows.values()} == {ItemState.COMPLETED} and len(rows) == 25
     assert items.read_row(JOB).claim is None and items.read_checkpoint(JOB).cursor == "25"
+
+
+def test_completions_the_table_never_takes_are_not_counted_completed(aws, clock, metrics):
+    """GIVEN a page of 25 whose every BatchWriteItem answer hands the last 5 puts back
+    unprocessed WHEN the run gives up on them THEN ItemsCompleted counts the 20 the table
+    took (not one per write, not the 5 it never took), and those 5 are not completed in
+    the ledger."""
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(_config(aws, batch_size=25), contacts(25), notes, store=aws.store,
+                  clock=clock)
+    hook = Unprocess(5, calls=10_000)
+    aws.ddb.meta.events.register("provide-client-params.dynamodb.BatchWriteItem", hook.params)
+    aws.ddb.meta.events.register("after-call.dynamodb.BatchWriteItem", hook.after)
+    metrics()
+    try:
+        job.handler()({"job": JOB, "manual": True, "trigger_id": "t"}, None)
+    except Exception:  # noqa: BLE001 - how the run ends is not what this checks
+        pass
+    finally:
+        aws.ddb.meta.events.unregister("provide-client-params.dynamodb.BatchWriteItem",
+                                       hook.params)
+        aws.ddb.meta.events.unregister("after-call.dynamodb.BatchWriteItem", hook.after)
+    assert metrics().get("ItemsCompleted") == 20
+    rows = DynamoItemStore(aws.table, client=aws.ddb).get_many(
+        JOB, [str(WorkId(c["id"], "create-note")) for c in contacts(25)])
+    assert sum(r.state is ItemState.COMPLETED for r in rows.values()) == 20

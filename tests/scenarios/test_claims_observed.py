@@ -562,3 +562,14 @@ def test_a_sweep_over_a_vanished_claim_says_what_it_found_and_what_it_could_not_
     assert {(e["work_id"], e["error"]) for e in logged(log_lines, "reconcile failed")} == {
         ("contact-00001:create-note", "ConnectionError: destination down")}
     assert len(notes.calls) == 2
+
+
+
+def test_items_completed_counts_every_item_of_a_page(aws, clock, metrics):
+    """GIVEN a BatchJob whose page of four contacts completes in one job-row write WHEN it
+    runs THEN ItemsCompleted is 4 (the items written, not one per write)."""
+    job = CrmSync(config(aws, batch_size=4), contacts(4), NotesTable.create(aws.ddb),
+                  store=aws.store, clock=clock)
+    metrics()
+    assert job.handler()(manual("four"), None)["completed"] == 4
+    assert metrics().get("ItemsCompleted") == 4

@@ -121,6 +121,10 @@ def test_the_replacing_run_waits_for_the_displaced_runs_calls_then_reconciles_th
     assert a.box["result"]["jobguard"] == "lease_lost"
     records = {r.trigger_id: r for r in aws.runs(JOB)}
     assert records[f"{JOB}@manual:b"].status is RunStatus.SUCCEEDED
+    # A's record says which job and run lost the lease, and why
+    a_record = records[f"{JOB}@manual:a"]
+    assert a_record.error == (f"LeaseLostError: job {JOB!r}: run {a_record.run_id} (fence 1) "
+                              "lost its lease: the job row carries fence 2")
 
 
 def test_a_replacing_run_without_the_time_leaves_them_for_the_next_run(aws, clock):

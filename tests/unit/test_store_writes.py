@@ -297,3 +297,20 @@ def test_repair_keeps_a_pending_follow_up(aws):
     aws.store.repair(JOB, now_ms=T0 + 2_000)
     raw = aws.store.read_lease_raw(JOB)
     assert raw["follow_up"] == f"{JOB}@follow-up:R1" and "run_id" not in raw
+
+
+# -- put_run -----------------------------------------------------------------------------
+
+def test_a_run_record_the_backend_refuses_is_a_store_error_naming_put_run_and_the_job(aws):
+    """GIVEN a backend that refuses the write for another reason than the condition
+    WHEN a run record is written THEN a StoreError names ``put_run`` and the record's job
+    (what the operator's message and the fault inventory key on)."""
+    from jobguard.records import Decision, RunRecord, RunStatus
+
+    record = RunRecord(job=JOB, run_id="R1", trigger_id=f"{JOB}@manual:1",
+                       trigger_kind="manual", policy="SKIP", decision=Decision.RAN,
+                       status=RunStatus.SUCCEEDED, started_at_ms=T0, ended_at_ms=T0 + 1_000)
+    store = DynamoJobStore("no-such-table", client=aws.ddb)
+    with pytest.raises(StoreError) as info:
+        store.put_run(record, ttl_epoch_s=2_000_000_000)
+    assert info.value.operation == "put_run" and info.value.job == JOB
