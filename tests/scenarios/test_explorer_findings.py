@@ -51,6 +51,17 @@ def _follow_up_delivered_while_paused(aws: Any, clock: Any) -> tuple[Any, ...]:
     return script, job, gate, holder, follow_up
 
 
+def _coalesce_job_held_by_a_dead_run(aws: Any, clock: Any) -> tuple[Any, ...]:
+    """A COALESCE job whose lease run H (owner ``dead``) took for 60 s and will never
+    release: only its expiry, a recovery or the operator frees the row."""
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE)
+    held = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:H", TriggerKind.MANUAL),
+                               run_id="H", owner="dead", now_ms=to_ms(clock.now()),
+                               lease_ms=60_000, skew_ms=5_000))
+    return script, job, held
+
+
 def test_a_follow_up_delivered_while_paused_under_its_holder_stays_coalescable(aws, clock):
     """Seed 482518. GIVEN a COALESCE job whose run holds the lease, a manual trigger
     coalesced into the holder's follow-up WHEN the job is paused, the follow-up's message
@@ -91,11 +102,7 @@ def test_a_follow_up_is_not_recorded_paused_under_a_recovery_that_took_the_lease
     for the recovery; after a resume a manual trigger meeting the recovery is coalesced
     (before: the follow-up was recorded paused and that trigger failed, no stable
     decision)."""
-    script = Script()
-    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE)
-    held = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:H", TriggerKind.MANUAL),
-                               run_id="H", owner="dead", now_ms=to_ms(clock.now()),
-                               lease_ms=60_000, skew_ms=5_000))
+    script, job, held = _coalesce_job_held_by_a_dead_run(aws, clock)
     assert held.fence >= 1
     ev1, _ = manual(JOB, "one")
     assert call(job, ev1)["decision"] == "coalesced"
@@ -245,11 +252,7 @@ def test_a_follow_up_named_on_a_repaired_row_runs_after_a_recovery(aws, clock):
     on ``gate_fence = row fence``, it concluded the follow-up had been served, took the
     lease as a serving run, and the follow-up was absorbed: the coalesced trigger never
     ran)."""
-    script = Script()
-    job = make_job(aws, clock, script, policy=OverlapPolicy.COALESCE)
-    held = aws.store.take(Take(Trigger(JOB, f"{JOB}@manual:H", TriggerKind.MANUAL),
-                               run_id="H", owner="dead", now_ms=to_ms(clock.now()),
-                               lease_ms=60_000, skew_ms=5_000))
+    script, job, held = _coalesce_job_held_by_a_dead_run(aws, clock)
     assert held.fence == 1
     ev1, _ = manual(JOB, "one")
     assert call(job, ev1)["decision"] == "coalesced"
