@@ -52,7 +52,6 @@ UNDO_QUEUED = call_site(
 )
 
 
-
 DECISION_TARGET: dict[Next, State] = {
     Next.SKIP: State.SKIPPED, Next.QUEUE: State.QUEUED, Next.DROP: State.DROPPED,
     Next.COALESCE: State.COALESCED, Next.PAUSED: State.PAUSED, Next.ABSORB: State.ABSORBED,
@@ -60,6 +59,7 @@ DECISION_TARGET: dict[Next, State] = {
 """The state a decision (``record_decision``) writes on the trigger's item: each is the
 target of the ``TRANSITIONS`` edge of the same event, which
 ``tests/unit/test_decision_wiring.py`` checks (with the guard's record and metric maps)."""
+
 
 class TriggerItems(RunRecords):
     """A trigger's item and its decision: record_decision, undo_queued, count_queued."""

@@ -14,6 +14,7 @@ fleet's alarm texts query with CloudWatch Logs Insights to name the job.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -120,8 +121,6 @@ class _Stdout:
 
     @staticmethod
     def _stream() -> Any:
-        import sys
-
         return sys.stdout if sys.stdout is not None else sys.stderr
 
     def write(self, text: str) -> int:
