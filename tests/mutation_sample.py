@@ -17,6 +17,12 @@ and seeded, so a run can be repeated and continued: mutmut keeps every verdict i
 checked, killed (timeouts count as killed, as mutmut counts them), survived, no tests,
 equivalent, and the score killed / (checked - equivalent) with a 95% Wilson interval.
 ``--json FILE`` also writes them. Standard library only.
+
+A module may also be a group, ``name=part+part+...``: its mutants are the union of its
+parts', sampled as one. Splitting a module into several spreads the same code over more
+modules, and a fixed number per module then weighs the split code more; sampling each
+module's successors as the module it came from keeps two commits' samples comparable
+(``make mutate MODULES="$(MUTATE_BY_ORIGIN)"``; the Makefile names the groups).
 """
 
 from __future__ import annotations
@@ -37,6 +43,16 @@ NO_TESTS = {5, 33}
 
 
 def verdicts(module: str) -> dict[str, int | None]:
+    """Every mutant of the module (or of each part of a ``name=a+b`` group) and its exit
+    code, None while unchecked."""
+    name, sep, parts = module.partition("=")
+    if sep:
+        if not name or not all(parts.split("+")):
+            raise SystemExit(f"{module!r}: a group is name=part+part+..., each part a module")
+        merged: dict[str, int | None] = {}
+        for part in parts.split("+"):
+            merged.update(verdicts(part))
+        return merged
     meta = META_ROOT / f"{module}.py.meta"
     if not meta.exists():
         raise SystemExit(f"{meta}: no mutants generated for {module!r} (run make mutate once, "
@@ -49,7 +65,7 @@ def sample(module: str, size: int, seed: int) -> list[str]:
     """The first ``size`` mutants of a seeded shuffle of the module's mutants: a smaller
     sample is a prefix of a larger one, so growing a sample reuses every verdict."""
     names = sorted(verdicts(module))
-    random.Random(f"{seed}:{module}").shuffle(names)
+    random.Random(f"{seed}:{module.partition('=')[0]}").shuffle(names)
     return sorted(names if size <= 0 else names[:size])
 
 
@@ -99,7 +115,7 @@ def score(modules: list[str], size: int, seed: int) -> dict[str, dict[str, objec
                 row["no_tests"] += 1
         for key in total:
             total[key] += row[key]
-        table[module] = _with_score(row)
+        table[module.partition("=")[0]] = _with_score(row)
     table["all"] = _with_score(total)
     return table
 
@@ -115,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation_sample")
     parser.add_argument("command", choices=("names", "score"))
     parser.add_argument("--modules", required=True,
-                        help="comma-separated module names under jobguard/, e.g. guard,run")
+                        help="comma-separated module names under jobguard/, e.g. guard,run; "
+                             "a group name=a+b is sampled as one module")
     parser.add_argument("--size", type=int, default=0,
                         help="mutants per module (0: all of them)")
     parser.add_argument("--seed", type=int, default=15)
@@ -150,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(table, indent=2) + "\n")
     if args.bench:
-        _record(args.bench, table["all"], modules, args.size)
+        _record(args.bench, table["all"], [m.partition("=")[0] for m in modules], args.size)
     return 0
 
 
