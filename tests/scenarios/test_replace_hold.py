@@ -264,3 +264,37 @@ def test_a_force_released_run_that_is_alive_gets_the_same_hold(aws, clock):
     report_c = job.handler()(manual("c"), None)
     assert report_c["already_done"] == 3
     assert Counter(notes.calls) == Counter(keys(source))
+
+
+def test_a_run_replaced_before_its_first_page_learns_it_from_the_job_row(aws, clock):
+    """GIVEN a REPLACE job over 6 contacts: run A took the lease and has claimed nothing
+    WHEN run B replaces it and does all 6 items, then A goes on to its first page
+    THEN A reads the job row B wrote (fence 2), stops before claiming or calling anything,
+    and its run record names the job, the run, the fence it held and the one it met;
+    each work id reached the destination once, from B."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(6)
+    acquired, go = threading.Event(), threading.Event()
+
+    def hold(job: str, run_id: str, fence: int) -> None:
+        if fence == 1:
+            acquired.set()
+            assert go.wait(20)
+
+    with hooks.on("after_acquire", hold):
+        job_a = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+        thread, box = in_thread(lambda: job_a.handler()(manual("a"), None))
+        assert acquired.wait(10)
+        job_b = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+        report_b = job_b.handler()(manual("b"), None)
+        go.set()
+        thread.join(20)
+
+    assert report_b["completed"] == 6
+    assert Counter(notes.calls) == Counter(keys(source))  # ONCE: A called nothing
+    assert box["result"]["jobguard"] == "lease_lost"
+    row = items(aws).read_row(JOB)
+    assert row.fence == 2 and row.claim is None and row.checkpoint.cursor == "6"
+    a_record = {r.trigger_id: r for r in aws.runs(JOB)}[f"{JOB}@manual:a"]
+    assert a_record.error == (f"LeaseLostError: job {JOB!r}: run {a_record.run_id} (fence 1) "
+                              "lost its lease: the job row carries fence 2")
