@@ -19,7 +19,15 @@ from typing import Any
 
 import pytest
 
-from jobguard import ItemState, JobConfig, LeaseLostError, OverlapPolicy, WorkId, current_run
+from jobguard import (
+    ItemState,
+    JobConfig,
+    LeaseLostError,
+    OverlapPolicy,
+    WorkId,
+    current_run,
+    hooks,
+)
 from jobguard.dynamodb_items import DynamoItemStore
 from jobguard.schema import ITEM_SK, PARTITION_KEY, SORT_KEY, item_pk
 
@@ -378,6 +386,70 @@ def test_a_vanished_claims_items_that_cannot_be_reconciled_name_the_run_that_hel
         k: (ItemState.UNCERTAIN, message) for k in ids}
     failures = {(e["work_id"], e["error"]) for e in logged(log_lines, "reconcile failed")}
     assert failures == {(k, "ConnectionError: destination down") for k in ids}
+
+
+def test_a_vanished_retry_of_an_uncertain_item_outside_the_page_keeps_its_row(aws, clock):
+    """GIVEN contact 4's call timed out (its row uncertain, the checkpoint before it);
+    then contact 4 was touched again (the same content, a later updated-at), so the
+    source now lists it after contacts 5 and 6; a run (pages of 3) claimed the three,
+    contact 4 for a retry, and died before any call (its claim names all three; contact
+    4's row still says uncertain)
+    WHEN the next run, deployed with pages of 1, takes over: its first page is contact 5
+    THEN the dead claim's items beyond that page are kept findable: contact 6 gets its
+    vanished row, contact 4's uncertain row is left as it was (the dead run may have
+    been retrying it); the run reconciles each in its turn, and every contact reached
+    the destination once."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(6)
+    ids = [str(note_id(c)) for c in source]
+    timed_out = ids[3]
+
+    def time_out(item: Any) -> None:
+        if item.key == timed_out and not state["answered"]:
+            state["answered"] = True
+            raise TimeoutError("CRM: read timed out")
+
+    state = {"answered": False}
+    first = CrmSync(config(aws, batch_size=4), source[:4], notes, before_call=time_out,
+                    store=aws.store, clock=clock)
+    assert first.handler()(manual("first"), None)["uncertain"] == 1
+    before = ledger(aws, [timed_out])[timed_out]
+    assert before.state is ItemState.UNCERTAIN and "read timed out" in before.last_error
+
+    def die(item: Any) -> None:
+        raise Crash()
+
+    moved = source[:3] + source[4:] + [source[3]]  # the same record: the same payload
+    dying = CrmSync(config(aws, batch_size=3), moved, notes, before_call=die,
+                    store=aws.store, clock=clock)
+    with pytest.raises(Crash):
+        dying.handler()(manual("dies"), None)
+    items = DynamoItemStore(aws.table, client=aws.ddb)
+    row = items.read_row(JOB)
+    assert row.claim is not None and set(row.claim.items) == {ids[4], ids[5], timed_out}
+    clock.advance(timedelta(seconds=66))
+
+    seen: dict[str, Any] = {}
+
+    def first_page_written(job: str, run_id: str, **_: Any) -> None:
+        if not seen:
+            seen.update(ledger(aws, [ids[5], timed_out]))
+
+    one = CrmSync(config(aws, batch_size=1), moved, notes, store=aws.store,
+                  clock=clock)
+    with hooks.on("after_claim", first_page_written):
+        report = one.handler()(manual("next"), None)
+
+    assert seen[ids[5]].state is ItemState.UNCERTAIN
+    assert "vanished without an outcome" in (seen[ids[5]].last_error or "")
+    kept = seen[timed_out]
+    assert (kept.state, kept.last_error, kept.attempts) == (
+        ItemState.UNCERTAIN, before.last_error, before.attempts)
+    assert report["completed"] == 3 and report["retried"] == 3  # each reconciled: absent
+    assert sorted(notes.calls) == sorted(ids)  # ONCE: each contact one note, in all
+    final = ledger(aws, ids)
+    assert all(r.state is ItemState.COMPLETED for r in final.values())
+    assert items.read_row(JOB).checkpoint.cursor == "6"
 
 
 def test_a_vanished_claims_completed_items_outside_the_page_are_not_reported_superseded(
