@@ -382,6 +382,7 @@ class WorkClaims(ClaimReconcile):
         size = check_batch_size(batch_size) if batch_size is not None \
             else self.config.batch_size
         page: list[Any] = []
+        closed_early = False
         try:
             for record in records:
                 page.append(record)
@@ -390,9 +391,19 @@ class WorkClaims(ClaimReconcile):
                     page = []
             if page:
                 yield from self._page_items(page, work_id, payload)
+        except GeneratorExit:
+            closed_early = True  # a break, or the handler's frame unwinding with an error
+            raise
         finally:
             if not self.run.lease_lost:
-                self.flush()
+                try:
+                    self.flush()
+                except Exception:
+                    if not closed_early:
+                        raise
+                    # Raised while the iterator is collected, it would reach no caller:
+                    # Python prints it (unredacted) to stderr and drops it. The run's close,
+                    # which always follows, writes again and reports a failure (redacted).
 
     def _page_items(self, page: list[Any], work_id: Callable[[Any], WorkId],
                     payload: Callable[[Any], str | None]) -> Iterator[ClaimedItem]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from jobguard import (
     OverlapPolicy,
     WorkId,
     current_run,
+    hooks,
 )
 from jobguard.definitions import JobDefinition
 from jobguard.destinations import DestinationOutcomeUnknown
@@ -212,3 +214,57 @@ def test_a_definitions_hook_reaches_the_config_its_handler_guards_with():
                                redact=hide)
     assert definition.config().redact is hide
     assert definition.for_drills().config().redact is hide
+
+
+def test_a_failed_write_after_the_handler_failed_is_logged_redacted(
+        aws, clock, log_lines, capsys, monkeypatch):
+    """GIVEN a plain handler with the hook that completes one item and then raises out of
+    its claim loop
+    WHEN writing what it finished fails too, with the token in the failure (a proxy
+    that echoes the request): first as the loop's iterator is collected, then at the
+    run's close
+    THEN the handler's error is the run's (on its record too), and the warning that the
+    outcomes were not written carries the redacted text, never the token; nothing is
+    left for Python to print as an exception it could not raise (it would print the
+    text as it was)."""
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    notes = NotesTable.create(aws.ddb)
+    state = {"armed": False}
+
+    def lambda_handler(event: Any, context: Any) -> None:
+        run = current_run()
+        for item in run.claim(contacts(2), work_id=lambda r: WorkId(r["id"], "create-note")):
+            with item:
+                item.complete(destination_id=notes.put(item.key, "x"))
+            state["armed"] = True
+            raise RuntimeError("the handler failed after one item")
+
+    def proxy_fails(**_: Any) -> None:
+        if state["armed"]:  # each try of the outcomes' write; not the release after it
+            raise ConnectionError(LEAKS)
+
+    def disarm(**_: Any) -> None:
+        state["armed"] = False
+
+    job = GuardedJob(config(aws, redact=hide), lambda_handler, store=aws.store, clock=clock)
+    events = aws.ddb.meta.events
+    for call in ("BatchWriteItem", "TransactWriteItems", "UpdateItem"):
+        events.register(f"before-call.dynamodb.{call}", proxy_fails)
+    try:
+        with hooks.on("before_release", disarm), pytest.raises(
+                RuntimeError, match="the handler failed after one item"):
+            job({"job": JOB, "manual": True, "trigger_id": "fails"}, None)
+    finally:
+        for call in ("BatchWriteItem", "TransactWriteItems", "UpdateItem"):
+            events.unregister(f"before-call.dynamodb.{call}", proxy_fails)
+
+    logged, printed = log_lines.getvalue(), capsys.readouterr()
+    assert unraisable == []
+    assert SECRET not in logged and SECRET not in printed.out + printed.err
+    [warning] = [json.loads(line) for line in logged.splitlines()
+                 if '"outcomes not written after the handler failed"' in line]
+    assert "token=<hidden> refused by the CRM" in warning["error"]
+    [record] = aws.runs(JOB)
+    assert record.error == "RuntimeError: the handler failed after one item"
+    assert SECRET not in everything(aws)
