@@ -8,7 +8,6 @@ run's life or its ending does.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 from ._bounds import bounded_extra, bounded_text
@@ -86,7 +85,7 @@ class Runs(GuardParts):
         status = RunStatus.SUCCEEDED
         error: BaseException | None = None
         result: Any = None
-        started = time.monotonic()
+        started = self.clock.monotonic()  # the injected clock: a test sees the duration it made
         try:
             fire("after_acquire", job=config.name, run_id=run_id, fence=fence)
             tracer = self._tracer()
@@ -182,7 +181,7 @@ class Runs(GuardParts):
             queue.wake(released.wake_receipt)
         if queue is not None and released.follow_up:
             self._resend_follow_up(queue, released.follow_up)
-        rt.telemetry.milliseconds("RunDuration", (time.monotonic() - started) * 1000)
+        rt.telemetry.milliseconds("RunDuration", (self.clock.monotonic() - started) * 1000)
         if status is RunStatus.SUCCEEDED and not service:
             # the dead-man alarm's heartbeat: the job did its work (a reconciler's sweep
             # or a recovery is not the job running)

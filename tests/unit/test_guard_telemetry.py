@@ -54,8 +54,8 @@ def logs(log_lines: Any, message: str) -> list[dict[str, Any]]:
 def test_a_run_emits_its_metrics_and_logs_its_keys_only_while_it_runs(
         aws, clock, metrics, log_lines):
     """GIVEN a SKIP job WHEN a trigger runs it, and then a trigger finds worker R0 holding
-    the lease THEN the run emits LeaseAcquireAttempts, RunDuration and RunSucceeded (the
-    dead-man alarm's heartbeat), and its log lines carry its run id, trigger id and
+    the lease THEN the run emits LeaseAcquireAttempts, RunDuration (the 20 s its handler
+    took, on the job's clock) and RunSucceeded (the dead-man alarm's heartbeat), and its log lines carry its run id, trigger id and
     fence ("run ended", with its status); the skip emits TriggersSkipped and logs "trigger
     not run" with the decision, its trigger and the holder's run id and fence, and none
     of the ended run's keys."""
@@ -64,6 +64,7 @@ def test_a_run_emits_its_metrics_and_logs_its_keys_only_while_it_runs(
     def handler(event: Any, context: Any) -> str:
         run = current_run()
         seen.update(run_id=run.run_id, fence=run.fence)
+        clock.advance(timedelta(seconds=20))
         return "done"
 
     job = job_of(aws, clock, handler)
@@ -75,7 +76,7 @@ def test_a_run_emits_its_metrics_and_logs_its_keys_only_while_it_runs(
     skipped = metrics()
 
     assert (ran["LeaseAcquireAttempts"], ran["RunSucceeded"]) == (1, 1)
-    assert "RunDuration" in ran and "TriggersSkipped" not in ran
+    assert ran["RunDuration"] == 20_000 and "TriggersSkipped" not in ran
     assert skipped["TriggersSkipped"] == 1
     assert "RunSucceeded" not in skipped and "RunDuration" not in skipped
     keys = {"run_id": seen["run_id"], "trigger_id": f"{JOB}@manual:first", "fence": 1}
