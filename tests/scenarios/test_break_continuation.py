@@ -122,6 +122,11 @@ def test_an_invoke_that_surely_failed_does_not_hold_the_job_for_a_lease(aws, clo
     late = continuation_event(JOB, first.run_id, 2)
     assert link(job, handler, late)["decision"] == "superseded"
     assert_each_once(aws, notes, 10)
+    # its record says why: the chain ended, and the lease is free (the tick's run ended)
+    [gone] = [r for r in aws.runs(JOB) if (r.detail or "").startswith("chain ended before")]
+    assert gone.detail == ("chain ended before this link started: the lease is free "
+                           "(replaced, force-released, or taken over once the hand-off "
+                           "expired)")
 
 
 def test_an_invoke_whose_fate_is_unknown_keeps_the_hand_off_until_it_expires(aws, clock):
@@ -176,6 +181,9 @@ def test_a_continuation_naming_the_wrong_link_cannot_lengthen_the_chain(aws, clo
     assert true["link"] == 3
     forged = {**true, "link": 2}
     assert link(job, handler, forged)["decision"] == "superseded"
+    pending = lease(aws)["run_id"]  # the hand-off to link 3 holds the lease
+    [refused] = [r for r in aws.runs(JOB) if (r.detail or "").startswith("chain ended before")]
+    assert f"the lease is held by {pending} (replaced" in (refused.detail or "")
     assert notes.calls and len(notes.calls) == 8  # nothing run by it
     link(job, handler, true)
     assert mailbox.events == []  # link 3 was the last
