@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,21 @@ def _blobs(out: str) -> list[dict[str, Any]]:
 
 
 def test_a_fleet_job_emits_fleet_metrics_naming_the_job(aws, clock, capsys, monkeypatch):
-    # GIVEN a job deployed in fleet "ops", whose overlap threshold is 1 ms
+    # GIVEN a job deployed in fleet "ops", whose overlap threshold is 30 s
     monkeypatch.setenv(environment.FLEET, "ops")
-    monkeypatch.setenv(environment.OVERLAP_AFTER_MS, "1")
-    job = make_job(aws, clock, _completes_two)
-    # WHEN a tick runs it to success
+    monkeypatch.setenv(environment.OVERLAP_AFTER_MS, "30000")
+
+    def takes(seconds: int) -> Any:
+        def lambda_handler(event: Any, context: Any) -> None:
+            clock.advance(timedelta(seconds=seconds))
+            _completes_two(event, context)
+        return lambda_handler
+
+    # a run of 30 s is not past the threshold: not counted near its interval
+    make_job(aws, clock, takes(30), name="short-job")(tick("short-job", clock.now()), None)
+    assert RUNS_NEAR_INTERVAL not in emf_totals(capsys.readouterr().out)
+    job = make_job(aws, clock, takes(31))
+    # WHEN a tick runs it to success in 31 s
     job(tick("crm-sync", clock.now()), None)
     out = capsys.readouterr().out
     # THEN every blob has the fleet dimension, not the job's, and names the job
