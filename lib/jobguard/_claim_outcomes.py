@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ._bounds import bounded_text, check_cursor
 from ._claim_reports import BatchReport
 from ._claim_values import _describe
-from ._redact import Redactor, error_text, redacted
+from ._redact import Redactor, error_text, redact_raised, redacted
 from .clock import to_ms
 from .errors import LeaseLostError, StoreError
 from .workitems import (
@@ -117,6 +117,10 @@ class ClaimOutcomes:
         self._open: list[ClaimedItem] = []
         """The items of the last page claimed (an outcome each before the run ends)."""
         self._closed = False
+        self._left_failure: Exception | None = None
+        """A write that failed while the claim loop was being left (a ``break``, or the
+        handler's frame unwinding with an error), where no caller could be told: the
+        run's close reports it (see :meth:`left_early`)."""
         self._lock = threading.RLock()
 
     # -- the job row ---------------------------------------------------------------------
@@ -182,9 +186,13 @@ class ClaimOutcomes:
             # row rides on the next page's claim (``hold_next``: one job-row write
             # fewer; a crash before it leaves that item to reconcile, as a crash mid-item
             # does)
-            self._write_facts()
-            if kind in ("fail", "uncertain") and not self.hold_next:
-                self._commit({}, [])
+            try:
+                self._write_facts()
+                if kind in ("fail", "uncertain") and not self.hold_next:
+                    self._commit({}, [])
+            except Exception as exc:  # raised into the handler: its text through the hook
+                redact_raised(exc, self.redact)
+                raise
         self.hold_next = False
 
     @_locked
@@ -198,6 +206,18 @@ class ClaimOutcomes:
         self._write_facts()
         if self._rows or self._checkpoint is not None or self._ended & self._mine.keys():
             self._commit({}, [])
+
+    @_locked
+    def left_early(self, exc: Exception) -> None:
+        """Keep a write failure met while the claim loop was being left: raised there it
+        would reach no caller (Python prints it, unredacted, and drops it). It is logged
+        now (redacted), and :meth:`close`, which the run always calls next, writes what is
+        still owed and then fails as the loop's end would have failed."""
+        if self._left_failure is None:
+            self._left_failure = exc
+        self.telemetry.logger.warning(
+            "outcomes not written as the claim loop was left; the run's close writes again",
+            extra={"error": redacted(error_text(exc), self.redact)})
 
     @_locked
     def close(self, error: BaseException | None = None) -> None:
@@ -220,6 +240,8 @@ class ClaimOutcomes:
         checkpoint = self._checkpoint
         try:
             self.flush()
+            if self._left_failure is not None:
+                raise self._left_failure
         except Exception as exc:
             if error is not None:
                 facts = self._written_facts - facts_before

@@ -12,7 +12,7 @@ from typing import Any
 
 from ._bounds import bounded_extra, bounded_text
 from ._guard_parts import GuardParts
-from ._redact import error_text, redacted
+from ._redact import error_text, redact_raised, redacted
 from .clock import to_ms
 from .errors import (
     ContinuationRefused,
@@ -96,7 +96,11 @@ class Runs(GuardParts):
                     result = self.handler(event, context)
             else:
                 result = self.handler(event, context)
-            run.close()
+            try:
+                run.close()
+            except Exception as exc:  # jobguard's own write, not the handler's error
+                redact_raised(exc, config.redact)
+                raise
         except LeaseLostError as exc:
             status, error = RunStatus.LEASE_LOST, exc
             run.abandon()

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from .errors import ConfigError
 
-__all__ = ["FAILED", "Redactor", "check_redactor", "error_text", "redacted"]
+__all__ = ["FAILED", "Redactor", "check_redactor", "error_text", "redact_raised", "redacted"]
 
 Redactor = Callable[[str], str]
 """A redaction hook: the text in, the text to keep out."""
@@ -55,6 +55,19 @@ def redacted(text: str | None, redact: Redactor | None) -> str | None:
     if not isinstance(kept, str):
         return FAILED.format(kind=f"returned {type(kept).__name__}")
     return kept
+
+
+def redact_raised(error: BaseException, redact: Redactor | None) -> None:
+    """Put the message of an error jobguard raises on its own (a write that failed after
+    the handler returned) through the hook, in place, before Lambda logs it. The error a
+    handler raised is its own, and goes to Lambda as it was."""
+    if redact is None:
+        return
+    try:
+        text = str(error)
+    except Exception:  # noqa: BLE001 - a message that cannot be read is not kept either
+        text = ""
+    error.args = (redacted(text, redact),)
 
 
 def error_text(error: BaseException | str) -> str:

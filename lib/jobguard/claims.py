@@ -34,6 +34,7 @@ from ._claim_values import (
     rejection,
     remaining_ms,
 )
+from ._redact import redact_raised
 from .clock import to_ms
 from .errors import JobGuardError, LeaseLostError
 from .workitems import (
@@ -384,46 +385,60 @@ class WorkClaims(ClaimReconcile):
         page: list[Any] = []
         closed_early = False
         try:
-            for record in records:
-                page.append(record)
-                if len(page) == size:
+            try:
+                for record in records:
+                    page.append(record)
+                    if len(page) == size:
+                        yield from self._page_items(page, work_id, payload)
+                        page = []
+                if page:
                     yield from self._page_items(page, work_id, payload)
-                    page = []
-            if page:
-                yield from self._page_items(page, work_id, payload)
-        except GeneratorExit:
-            closed_early = True  # a break, or the handler's frame unwinding with an error
+            except GeneratorExit:
+                closed_early = True  # a break, or the handler's frame unwinding with an error
+                raise
+            finally:
+                if not self.run.lease_lost:
+                    try:
+                        self.flush()
+                    except Exception as exc:
+                        if not closed_early:
+                            raise
+                        self.left_early(exc)  # raised here, it would reach no caller
+        except Exception as exc:
+            # jobguard's own failure (a write), raised into the handler's loop: its text
+            # through the hook, as every text jobguard writes or logs
+            redact_raised(exc, self.redact)
             raise
-        finally:
-            if not self.run.lease_lost:
-                try:
-                    self.flush()
-                except Exception:
-                    if not closed_early:
-                        raise
-                    # Raised while the iterator is collected, it would reach no caller:
-                    # Python prints it (unredacted) to stderr and drops it. The run's close,
-                    # which always follows, writes again and reports a failure (redacted).
 
     def _page_items(self, page: list[Any], work_id: Callable[[Any], WorkId],
                     payload: Callable[[Any], str | None]) -> Iterator[ClaimedItem]:
         self.report.pages += 1
         items = self.claim_page(page, work_id, payload)
+        left = False
         try:
             for item in items:
                 item.handed_out = True
-                yield item
+                try:
+                    yield item
+                except GeneratorExit:
+                    left = True  # a break, or the handler's frame unwinding with an error
+                    raise
                 if item.outcome is None:
                     item.uncertain("no outcome was recorded for this item")
         finally:
             # The caller stopped early: claims it never received are given back; one it
             # received without an outcome may have reached the destination.
-            for item in items:
-                if item.outcome is None and not self.run.lease_lost:
-                    if item.handed_out:
-                        item.uncertain("the caller stopped before recording an outcome")
-                    else:
-                        item.release()
+            try:
+                for item in items:
+                    if item.outcome is None and not self.run.lease_lost:
+                        if item.handed_out:
+                            item.uncertain("the caller stopped before recording an outcome")
+                        else:
+                            item.release()
+            except Exception as exc:  # a per-item flush's write
+                if not left:
+                    raise
+                self.left_early(exc)  # raised here, it would reach no caller
 
 
 def sweep(run: Any, reconcile: Callable[[Any, ItemRecord], str | None],
