@@ -22,7 +22,7 @@ A module may also be a group, ``name=part+part+...``: its mutants are the union 
 parts', sampled as one. Splitting a module into several spreads the same code over more
 modules, and a fixed number per module then weighs the split code more; sampling each
 module's successors as the module it came from keeps two commits' samples comparable
-(``make mutate MODULES="$(MUTATE_BY_ORIGIN)"``; the Makefile names the groups).
+(``make mutate BY_ORIGIN=1``; the Makefile names the groups in ``MUTATE_BY_ORIGIN``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def verdicts(module: str) -> dict[str, int | None]:
     code, None while unchecked."""
     name, sep, parts = module.partition("=")
     if sep:
-        if not name or not all(parts.split("+")):
+        if not name or not all(p and "=" not in p for p in parts.split("+")):
             raise SystemExit(f"{module!r}: a group is name=part+part+..., each part a module")
         merged: dict[str, int | None] = {}
         for part in parts.split("+"):
@@ -59,6 +59,18 @@ def verdicts(module: str) -> dict[str, int | None]:
                          "or add the file to [tool.mutmut] only_mutate)")
     data = json.loads(meta.read_text())
     return dict(data["exit_code_by_key"])
+
+
+def check_modules(modules: list[str]) -> None:
+    """Refuse a list that would score some mutants twice or hide a row: a module named
+    twice (alone or as a part), or two rows of one name."""
+    rows = [m.partition("=")[0] for m in modules]
+    parts = [p for m in modules for p in (m.partition("=")[2].split("+") if "=" in m else [m])]
+    for what, names in (("row", rows), ("module", parts)):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise SystemExit(f"--modules names the {what} {', '.join(twice)} more than once: "
+                             "each module is sampled once, alone or in one group")
 
 
 def sample(module: str, size: int, seed: int) -> list[str]:
@@ -91,6 +103,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def score(modules: list[str], size: int, seed: int) -> dict[str, dict[str, object]]:
+    check_modules(modules)
     equivalent = equivalents()
     table: dict[str, dict[str, object]] = {}
     total = {"mutants": 0, "sampled": 0, "checked": 0, "killed": 0, "survived": 0,
@@ -145,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(mutation_*) in this results.json, with when and on which commit")
     args = parser.parse_args(argv)
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]
+    check_modules(modules)
     if args.command == "names":
         for module in modules:
             codes = verdicts(module)

@@ -33,9 +33,14 @@ def test_a_group_samples_the_union_of_its_parts_under_its_own_name(metas: Path) 
     # a smaller sample is a prefix of a larger one, as for a plain module
     assert set(mutation_sample.sample("old=_a+_b", 4, 15)) < set(
         mutation_sample.sample("old=_a+_b", 6, 15))
-    table = mutation_sample.score(["old=_a+_b", "old"], 0, 15)
-    assert table["old"]["mutants"] == 8  # the plain module, after the group of the same name
-    assert table["all"]["mutants"] == 18 and table["all"]["survived"] == 1
+    # seeded by the group's name: the order of its parts draws the same mutants, and the
+    # row is the group's name
+    assert mutation_sample.sample("old=_b+_a", 4, 15) == mutation_sample.sample(
+        "old=_a+_b", 4, 15)
+    assert mutation_sample.sample("new=_a+_b", 0, 15) == whole
+    table = mutation_sample.score(["old=_a+_b"], 0, 15)
+    assert set(table) == {"old", "all"}
+    assert table["all"]["mutants"] == 10 and table["all"]["survived"] == 1
 
 
 def test_a_group_weighs_its_parts_as_one_module(metas: Path) -> None:
@@ -44,10 +49,32 @@ def test_a_group_weighs_its_parts_as_one_module(metas: Path) -> None:
     assert apart["sampled"] == 6 and together["sampled"] == 3
 
 
-@pytest.mark.parametrize("spec", ["=_a+_b", "old=", "old=_a++_b"])
+@pytest.mark.parametrize("spec", ["=_a+_b", "old=", "old=_a++_b",
+                                  "x=_a+_b=_a"])  # not a nested group: _b's would vanish
 def test_a_malformed_group_is_refused_by_name(metas: Path, spec: str) -> None:
     with pytest.raises(SystemExit, match="a group is name=part"):
         mutation_sample.verdicts(spec)
+
+
+@pytest.mark.parametrize("modules", [["both=_a+_b", "_a"], ["old=_a+_b", "old"],
+                                     ["x=_a", "y=_a+_b"]])
+def test_a_module_sampled_twice_is_refused_not_counted_twice(
+        metas: Path, modules: list[str]) -> None:
+    with pytest.raises(SystemExit, match="more than once"):
+        mutation_sample.score(modules, 0, 15)
+    with pytest.raises(SystemExit, match="more than once"):
+        mutation_sample.main(["names", "--modules", ",".join(modules)])
+
+
+def test_the_recorded_scope_names_the_groups(metas: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded: dict[str, object] = {}
+    monkeypatch.setattr("bench.results_file.record",
+                        lambda section, figures, path: recorded.update(figures))
+    assert mutation_sample.main(["score", "--modules", "old=_a+_b", "--size", "3",
+                                 "--bench", str(tmp_path / "r.json")]) == 0
+    assert str(recorded["mutation_scope"]).startswith(
+        "make mutate SAMPLE=3 over 1 protocol modules (old), ")
 
 
 def test_the_makefiles_origins_name_every_protocol_module_once() -> None:
