@@ -24,10 +24,13 @@ class Crash(BaseException):
     """The process dies here."""
 
 
-def test_failures_for_good_stay_failed_after_a_crash_between_chunks(aws, clock):
+@pytest.mark.parametrize("n, chunks", [(100, 1), (250, 2)], ids=["one chunk", "two chunks"])
+def test_failures_for_good_stay_failed_after_a_crash_between_chunks(aws, clock, n, chunks):
     """GIVEN a plain handler at batch 100 whose destination rejects all 100 records for
     good (``item.fail(..., retryable=False)``), and the run dies right after the first
-    transaction of its commit (99 failed rows written; the job row not yet written)
+    transaction of its commit (99 failed rows written; the job row not yet written);
+    or at batch 250, after the second (198 written: the second chunk must drop its own
+    items from the claim the first left, not from the claim as it was read)
     WHEN the next run meets the same records (its reconcile finds nothing, as nothing
     was ever applied)
     THEN the 99 items whose failure was recorded stay failed-for-good: reported, not
@@ -36,12 +39,12 @@ def test_failures_for_good_stay_failed_after_a_crash_between_chunks(aws, clock):
     Before the fix: the 99 are in the dead run's open claim, so they are reconciled (not
     found) and redone: 99 destination calls for records rejected for good."""
     notes = NotesTable.create(aws.ddb)
-    records = contacts(100)
+    records = contacts(n)
     calls: list[str] = []
 
     def rejecting(event: Any, context: Any) -> Any:
         run = current_run()
-        for item in run.claim(records, batch_size=100,
+        for item in run.claim(records, batch_size=n,
                               work_id=lambda r: WorkId(r["id"], "create-note"),
                               reconcile=lambda record, row: notes.find(row.work_id)):
             with item:
@@ -51,12 +54,14 @@ def test_failures_for_good_stay_failed_after_a_crash_between_chunks(aws, clock):
                 state["armed"] = state["first_run"]  # the page's commit comes next
         return run.stats
 
-    state = {"armed": False, "first_run": True}
+    state = {"armed": False, "first_run": True, "chunks": chunks}
 
     def die_after_first_chunk(http_response: Any, **_: Any) -> None:
         if state["armed"] and http_response.status_code < 300:
-            state["armed"] = False
-            raise Crash()
+            state["chunks"] -= 1
+            if state["chunks"] == 0:
+                state["armed"] = False
+                raise Crash()
 
     job = make_job(aws, clock, rejecting, name=JOB)
     aws.ddb.meta.events.register("after-call.dynamodb.TransactWriteItems",
@@ -71,9 +76,9 @@ def test_failures_for_good_stay_failed_after_a_crash_between_chunks(aws, clock):
     ids = [f"{r['id']}:create-note" for r in records]
     rows = items.lookup(JOB, ids)[0]
     failed = {w for w, r in rows.items() if r.state is ItemState.FAILED}
-    assert len(failed) == 99 and len(calls) == 100
+    assert len(failed) == 99 * chunks and len(calls) == n
     row = items.read_row(JOB)
-    # the first transaction dropped its 99 items from the open claim with their rows:
+    # each transaction dropped its 99 items from the open claim with their rows:
     # the dead claim names only the item whose row was never written
     assert row.claim is not None and set(row.claim.items) == set(ids) - failed
 
@@ -84,7 +89,6 @@ def test_failures_for_good_stay_failed_after_a_crash_between_chunks(aws, clock):
     state["first_run"] = False
     job({"job": JOB, "manual": True, "trigger_id": "next"}, None)
     redone = sorted(set(calls) & failed)
-    print(len(redone), "of the 99 failed-for-good items were sent again")
     assert redone == []
     after = items.lookup(JOB, sorted(failed))[0]
     assert {r.state for r in after.values()} == {ItemState.FAILED}

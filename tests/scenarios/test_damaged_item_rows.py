@@ -10,6 +10,7 @@ checks the ledger, the destination and the run log.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -68,11 +69,11 @@ def manual(trigger_id: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", list(ROWS))
 def test_a_run_leaves_a_damaged_item_row_as_it_is_and_names_it(aws: Any, clock: Any,
-                                                               kind: str) -> None:
+                                                               kind: str, log_lines: Any) -> None:
     """GIVEN crm-sync's three contacts, the second one's ledger row damaged WHEN the job
     runs THEN the other two are done once; the damaged one is neither skipped as done
     nor sent again: no call for it, its row as it was, counted uncertain and named
-    (key and problem) on the run record."""
+    (key and problem) on the run record and in an error logged for the operator."""
     attributes, problem = ROWS[kind]
     notes = NotesTable.create(aws.ddb)
     written = damage(aws, attributes)
@@ -90,6 +91,10 @@ def test_a_run_leaves_a_damaged_item_row_as_it_is_and_names_it(aws: Any, clock: 
     assert run.status.value != "succeeded"
     assert run.extra["damaged_first"].startswith(f"{item_pk(JOB, DAMAGED)}: ")
     assert problem in run.extra["damaged_first"]
+    [logged] = [json.loads(line) for line in log_lines.getvalue().splitlines()
+                if '"item row damaged: left as it is"' in line]
+    assert logged["level"] == "ERROR" and logged["work_id"] == DAMAGED
+    assert problem in logged["problem"]
 
 
 def test_a_sweep_leaves_a_damaged_item_row_as_it_is_and_counts_it(aws: Any, clock: Any) -> None:

@@ -225,6 +225,45 @@ def test_a_recovery_that_meets_a_displaced_runs_page_reports_it_deferred(aws, cl
     assert Counter(notes.calls) == Counter(keys(source))
 
 
+def test_a_recovery_with_the_time_waits_out_a_displaced_runs_hold_then_replays(aws, clock):
+    """GIVEN the same takeover: A's page held until A's deadline
+    WHEN an operator recovers the range before that deadline, in a Lambda with 15
+    minutes (time to wait for the hold)
+    THEN the recovery does the rest first, waits until A can no longer call, then
+    reconciles A's items (not found) and replays each in the same invocation: its
+    summary says replayed 3 and nothing deferred, one call per work id, and A, let go
+    afterwards, calls nothing (its lease is gone)."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(3)
+    a = Held(aws, clock, notes, source, at="item")
+    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    assert job.handler()(manual("b"), None)["deferred"] == 3
+    hold = items(aws).get(JOB, keys(source)[0]).held_until_ms
+    assert hold is not None
+    waits: list[int] = []
+
+    def time_passes(job: str, run_id: str, until_ms: int) -> None:
+        waits.append(until_ms)
+        renew = current_run().heartbeat.renew_once  # the recovery's lease, while it waits
+        while to_ms(clock.now()) < until_ms:
+            clock.advance(timedelta(seconds=min(10, (until_ms - to_ms(clock.now())) / 1000)))
+            assert renew() is True
+
+    context = LambdaContext(clock=clock, timeout=timedelta(minutes=15))
+    with hooks.on("holding", time_passes):
+        done = recover({"job": JOB, "cursor_from": "0", "cursor_to": "3",
+                        "requested_by": "alice", "dry_run": False}, job=job,
+                       guard_options={"store": aws.store, "clock": clock}, context=context)
+
+    assert waits == [hold]
+    assert done["summary"]["deferred"] == 0 and done["summary"]["replayed"] == 3
+    assert Counter(notes.calls) == Counter(keys(source))
+    ledger = items(aws).get_many(JOB, keys(source))
+    assert all(r.state is ItemState.COMPLETED for r in ledger.values())
+    a.finish()
+    assert Counter(notes.calls) == Counter(keys(source))
+
+
 def test_a_force_released_run_that_is_alive_gets_the_same_hold(aws, clock):
     """GIVEN a SKIP job whose run A claimed a page and is held before its first
     destination call (its checks passed: the call is as good as sent)

@@ -55,7 +55,8 @@ def test_a_run_emits_its_metrics_and_logs_its_keys_only_while_it_runs(
         aws, clock, metrics, log_lines):
     """GIVEN a SKIP job WHEN a trigger runs it, and then a trigger finds worker R0 holding
     the lease THEN the run emits LeaseAcquireAttempts, RunDuration (the 20 s its handler
-    took, on the job's clock) and RunSucceeded (the dead-man alarm's heartbeat), and its log lines carry its run id, trigger id and
+    took, on the job's clock) and RunSucceeded (the dead-man alarm's heartbeat), and its
+    log lines carry its run id, trigger id and
     fence ("run ended", with its status); the skip emits TriggersSkipped and logs "trigger
     not run" with the decision, its trigger and the holder's run id and fence, and none
     of the ended run's keys."""
