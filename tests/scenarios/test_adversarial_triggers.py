@@ -965,3 +965,49 @@ def test_skewed_taker_does_not_overlap_within_the_stated_bound(aws, clock):
     gate.release.set()
     holder.join(10)
 
+
+
+def test_a_refused_send_over_an_expired_item_gives_the_trigger_back_as_it_was(aws, clock):
+    """GIVEN a QUEUE job whose operator sends the same manual trigger ("backfill") now
+    and again, and ran it once long ago (its item kept its TTL, which has passed: read
+    as absent, as DynamoDB may not have deleted it yet); a run holds the lease
+    WHEN the trigger comes again, is decided queued, and its send is refused outright
+    (a 403: surely not on the queue), so the decision is undone and the invoke fails;
+    then Lambda retries the invoke
+    THEN the retry is decided as the first delivery was (queued behind the holder,
+    not a duplicate of the run long ago), and the trigger runs a second time after the
+    holder. (From a review's lead: were the undo to restore the expired item with the
+    queued decision's expiry, it would read as done again, and every retry would be a
+    duplicate: the trigger lost. It does not: an expired item is no prior, and the
+    undo deletes the queued item.)"""
+    from botocore.exceptions import ClientError
+
+    script = Script()
+    job = make_job(aws, clock, script, policy=OverlapPolicy.QUEUE,
+                   lease=timedelta(minutes=5))
+    event, backfill = manual(JOB, "backfill")
+    assert job(event, None) is not None and script.ran(backfill) == 1
+    clock.advance(timedelta(days=2))  # past the item's TTL (6 h 15 min and a day, at most)
+    gate, holder, _ = hold_a_run(job, script, JOB, clock.now())
+    clock.advance(timedelta(seconds=10))
+
+    def refuse(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "injected"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "SendMessage")
+
+    aws.sqs.meta.events.register("before-call.sqs.SendMessage", refuse, unique_id="refuse")
+    try:
+        first = call(job, event)
+    finally:
+        aws.sqs.meta.events.unregister("before-call.sqs.SendMessage", unique_id="refuse")
+    assert isinstance(first, StoreError) and not first.maybe_applied, first
+
+    clock.advance(timedelta(minutes=1))
+    retry = call(job, event)  # Lambda's retry of the failed invoke
+    assert isinstance(retry, dict) and retry.get("decision") == "queued", \
+        (retry, outcomes_of(aws, JOB, backfill))
+    gate.release.set()
+    holder.join(10)
+    clock.advance(timedelta(seconds=5))
+    _rounds(aws, job, clock, n=3)
+    assert script.ran(backfill) == 2, outcomes_of(aws, JOB, backfill)
