@@ -397,3 +397,35 @@ def test_with_flush_per_item_a_crash_while_selecting_the_next_page_leaves_nothin
     # THEN page 1's three completions were in the ledger: nothing to reconcile
     assert (report["already_done"], report["reconciled"], report["completed"]) == (3, 0, 3)
     assert Counter(notes.calls) == {key(i): 1 for i in range(6)}
+
+
+def test_a_cursor_too_large_to_keep_stops_the_run_before_its_page_is_claimed(aws, clock):
+    """GIVEN a source whose second page's cursor is 9,000 bytes (a cursor is kept on the
+    job row, at most 8,192 bytes)
+    WHEN the job runs
+    THEN the first page is done and checkpointed; the run stops on the second page
+    before claiming it, naming the job and the cursor's size: no destination call for
+    it, no claim left open, the checkpoint where the first page left it."""
+    from jobguard.errors import CursorTooLargeError
+    from jobguard.records import RunStatus
+
+    class HugeCursor(CrmSync):
+        def select(self, cursor: str | None, limit: int) -> Any:
+            page = super().select(cursor, limit)
+            if cursor is not None:  # the second page's cursor would not fit the row
+                return type(page)(page.records, "x" * 9000)
+            return page
+
+    notes = NotesTable.create(aws.ddb)
+    job = HugeCursor(config(aws, batch_size=2), contacts(4), notes, store=aws.store,
+                     clock=clock)
+    with pytest.raises(CursorTooLargeError) as refused:
+        job.handler()(manual("huge"), None)
+
+    assert refused.value.job == JOB and "is 9,000 bytes, over the bound of 8,192" in str(
+        refused.value)
+    assert sorted(notes.calls) == [str(WorkId(c["id"], "create-note")) for c in contacts(2)]
+    row = DynamoItemStore(aws.table, client=aws.ddb).read_row(JOB)
+    assert row.claim is None and row.checkpoint.cursor == "2"
+    [record] = aws.runs(JOB)
+    assert record.status is RunStatus.FAILED and "CursorTooLargeError" in (record.error or "")
