@@ -240,8 +240,6 @@ class ClaimOutcomes:
         checkpoint = self._checkpoint
         try:
             self.flush()
-            if self._left_failure is not None:
-                raise self._left_failure
         except Exception as exc:
             if error is not None:
                 facts = self._written_facts - facts_before
@@ -251,12 +249,22 @@ class ClaimOutcomes:
             raise
         finally:
             self._closed = True
-        if error is not None:
+        left = self._left_failure
+        if error is not None or left is not None:
             facts = self._written_facts - facts_before
             parts = [f"{facts} completions" if facts else "",
                      f"{rows} failed/uncertain/rejected rows" if rows else "",
                      f"the checkpoint ({checkpoint[1]!r})" if checkpoint else ""]
-            self.report.written_on_failure = ", ".join(p for p in parts if p) or "nothing owed"
+            written = ", ".join(p for p in parts if p) or "nothing owed"
+            if left is not None:
+                written += ("; before, as the claim loop was left, a write failed: "
+                            + (redacted(error_text(left), self.redact) or ""))
+            self.report.written_on_failure = bounded_text(written, 500)
+        if left is not None and error is None:
+            # everything owed is written now, but the loop's end would have failed on
+            # that write (a completion it could not record is uncertain now): so does
+            # the run, as the handler would have seen it raised
+            raise left
 
     @_locked
     def end_unwritten(self, error: BaseException) -> None:

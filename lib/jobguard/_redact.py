@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from .errors import ConfigError
@@ -48,6 +49,8 @@ def redacted(text: str | None, redact: Redactor | None) -> str | None:
     raises or returns no string gives :data:`FAILED`, never the text."""
     if text is None or redact is None:
         return text
+    if isinstance(text, _Redacted):
+        return str(text)  # the hook's answer already (an error rewritten in place)
     try:
         kept = redact(text)
     except Exception as exc:  # noqa: BLE001 - the hook's failure: the placeholder, not the text
@@ -57,17 +60,35 @@ def redacted(text: str | None, redact: Redactor | None) -> str | None:
     return kept
 
 
+class _Redacted(str):
+    """A text already through the hook (:func:`error_text` of an error that
+    :func:`redact_raised` rewrote): :func:`redacted` does not pass it again, so every copy
+    of the error (the one Lambda logs, the run record's) is the hook's answer once."""
+
+
+_MARK = "_jobguard_redacted"
+
+
 def redact_raised(error: BaseException, redact: Redactor | None) -> None:
-    """Put the message of an error jobguard raises on its own (a write that failed after
-    the handler returned) through the hook, in place, before Lambda logs it. The error a
+    """Put the message of an error jobguard raises on its own (a write that failed) through
+    the hook, in place, once, before it leaves jobguard; and the messages of the errors it
+    was raised from (``raise ... from``: the SDK's error, the same words). The error a
     handler raised is its own, and goes to Lambda as it was."""
     if redact is None:
         return
-    try:
-        text = str(error)
-    except Exception:  # noqa: BLE001 - a message that cannot be read is not kept either
-        text = ""
-    error.args = (redacted(text, redact),)
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if not getattr(current, _MARK, False):
+            try:
+                text = str(current)
+            except Exception:  # noqa: BLE001 - a message that cannot be read is not kept
+                text = ""
+            current.args = (str(redacted(text, redact)),)
+            with contextlib.suppress(AttributeError, TypeError):  # one taking no attribute
+                setattr(current, _MARK, True)
+        current = current.__cause__
 
 
 def error_text(error: BaseException | str) -> str:
@@ -76,6 +97,7 @@ def error_text(error: BaseException | str) -> str:
     if isinstance(error, str):
         return error
     try:
-        return f"{type(error).__name__}: {error}"
+        text = f"{type(error).__name__}: {error}"
     except Exception:  # noqa: BLE001 - an error whose text cannot be read
         return f"{type(error).__name__}: <its message cannot be read>"
+    return _Redacted(text) if getattr(error, _MARK, False) else text

@@ -404,9 +404,10 @@ class WorkClaims(ClaimReconcile):
                         if not closed_early:
                             raise
                         self.left_early(exc)  # raised here, it would reach no caller
-        except Exception as exc:
+        except JobGuardError as exc:
             # jobguard's own failure (a write), raised into the handler's loop: its text
-            # through the hook, as every text jobguard writes or logs
+            # through the hook, as every text jobguard writes or logs (an error of the
+            # job's own, from its records or thrown in, goes on as it was raised)
             redact_raised(exc, self.redact)
             raise
 
