@@ -182,9 +182,16 @@ def _plan_plain(job: Any, request: RecoveryRequest, *, threshold: int) -> dict[s
     runtime = job.runtime()
     now_ms = to_ms(job.clock.now())
     low, high = to_ms(request.time_from), to_ms(request.time_to)
-    rows = [r for r in runtime.items.unresolved(job.config.name, limit=request.max_items + 1,
-                                                 now_ms=now_ms)
-            if low <= (r.updated_at_ms or r.created_at_ms or 0) <= high]
+    # The ledger lists unresolved items by state, not by time: items outside the window
+    # take places in a listing of max_items + 1, so list further until the window holds
+    # more than max_items or the listing ends (every item of the job seen).
+    limit = request.max_items + 1
+    while True:
+        listed = runtime.items.unresolved(job.config.name, limit=limit, now_ms=now_ms)
+        rows = [r for r in listed if low <= (r.updated_at_ms or r.created_at_ms or 0) <= high]
+        if len(rows) > request.max_items or len(listed) < limit:
+            break
+        limit *= 2
     if len(rows) > request.max_items:
         raise InvalidRequestError(
             "max_items", f"the range holds more than {request.max_items} unresolved items: "

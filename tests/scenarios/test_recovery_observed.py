@@ -400,6 +400,12 @@ def test_a_plain_jobs_recovery_plans_the_unresolved_items_of_its_time_window(aws
         recover({"job": "mailer", "cursor_from": "0", "cursor_to": "5"}, threshold=100)
     assert by_cursor.value.field == "cursor_from"
     assert "recover it by time_from/time_to" in str(by_cursor.value)
+    # max_items bounds the window: its 2 unresolved items fit 2, not 1
+    assert recover({**request, "max_items": 2}, threshold=100)["plan"]["selected"] == 2
+    with pytest.raises(InvalidRequestError) as too_many:
+        recover({**request, "max_items": 1}, threshold=100)
+    assert too_many.value.field == "max_items"
+    assert "the range holds more than 1 unresolved items" in str(too_many.value)
 
 
 
@@ -490,3 +496,16 @@ def test_numeric_cursors_are_compared_as_numbers():
     with pytest.raises(InvalidRequestError) as info:
         parse_request({**REQUEST, "cursor_from": "10", "cursor_to": "9"})
     assert info.value.field == "cursor_to"
+
+
+def test_a_recovery_for_another_job_is_refused_naming_the_job(aws, clock):
+    """GIVEN crm-sync's job WHEN a request names another job THEN it is refused, naming
+    ``job`` and both names, before anything is read or written."""
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(JobConfig(name="crm-sync", table_name=aws.table), contacts(3), notes,
+                  store=aws.store, clock=clock)
+    with pytest.raises(InvalidRequestError) as refused:
+        recover({**REQUEST, "job": "mailer"}, job=job)
+    assert refused.value.field == "job"
+    assert str(refused.value) == "job: 'mailer' is not this job ('crm-sync')"
+    assert aws.runs("crm-sync") == [] and notes.calls == []
