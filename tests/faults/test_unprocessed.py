@@ -94,3 +94,37 @@ def test_completions_the_table_never_takes_are_not_counted_completed(aws, clock,
     rows = DynamoItemStore(aws.table, client=aws.ddb).get_many(
         JOB, [str(WorkId(c["id"], "create-note")) for c in contacts(25)])
     assert sum(r.state is ItemState.COMPLETED for r in rows.values()) == 20
+
+
+def test_a_refused_completion_write_is_not_tried_again(aws):
+    """GIVEN the table refuses a write of completion facts for good (a validation error,
+    not a throttle or a 5xx) WHEN the facts are written THEN the error is raised after
+    that one request, naming the facts not written: sending it again cannot succeed,
+    and only transient errors are retried."""
+    from botocore.exceptions import ClientError
+
+    from jobguard._item_writes import FactsNotWrittenError
+    from jobguard.workitems import Completion
+
+    sent: list[int] = []
+
+    def refuse(**_: Any) -> None:
+        sent.append(1)
+        raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"},
+                           "ResponseMetadata": {"HTTPStatusCode": 400}}, "BatchWriteItem")
+
+    store = DynamoItemStore(aws.table, client=aws.ddb)
+    facts = [Completion("contact-1:create-note", "note-1", "run-1", 1)]
+    aws.ddb.meta.events.register("before-call.dynamodb.BatchWriteItem", refuse)
+    try:
+        try:
+            store.write_facts(JOB, facts, now_ms=1_000, ttl_s=2_000_000_000)
+        except FactsNotWrittenError as exc:
+            refused = exc
+        else:
+            raise AssertionError("a refused write of completion facts was not raised")
+    finally:
+        aws.ddb.meta.events.unregister("before-call.dynamodb.BatchWriteItem", refuse)
+    assert len(sent) == 1
+    assert refused.work_ids == ["contact-1:create-note"] and "ValidationException" in str(
+        refused)
