@@ -161,7 +161,7 @@ soak: $(STAMP)
 MUTMUT_DIR := .mutmut
 SAMPLE ?= 150
 MODULES ?= trigger_state,observed,lease,_store_table,_store_lease,_store_release,_store_operator,_store_triggers,_store_runs,guard,_guard_asks,_guard_decisions,_guard_run,_guard_queue,run,triggerqueue,claims,_claim_outcomes,_claim_reconcile,_claim_reports,_claim_values,dynamodb_items,_item_writes,_item_rows,recovery,_recovery_plan,batch
-## The protocol modules as they were before issue 32 split them, each with its successors:
+## The protocol modules as they were before the split into 27, each with its successors:
 ## `make mutate SAMPLE=5 BY_ORIGIN=1` draws 5 from each origin, as a sample of the unsplit
 ## modules did, so the two scores weigh the same code the same way.
 MUTATE_BY_ORIGIN := trigger_state=trigger_state+observed,lease,dynamodb=_store_table+_store_lease+_store_release+_store_operator+_store_triggers+_store_runs,guard=guard+_guard_asks+_guard_decisions+_guard_run+_guard_queue,run,triggerqueue,claims=claims+_claim_outcomes+_claim_reconcile+_claim_reports+_claim_values,dynamodb_items=dynamodb_items+_item_writes+_item_rows,recovery=recovery+_recovery_plan,batch
