@@ -54,6 +54,33 @@ def _run(aws: Any, job: Any, state: dict[str, Any], calls: tuple[str, ...]) -> l
     return raised
 
 
+def _note(record: dict[str, Any]) -> WorkId:
+    return WorkId(record["id"], "create-note")
+
+
+def completes_one_then_breaks(notes: NotesTable, state: dict[str, Any]) -> None:
+    """The handler's claim loop: one note created and completed, the writes armed to
+    fail, then ``break``."""
+    for item in current_run().claim(contacts(2), work_id=_note):
+        with item:
+            item.complete(destination_id=notes.put(item.key, "x"))
+        state["armed"] = True
+        break
+
+
+def arms_each_completion(notes: NotesTable, state: dict[str, Any]) -> Any:
+    """A handler whose every completion's write is armed to fail (``flush='item'``
+    writes it inside ``with item:``), and which lets the failure go."""
+    def lambda_handler(event: Any, context: Any) -> str:
+        for item in current_run().claim(contacts(2), work_id=_note):
+            with item:
+                destination_id = notes.put(item.key, "x")
+                state["armed"] = True
+                item.complete(destination_id=destination_id)
+        return "done"
+    return lambda_handler
+
+
 @pytest.mark.parametrize("leave", ["break", "raise"])
 def test_a_per_item_flush_loop_left_early_leaves_nothing_for_python_to_print(
         aws, clock, log_lines, capsys, monkeypatch, leave):
@@ -140,12 +167,7 @@ def test_a_close_failure_after_a_break_reaches_lambda_redacted(aws, clock):
     state = {"armed": False}
 
     def lambda_handler(event: Any, context: Any) -> str:
-        run = current_run()
-        for item in run.claim(contacts(2), work_id=lambda r: WorkId(r["id"], "create-note")):
-            with item:
-                item.complete(destination_id=notes.put(item.key, "x"))
-            state["armed"] = True
-            break
+        completes_one_then_breaks(notes, state)
         return "done"
 
     job = GuardedJob(config(aws, redact=hide), lambda_handler, store=aws.store, clock=clock)
@@ -168,16 +190,7 @@ def test_a_per_item_write_that_fails_inside_the_loop_reaches_lambda_redacted(
     notes = NotesTable.create(aws.ddb)
     state = {"armed": False}
 
-    def lambda_handler(event: Any, context: Any) -> str:
-        run = current_run()
-        for item in run.claim(contacts(2), work_id=lambda r: WorkId(r["id"], "create-note")):
-            with item:
-                destination_id = notes.put(item.key, "x")
-                state["armed"] = True
-                item.complete(destination_id=destination_id)
-        return "done"
-
-    job = GuardedJob(config(aws, redact=hide, flush="item"), lambda_handler,
+    job = GuardedJob(config(aws, redact=hide, flush="item"), arms_each_completion(notes, state),
                      store=aws.store, clock=clock)
     raised = _run(aws, job, state, WRITES)
 

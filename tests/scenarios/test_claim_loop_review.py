@@ -22,7 +22,12 @@ from jobguard import GuardedJob, ItemState, WorkId, current_run
 from jobguard.dynamodb_items import DynamoItemStore
 
 from ._items import NotesTable, contacts
-from .test_claim_loop_left import WRITES, _run
+from .test_claim_loop_left import (
+    WRITES,
+    _run,
+    arms_each_completion,
+    completes_one_then_breaks,
+)
 from .test_redaction import JOB, SECRET, config, hide
 
 
@@ -80,12 +85,7 @@ def test_what_the_close_wrote_after_a_break_and_a_handler_error_is_not_called_un
     state = {"armed": False}
 
     def lambda_handler(event: Any, context: Any) -> str:
-        run = current_run()
-        for item in run.claim(contacts(2), work_id=lambda r: WorkId(r["id"], "create-note")):
-            with item:
-                item.complete(destination_id=notes.put(item.key, "x"))
-            state["armed"] = True
-            break
+        completes_one_then_breaks(notes, state)
         state["armed"] = False  # the outage is over
         raise RuntimeError("later")
 
@@ -115,16 +115,8 @@ def test_a_raised_error_goes_through_the_hook_once(aws, clock):
     notes = NotesTable.create(aws.ddb)
     state = {"armed": False}
 
-    def lambda_handler(event: Any, context: Any) -> str:
-        run = current_run()
-        for item in run.claim(contacts(2), work_id=lambda r: WorkId(r["id"], "create-note")):
-            with item:
-                destination_id = notes.put(item.key, "x")
-                state["armed"] = True
-                item.complete(destination_id=destination_id)
-        return "done"
-
-    job = GuardedJob(config(aws, redact=fingerprint, flush="item"), lambda_handler,
+    job = GuardedJob(config(aws, redact=fingerprint, flush="item"),
+                     arms_each_completion(notes, state),
                      store=aws.store, clock=clock)
     raised = _run(aws, job, state, WRITES)
     [record] = aws.runs(JOB)

@@ -196,12 +196,10 @@ def test_a_displaced_run_that_never_calls_is_redone_once_after_its_deadline(aws,
     assert a.box["result"]["jobguard"] == "lease_lost"
 
 
-def test_a_recovery_that_meets_a_displaced_runs_page_reports_it_deferred(aws, clock):
-    """GIVEN a REPLACE takeover that left the displaced run A's page (A frozen between
-    items) held until A's deadline
-    WHEN an operator recovers the range before that deadline, then again after it
-    THEN the first recovery replays nothing of A's page and says so (`deferred` in its
-    summary); the second reconciles them (not found) and replays each once."""
+def displaced_page(aws: Any, clock: Any) -> tuple[NotesTable, list[dict[str, Any]], Held,
+                                                 CrmSync, int]:
+    """Run A frozen between items of its page of 3; run B replaced it and left the page
+    held until A's deadline: the notes, the source, A, the job and that deadline."""
     notes = NotesTable.create(aws.ddb)
     source = contacts(3)
     a = Held(aws, clock, notes, source, at="item")
@@ -209,6 +207,16 @@ def test_a_recovery_that_meets_a_displaced_runs_page_reports_it_deferred(aws, cl
     assert job.handler()(manual("b"), None)["deferred"] == 3
     hold = items(aws).get(JOB, keys(source)[0]).held_until_ms
     assert hold is not None
+    return notes, source, a, job, hold
+
+
+def test_a_recovery_that_meets_a_displaced_runs_page_reports_it_deferred(aws, clock):
+    """GIVEN a REPLACE takeover that left the displaced run A's page (A frozen between
+    items) held until A's deadline
+    WHEN an operator recovers the range before that deadline, then again after it
+    THEN the first recovery replays nothing of A's page and says so (`deferred` in its
+    summary); the second reconciles them (not found) and replays each once."""
+    notes, source, a, job, hold = displaced_page(aws, clock)
     request = {"job": JOB, "cursor_from": "0", "cursor_to": "3", "requested_by": "alice",
                "dry_run": False}
     options = {"store": aws.store, "clock": clock}
@@ -233,13 +241,7 @@ def test_a_recovery_with_the_time_waits_out_a_displaced_runs_hold_then_replays(a
     reconciles A's items (not found) and replays each in the same invocation: its
     summary says replayed 3 and nothing deferred, one call per work id, and A, let go
     afterwards, calls nothing (its lease is gone)."""
-    notes = NotesTable.create(aws.ddb)
-    source = contacts(3)
-    a = Held(aws, clock, notes, source, at="item")
-    job = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
-    assert job.handler()(manual("b"), None)["deferred"] == 3
-    hold = items(aws).get(JOB, keys(source)[0]).held_until_ms
-    assert hold is not None
+    notes, source, a, job, hold = displaced_page(aws, clock)
     waits: list[int] = []
 
     def time_passes(job: str, run_id: str, until_ms: int) -> None:
