@@ -438,3 +438,19 @@ def test_a_link_replaced_between_its_read_and_its_write_keeps_the_replacements_r
     record = next(r for r in aws.runs(JOB) if r.run_id == pending)
     assert record.status is RunStatus.LEASE_LOST and "replaced" in (record.detail or "")
     assert_each_once(aws, notes, 12)
+
+
+def test_a_link_takes_the_lease_with_one_transaction(aws, clock, metrics):
+    # GIVEN a chain whose first link stopped for time and handed the job on
+    job, handler, mailbox, notes = make(aws, clock, 10)
+    link(job, handler, tick(JOB, clock.now()))
+    metrics()
+
+    # WHEN the next link is delivered
+    link(job, handler, mailbox.take())
+
+    # THEN it trusts the hand-off its row names (the item `handed`, live): one
+    # acquisition, not one refused first for an item it took for absent
+    assert metrics().get("LeaseAcquireAttempts") == 1
+    assert [(r.trigger_kind, r.status) for r in ran(aws)][:2] == [
+        ("tick", RunStatus.SUCCEEDED), ("continuation", RunStatus.SUCCEEDED)]

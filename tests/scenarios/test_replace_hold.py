@@ -15,7 +15,15 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from jobguard import ItemState, JobConfig, OverlapPolicy, WorkId, current_run, hooks
+from jobguard import (
+    ItemState,
+    JobConfig,
+    OutcomeUnknown,
+    OverlapPolicy,
+    WorkId,
+    current_run,
+    hooks,
+)
 from jobguard.batch import sweep
 from jobguard.clock import to_ms
 from jobguard.dynamodb_items import DynamoItemStore
@@ -339,3 +347,91 @@ def test_a_run_replaced_before_its_first_page_learns_it_from_the_job_row(aws, cl
     a_record = {r.trigger_id: r for r in aws.runs(JOB)}[f"{JOB}@manual:a"]
     assert a_record.error == (f"LeaseLostError: job {JOB!r}: run {a_record.run_id} (fence 1) "
                               "lost its lease: the job row carries fence 2")
+
+
+def waiting_out(clock: Any) -> Any:
+    """A ``holding`` hook's wait: the replacing run's clock to the hold's end, its
+    heartbeat renewing the lease on the way (as its thread does while it waits)."""
+
+    def wait_out(until_ms: int) -> None:
+        renew = current_run().heartbeat.renew_once
+        while to_ms(clock.now()) < until_ms:
+            clock.advance(timedelta(seconds=min(10, (until_ms - to_ms(clock.now())) / 1000)))
+            assert renew() is True
+
+    return wait_out
+
+
+class Edge:
+    """A Lambda context whose remaining time a test sets (``ms``), exactly."""
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+
+    def get_remaining_time_in_millis(self) -> float:
+        return self.ms
+
+
+def test_a_displaced_item_that_fails_after_the_hold_keeps_the_checkpoint_before_it(
+        aws, clock):
+    """GIVEN run A frozen between items of its first page (of 6 contacts, pages of 3)
+    WHEN run B replaces it, does the second page, waits out A's hold, and its call for
+    A's first item fails (the CRM answers 500)
+    THEN B leaves the checkpoint before page 1: the failed item is behind no checkpoint,
+    and the next run does it, once, then moves the checkpoint to the end."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(6)
+    first = keys(source)[:3]
+    a = Held(aws, clock, notes, source, at="item")
+    wait_out = waiting_out(clock)
+
+    def fail_first(item: Any) -> None:
+        if item.key == first[0]:
+            raise OutcomeUnknown("CRM timed out")
+
+    def time_passes(job: str, run_id: str, until_ms: int) -> None:
+        wait_out(until_ms)
+
+    job_b = CrmSync(config(aws), source, notes, store=aws.store, clock=clock,
+                    before_call=fail_first)
+    with hooks.on("holding", time_passes):
+        report_b = job_b.handler()(manual("b"), LambdaContext(
+            clock=clock, timeout=timedelta(minutes=15)))
+
+    assert report_b["completed"] == 5 and report_b.get("deferred", 0) == 0
+    assert Counter(notes.calls) == Counter(keys(source)[1:])
+    assert items(aws).get(JOB, first[0]).state is not ItemState.COMPLETED
+    assert items(aws).read_row(JOB).checkpoint.cursor is None  # CKPT: not past it
+    a.finish()
+    assert a.box["result"]["jobguard"] == "lease_lost"
+
+    job_c = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    job_c.handler()(manual("c"), None)
+    assert Counter(notes.calls) == Counter(keys(source))  # ONCE
+    assert items(aws).read_row(JOB).checkpoint.cursor == "6"
+
+
+def test_a_displaced_page_is_done_with_exactly_the_time_margin_left(aws, clock):
+    """GIVEN run A frozen between items of its page; run B replaced it and waits out
+    its hold
+    WHEN B's invocation has exactly its time margin (10 s) left after the wait
+    THEN B does A's items (it stops only with less than the margin left, as for its
+    own pages): each once, the checkpoint at the end."""
+    notes = NotesTable.create(aws.ddb)
+    source = contacts(3)
+    a = Held(aws, clock, notes, source, at="item")
+    context = Edge(timedelta(minutes=15).total_seconds() * 1000)
+    wait_out = waiting_out(clock)
+
+    def time_passes(job: str, run_id: str, until_ms: int) -> None:
+        wait_out(until_ms)
+        context.ms = 10_000  # exactly the job's time_margin
+
+    job_b = CrmSync(config(aws), source, notes, store=aws.store, clock=clock)
+    with hooks.on("holding", time_passes):
+        report_b = job_b.handler()(manual("b"), context)
+
+    assert report_b["completed"] == 3 and report_b.get("stopped") != "time"
+    assert Counter(notes.calls) == Counter(keys(source))
+    assert items(aws).read_row(JOB).checkpoint.cursor == "3"
+    a.finish()

@@ -314,3 +314,42 @@ def test_a_run_record_the_backend_refuses_is_a_store_error_naming_put_run_and_th
     with pytest.raises(StoreError) as info:
         store.put_run(record, ttl_epoch_s=2_000_000_000)
     assert info.value.operation == "put_run" and info.value.job == JOB
+
+
+# -- record_decision -----------------------------------------------------------------------
+
+def test_a_duplicates_record_never_replaces_the_record_under_its_run_id(aws):
+    """GIVEN run R1 took the lease and released it, its record saying it succeeded
+    WHEN a decision DUPLICATE is recorded under the same run id (a delivery whose own
+    acquisition landed unseen) THEN the record stays the run's: a record under that id
+    says what ended it, and "duplicate" would erase it. Nothing else is written."""
+    from jobguard.records import Decision, RunRecord, RunStatus
+    from jobguard.requests import Release
+    from jobguard.trigger_state import Next, Route, TriggerRecord
+
+    take(aws.store, 1, "R1")
+    trigger_id = f"{JOB}@manual:1"
+    ran = RunRecord(job=JOB, run_id="R1", trigger_id=trigger_id, trigger_kind="manual",
+                    policy="SKIP", decision=Decision.RAN, status=RunStatus.SUCCEEDED,
+                    started_at_ms=T0, ended_at_ms=T0 + 1_000)
+    assert aws.store.release(Release(JOB, run_id="R1", fence=1, trigger_id=trigger_id,
+                                     outcome=State.DONE, record=ran, record_ttl_s=10**10,
+                                     trigger_ttl_s=10**10)).released
+    lease_before = aws.store.read_lease_raw(JOB)
+
+    duplicate = RunRecord(job=JOB, run_id="R1", trigger_id=trigger_id, trigger_kind="manual",
+                          policy="SKIP", decision=Decision.DUPLICATE,
+                          status=RunStatus.DUPLICATE, started_at_ms=T0 + 2_000,
+                          ended_at_ms=T0 + 2_000)
+    done = TriggerRecord(trigger_id=trigger_id, state=State.DONE, route=Route.DIRECT,
+                         run_id="R1", ttl_epoch_s=10**10)
+    assert aws.store.record_decision(DecisionWrite(
+        duplicate, step=Next.DUPLICATE, lease=aws.store.read_lease(JOB), item=done,
+        route=Route.DIRECT, now_ms=T0 + 2_000, skew_ms=5_000, max_queued=5,
+        trigger_ttl_s=10**10, record_ttl_s=10**10)) is None
+
+    kept = aws.store.get_run(JOB, "R1")
+    assert isinstance(kept, RunRecord)
+    assert (kept.decision, kept.status, kept.ended_at_ms) == (
+        Decision.RAN, RunStatus.SUCCEEDED, T0 + 1_000)
+    assert aws.store.read_lease_raw(JOB) == lease_before
