@@ -107,14 +107,14 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def log_lines() -> Iterator[io.StringIO]:
-    """jobguard's JSON log lines, formatted by its Powertools formatter."""
+    """jobguard's JSON log lines, formatted by its own formatter."""
     from jobguard.observability import _logger
 
-    powertools_logger = _logger()
+    jobguard_logger = _logger()
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(powertools_logger.registered_formatter)
-    std_logger = logging.getLogger(powertools_logger.name)
+    handler.setFormatter(jobguard_logger.registered_formatter)
+    std_logger = logging.getLogger(jobguard_logger.name)
     std_logger.addHandler(handler)
     yield stream
     std_logger.removeHandler(handler)

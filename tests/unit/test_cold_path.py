@@ -19,12 +19,13 @@ from botocore.loaders import create_loader
 from jobguard import _clients
 
 # Off the cold path of a handler that claims no work items: the ledger (imported when a
-# run first claims or recovers), boto3 (jobguard builds botocore clients), the batch and
-# tracing utilities and pydantic (Powertools' heavy parts).
+# run first claims or recovers), boto3 (jobguard builds botocore clients), Powertools
+# (jobguard writes its own log and EMF lines; the batch utility is for queued triggers,
+# the Tracer for a job that asks for tracing) and pydantic.
 NOT_ON_THE_COLD_PATH = (
     "jobguard.batch", "jobguard.claims", "jobguard.workitems", "jobguard.dynamodb_items",
     "jobguard.recovery", "jobguard.destinations", "boto3", "aws_xray_sdk", "pydantic",
-    "aws_lambda_powertools.utilities.batch",
+    "aws_lambda_powertools",
 )
 
 _FIRST_INVOCATION = """

@@ -263,14 +263,14 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 @contextmanager
 def _library_logs_quiet() -> Iterator[None]:
     """While a command runs the guard in this process (``resolve``): jobguard's own
-    Powertools log lines, written for CloudWatch, reach the operator only from warning
+    JSON log lines, written for CloudWatch, reach the operator only from warning
     up, and on stderr; its EMF metrics too (stdout is the command's answer)."""
     import contextlib
     import logging
 
     from ..observability import _logger
 
-    _logger()  # Powertools' logger "jobguard", made now: its handler is known
+    _logger()  # jobguard's logger "jobguard", made now: its handler is known
     logger = logging.getLogger("jobguard")
     level = logger.level
     streams = [(h, h.stream) for h in logger.handlers if isinstance(h, logging.StreamHandler)]
