@@ -25,6 +25,7 @@ MODULES = {
     "powertools": "bench.handlers.powertools_min",
 }
 RESULT_PREFIX = "BENCH_RESULT "
+MODULES_PREFIX = "BENCH_MODULES "
 # Quiet or development settings must not leak in: the child runs with defaults.
 _DROP = ("POWERTOOLS_", "JOBGUARD_", "IDEMPOTENCY_TABLE", "AWS_")
 
@@ -54,7 +55,12 @@ def _child_env(aws_env: dict[str, str], tables: dict[str, str]) -> dict[str, str
     return env
 
 
-def _one(module: str, scheduled_at: str, env: dict[str, str]) -> dict[str, float]:
+def _one(module: str, scheduled_at: str, env: dict[str, str], *,
+         compile_imports: bool = False) -> dict[str, float]:
+    """One child. ``compile_imports``: then compile to bytecode every source file it
+    imported (third-party packages included), for the children after it."""
+    if compile_imports:
+        env = {**env, "BENCH_LIST_MODULES": "1"}
     proc = subprocess.run(
         [sys.executable, str(CHILD), module, scheduled_at],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
@@ -63,6 +69,15 @@ def _one(module: str, scheduled_at: str, env: dict[str, str]) -> dict[str, float
     if proc.returncode != 0 or not lines:
         raise BenchError(f"cold start child {module} failed ({proc.returncode}): "
                          f"{proc.stderr.strip()[-800:]}")
+    if compile_imports:
+        import contextlib
+        import py_compile
+
+        listed = [ln for ln in proc.stdout.splitlines() if ln.startswith(MODULES_PREFIX)]
+        for source in json.loads(listed[-1][len(MODULES_PREFIX):]) if listed else []:
+            # (a read-only install keeps what it has: both sides alike)
+            with contextlib.suppress(OSError, py_compile.PyCompileError):
+                py_compile.compile(source, doraise=True)
     timings: dict[str, float] = json.loads(lines[-1][len(RESULT_PREFIX):])
     return timings
 
@@ -72,10 +87,13 @@ def run(aws_env: dict[str, str], tables: dict[str, str], ticks: Ticks,
     """``repeats`` children per side, interleaved (alternating which side goes first),
     after one discarded child per side (warms the page cache); medians per side.
 
-    Both sides import bytecode: pip compiles an installed package (Powertools), so
-    jobguard's editable sources and the bench handlers are compiled here too (this
-    machine sets PYTHONDONTWRITEBYTECODE, so a child would otherwise recompile them
-    on every start). A Lambda asset should ship bytecode for the same reason.
+    Both sides import bytecode, as a Lambda does from a package built by pip or from the
+    runtime's own boto3: jobguard's sources and the bench handlers are compiled here,
+    and each discarded child lists every source file it imported (botocore, urllib3,
+    Powertools...), which is compiled before the measured children. An installer that
+    writes no bytecode (uv by default), or PYTHONDONTWRITEBYTECODE, would otherwise
+    have every child compile its imports again, and the figure would be mostly the
+    compiler's (about 300 ms a side on 2 vCPU).
     """
     import compileall
 
@@ -84,7 +102,7 @@ def run(aws_env: dict[str, str], tables: dict[str, str], ticks: Ticks,
                                else 10)
     env = _child_env(aws_env, tables)
     for module in MODULES.values():
-        _one(module, ticks.take(), env)
+        _one(module, ticks.take(), env, compile_imports=True)
     runs: dict[str, list[dict[str, float]]] = {side: [] for side in MODULES}
     order = list(MODULES)
     for round_no in range(repeats):

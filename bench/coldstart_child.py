@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import time
 
 RESULT_PREFIX = "BENCH_RESULT "
+MODULES_PREFIX = "BENCH_MODULES "
 
 
 def main(module_name: str, scheduled_at: str) -> None:
@@ -38,6 +40,11 @@ def main(module_name: str, scheduled_at: str) -> None:
         "cpu_ms": (cpu_done - cpu_started) * 1000,
     }
     print(RESULT_PREFIX + json.dumps(timings), flush=True)
+    if os.environ.get("BENCH_LIST_MODULES") == "1":
+        # for the parent: the source files this start imported (it compiles them)
+        files = sorted({m.__file__ for m in list(sys.modules.values())
+                        if (getattr(m, "__file__", None) or "").endswith(".py")})
+        print(MODULES_PREFIX + json.dumps(files), flush=True)
 
 
 if __name__ == "__main__":
