@@ -152,22 +152,57 @@ def _log_level(environ: Mapping[str, str]) -> int:
     no level is refused, naming the variable (a typo would otherwise hide every line)."""
     from .errors import ConfigError
 
-    lambda_level = _LAMBDA_LEVELS.get(environ.get("AWS_LAMBDA_LOG_LEVEL", "").upper())
-    if lambda_level is not None:
-        return lambda_level
-    for name in ("POWERTOOLS_LOG_LEVEL", "LOG_LEVEL"):
+    for name, levels in (("AWS_LAMBDA_LOG_LEVEL", {**_LEVELS, **_LAMBDA_LEVELS}),
+                         ("POWERTOOLS_LOG_LEVEL", _LEVELS), ("LOG_LEVEL", _LEVELS)):
         raw = environ.get(name)
         if raw:
-            level = _LEVELS.get(raw.strip().upper())
+            level = levels.get(raw.strip().upper())
             if level is None:
-                raise ConfigError(name, f"{raw!r} is not a log level (DEBUG, INFO, WARNING, "
-                                  "ERROR or CRITICAL)")
+                raise ConfigError(name, f"{raw!r} is not a log level ("
+                                  f"{', '.join(sorted(levels, key=levels.__getitem__))})")
             return level
     return _LEVELS["INFO"]
 
 
+def _truthy(environ: Mapping[str, str], name: str) -> bool | None:
+    """A yes/no variable as Powertools reads it (true, 1, yes, on / false, 0, no, off);
+    None when unset. Anything else is refused naming the variable."""
+    from .errors import ConfigError
+
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return None
+    word = raw.strip().lower()
+    if word in ("y", "yes", "t", "true", "on", "1"):
+        return True
+    if word in ("n", "no", "f", "false", "off", "0"):
+        return False
+    raise ConfigError(name, f"{raw!r} is neither true nor false")
+
+
+def _metrics_disabled(environ: Mapping[str, str]) -> bool:
+    """``POWERTOOLS_METRICS_DISABLED`` (else ``POWERTOOLS_DEV``) true: no EMF line, as
+    Powertools' own metrics in the same function (a sandbox or a test suite that
+    publishes no custom metrics)."""
+    disabled = _truthy(environ, "POWERTOOLS_METRICS_DISABLED")
+    if disabled is not None:
+        return disabled
+    return bool(_truthy(environ, "POWERTOOLS_DEV"))
+
+
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
-    "message", "asctime"}
+    "message", "asctime", "taskName"}
+_BASE_KEYS = frozenset({"level", "location", "message", "timestamp", "service"})
+
+
+class _NotJobguard(logging.Filter):
+    """On the root logger's handlers: jobguard's records are written once, by its own
+    handler. Lambda's Python runtime puts a handler on the root logger before the
+    function's code is imported, and a record propagating to it would be written a
+    second time (as Powertools' Logger prevents for its own, the same way)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: A003 - logging's name
+        return not (record.name == "jobguard" or record.name.startswith("jobguard."))
 
 
 class JsonFormatter(logging.Formatter):
@@ -199,15 +234,19 @@ class JsonFormatter(logging.Formatter):
             "timestamp": self.formatTime(record),
             "service": self.service,
         }
-        entry.update(getattr(_KEYS, "keys", {}))
-        entry.update((k, v) for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES)
+        # the run's keys, then the line's own; a key with no value is left out (a query
+        # asks whether it is present), and none takes the place of the five above
+        for k, v in (*getattr(_KEYS, "keys", {}).items(), *vars(record).items()):
+            if v is not None and k not in _RECORD_ATTRIBUTES and k not in _BASE_KEYS:
+                entry[k] = v
         if record.exc_info and record.exc_info[0] is not None:
             entry["exception"] = self.formatException(record.exc_info)
             entry["exception_name"] = record.exc_info[0].__name__
         trace = os.environ.get("_X_AMZN_TRACE_ID", "")
         if trace.startswith("Root="):
             entry["xray_trace_id"] = trace[5:].split(";", 1)[0]
-        return json.dumps(entry, separators=(",", ":"), default=str)
+        # text as it is (a search for a name finds it); control characters are escaped
+        return json.dumps(entry, separators=(",", ":"), default=str, ensure_ascii=False)
 
 
 @lru_cache(maxsize=1)
@@ -225,6 +264,11 @@ def _logger() -> logging.Logger:
     handler._jobguard = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.setLevel(_log_level(os.environ))
+    for root_handler in logging.root.handlers:
+        # (pytest's capture handler keeps the lines: caplog reads jobguard's records)
+        if type(root_handler).__name__ != "LogCaptureHandler" and not any(
+                isinstance(f, _NotJobguard) for f in root_handler.filters):
+            root_handler.addFilter(_NotJobguard())
     logger.registered_handler = handler  # type: ignore[attr-defined]
     logger.registered_formatter = formatter  # type: ignore[attr-defined]
     return logger
@@ -288,6 +332,7 @@ class JobTelemetry:
         self._values: dict[str, list[float]] = {}
         self._units: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._disabled = _metrics_disabled(os.environ)  # process-wide, as the log level
         self.fleet = environment.optional(environment.FLEET, environ)
         overlap = environment.optional(environment.OVERLAP_AFTER_MS, environ)
         self._overlap_after_ms = _milliseconds(overlap) if overlap is not None else None
@@ -325,7 +370,12 @@ class JobTelemetry:
             self._write()
 
     def _write(self) -> None:
+        """The values so far as one EMF line; kept for the next flush if the write
+        fails. With metrics disabled, dropped."""
         if not self._values:
+            return
+        if self._disabled:
+            self._values, self._units = {}, {}
             return
         # The job is the dimension (with the service); in a fleet, the fleet is, and the
         # job a property of the line.
@@ -342,10 +392,10 @@ class JobTelemetry:
         if self.fleet is not None:
             line[JOB_DIMENSION] = self.job
         line.update(self._values)
-        self._values, self._units = {}, {}
         stream = _Stdout()
-        stream.write(json.dumps(line, separators=(",", ":")) + "\n")
+        stream.write(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n")
         stream.flush()
+        self._values, self._units = {}, {}
 
     def bind(self, **keys: Any) -> None:
         # Thread-local keys: the run's keys never leak into another thread's logs (the
