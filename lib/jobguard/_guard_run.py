@@ -276,4 +276,6 @@ class Runs(GuardParts):
             return None
         from aws_lambda_powertools import Tracer
 
-        return Tracer(service="jobguard")
+        # (no service of its own: Powertools' Tracer keeps one configuration per process,
+        # and a name given here would rename the function's own traces)
+        return Tracer()
