@@ -170,6 +170,9 @@ MODULES := $(MUTATE_BY_ORIGIN)
 endif
 CHECK ?= unchecked
 MUTMUT_CHILDREN ?= 1
+## MUTATE_SEED=N draws another sample (default 15, the recorded one): a sample no test was
+## written for measures the suites as they are.
+MUTATE_SEED ?= 15
 mutate: $(STAMP)
 	@if [ ! -d $(MUTMUT_DIR) ]; then \
 		mkdir -p $(MUTMUT_DIR)/mutants/src && ln -s ../lib $(MUTMUT_DIR)/src && \
@@ -194,10 +197,10 @@ mutate: $(STAMP)
 		os.path.exists(p) and not json.load(open(p))['tests_by_mangled_function_name'] \
 		and os.remove(p)"
 	names=$$($(PY) -m tests.mutation_sample names --modules $(MODULES) --size $(SAMPLE) \
-		--only $(CHECK)) || exit 1; \
+		--seed $(MUTATE_SEED) --only $(CHECK)) || exit 1; \
 	if [ -n "$$names" ]; then cd $(MUTMUT_DIR) && PYTHONPATH=$(CURDIR)/$(MUTMUT_DIR)/mutants/src \
 		nice -n 10 $(CURDIR)/$(VENV)/bin/mutmut run --max-children $(MUTMUT_CHILDREN) $$names; fi
-	$(PY) -m tests.mutation_sample score --modules $(MODULES) --size $(SAMPLE) \
+	$(PY) -m tests.mutation_sample score --modules $(MODULES) --size $(SAMPLE) --seed $(MUTATE_SEED) \
 		$(if $(RECORD),--bench bench/results.json)
 
 mutate-clean:
