@@ -212,9 +212,9 @@ class JsonFormatter(logging.Formatter):
     of the thread's run, then the line's own (``extra``), then ``exception`` and
     ``exception_name`` when there is one, and ``xray_trace_id`` under X-Ray.
 
-    Written with the standard library only: Powertools' Logger and Metrics cost a cold
-    start about 30 ms of imports (measured with bytecode), more than everything else
-    jobguard adds to one."""
+    Written with the standard library only: Powertools' Logger and Metrics would add
+    about 9 ms of imports to a cold start that has already imported botocore (the
+    fastest of 7 fresh interpreters on 2 vCPU, with bytecode)."""
 
     def __init__(self, service: str) -> None:
         super().__init__()
