@@ -629,7 +629,19 @@ def test_records_json_cannot_write_still_hash_by_their_content():
     assert fingerprint(Slotted(1)) != fingerprint(Slotted(2))
     assert fingerprint({(1, 2): "a"}) != fingerprint({(1, 3): "a"})
     assert fingerprint({1: "a", "b": 2}) == fingerprint({1: "a", "b": 2}) is not None
+    assert fingerprint({1: "a", "b": 2}) != fingerprint({1: "b", "b": 2})  # values count
     assert fingerprint(Loop()) is not None
+
+    class Contact:  # no repr of its own: hashed by its fields
+        def __init__(self, **fields: int) -> None:
+            self.__dict__.update(fields)
+
+        def __hash__(self) -> int:
+            return hash(tuple(sorted(self.__dict__.items())))
+
+    # a set of such objects: the same content whatever order their fields were set in
+    assert fingerprint({"c": {Contact(y=1, x=2), Contact(x=3, y=0)}}) == fingerprint(
+        {"c": {Contact(x=2, y=1), Contact(y=0, x=3)}})
     plain = {"id": "c-1", "n": 1}
     assert fingerprint(plain) == hashlib.sha256(json.dumps(
         plain, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]

@@ -442,6 +442,7 @@ def test_a_vanished_retry_of_an_uncertain_item_outside_the_page_keeps_its_row(aw
 
     assert seen[ids[5]].state is ItemState.UNCERTAIN
     assert "vanished without an outcome" in (seen[ids[5]].last_error or "")
+    assert seen[ids[5]].attempts == 1  # the vanished run's try is counted
     kept = seen[timed_out]
     assert (kept.state, kept.last_error, kept.attempts) == (
         ItemState.UNCERTAIN, before.last_error, before.attempts)

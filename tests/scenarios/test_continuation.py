@@ -454,3 +454,53 @@ def test_a_link_takes_the_lease_with_one_transaction(aws, clock, metrics):
     assert metrics().get("LeaseAcquireAttempts") == 1
     assert [(r.trigger_kind, r.status) for r in ran(aws)][:2] == [
         ("tick", RunStatus.SUCCEEDED), ("continuation", RunStatus.SUCCEEDED)]
+
+
+def test_a_hand_off_whose_answer_was_lost_still_sends_the_next_link(aws, clock):
+    """GIVEN a link out of time whose hand-off lands in DynamoDB, but whose answer is
+    lost, and whose retries (the same request token) all time out too, until the store
+    reads the lease row back WHEN it finds the hand-off its own THEN the next link is sent
+    (not left to the handed lease's expiry: a whole lease of idling), the record says whom
+    it handed to, and the chain drains the backlog, each item once."""
+    from botocore.exceptions import ReadTimeoutError
+
+    from jobguard import hooks
+
+    job, handler, mailbox, notes = make(aws, clock, 10)
+    net = {"armed": False, "landed": 0, "refused": 0}
+
+    def after_transaction(**_: Any) -> None:
+        if net["armed"] and not net["landed"]:
+            net["landed"] += 1
+            raise ReadTimeoutError(endpoint_url="emulator")  # applied, answer lost
+
+    def before_transaction(**_: Any) -> None:
+        if net["armed"] and net["landed"]:
+            net["refused"] += 1
+            raise ReadTimeoutError(endpoint_url="emulator")  # never sent
+
+    def before_read(**_: Any) -> None:
+        if net["landed"]:
+            net["armed"] = False  # the network is back for the read
+
+    def arm(**_: Any) -> None:  # the next transaction is the hand-off
+        net["armed"] = True
+
+    events = aws.ddb.meta.events
+    hooked = [("after-call.dynamodb.TransactWriteItems", after_transaction),
+              ("before-call.dynamodb.TransactWriteItems", before_transaction),
+              ("before-call.dynamodb.GetItem", before_read)]
+    for i, (event, hook) in enumerate(hooked):
+        events.register_first(event, hook, unique_id=f"lost-hand-off-{i}")
+    try:
+        with hooks.on("before_release", arm):
+            link(job, handler, tick(JOB, clock.now()))
+    finally:
+        for i, (event, _) in enumerate(hooked):
+            events.unregister(event, unique_id=f"lost-hand-off-{i}")
+    assert net["landed"] == 1  # the hand-off landed and its answer was lost
+    assert len(mailbox.events) == 1
+    assert ran(aws)[0].extra.get("continued_by")  # the record says whom it handed to
+    while mailbox.events:
+        link(job, handler, mailbox.take())
+    assert_each_once(aws, notes, 10)

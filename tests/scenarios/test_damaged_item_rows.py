@@ -195,3 +195,30 @@ def test_the_checkpoint_stays_before_a_damaged_row_until_it_is_resolved(
 
     assert store.read_checkpoint(JOB).cursor is not None
     assert sorted(notes.calls) == sorted([DAMAGED, *GOOD])  # still one call each
+
+
+def test_a_plan_over_a_damaged_row_is_not_confirmed_once_the_row_reads_uncertain(
+        aws: Any, clock: Any) -> None:
+    """GIVEN a recovery plan that names the second contact's row damaged (replayed not)
+    WHEN someone rewrites the row by hand as a readable ``uncertain`` row (which a
+    recovery replays), then the operator confirms the plan they read
+    THEN the confirmation is refused naming ``confirm``: the plan changed under it, and
+    nothing is called for an item the operator was told would not be replayed."""
+    from jobguard.errors import InvalidRequestError
+
+    notes = NotesTable.create(aws.ddb)
+    damage(aws, ROWS["state-bogus"][0])
+    job = crm(aws, clock, notes)
+    request = {"job": JOB, "cursor_from": "0", "cursor_to": "3", "mode": "unfinished"}
+    plan = recover({**request, "dry_run": True}, job=job, threshold=0)["plan"]
+    assert plan["damaged"] == 1 and plan["to_replay"] == 2
+
+    damage(aws, {"state": {"S": "uncertain"}, "attempts": {"N": "1"}})
+    row = DynamoItemStore(aws.table, client=aws.ddb).get(JOB, DAMAGED)
+    assert row is not None and not isinstance(row, DamagedItem)
+    assert row.state is ItemState.UNCERTAIN
+    with pytest.raises(InvalidRequestError) as refused:
+        recover({**request, "dry_run": False, "requested_by": "alice",
+                 "confirm": plan["token"]}, job=job, threshold=0)
+    assert refused.value.field == "confirm"
+    assert notes.calls == []

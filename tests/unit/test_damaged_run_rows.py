@@ -354,3 +354,15 @@ def test_a_good_item_row_reads_as_its_item():
     assert read is not None and not isinstance(read, DamagedItem)
     assert (read.work_id, read.state, read.attempts, read.retryable, read.last_error) == (
         "c-1:note", ItemState.FAILED, 2, True, "boom")
+
+
+def test_a_run_log_past_its_bound_is_cut_to_the_oldest_and_says_so(log):
+    """``runs_between(max_records=N)``: at most N records, the oldest first (what the
+    timeline draws from the range's start), and ``truncated`` set so the reader says the
+    rest is not drawn."""
+    store = log["store"]
+    whole = store.runs_between(JOB, from_ms=T0 - 1, to_ms=T0 + 90_000)
+    assert len(whole.records) == 3 and not whole.truncated
+    cut = store.runs_between(JOB, from_ms=T0 - 1, to_ms=T0 + 90_000, max_records=2)
+    assert [r.run_id for r in cut.records] == [r.run_id for r in whole.records[:2]]
+    assert cut.truncated
