@@ -432,6 +432,7 @@ def test_a_displaced_page_is_done_with_exactly_the_time_margin_left(aws, clock):
         report_b = job_b.handler()(manual("b"), context)
 
     assert report_b["completed"] == 3 and report_b.get("stopped") != "time"
+    assert report_b["selected"] == 3  # A's page counted once, though claimed twice
     assert Counter(notes.calls) == Counter(keys(source))
     assert items(aws).read_row(JOB).checkpoint.cursor == "3"
     a.finish()
