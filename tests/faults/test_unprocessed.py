@@ -128,3 +128,42 @@ def test_a_refused_completion_write_is_not_tried_again(aws):
     assert len(sent) == 1
     assert refused.work_ids == ["contact-1:create-note"] and "ValidationException" in str(
         refused)
+
+
+def test_a_write_throttled_to_the_end_of_its_retries_says_the_throttle(aws, monkeypatch):
+    """GIVEN every write of completion facts is throttled WHEN the facts are written
+    THEN the store tries 12 times (11 waits between), then raises naming the facts and
+    the last error DynamoDB gave (what the run's record and the operator read), chained
+    to it; no wait after the last try."""
+    from botocore.exceptions import ClientError
+
+    from jobguard import _item_writes
+    from jobguard._item_writes import FactsNotWrittenError
+    from jobguard.workitems import Completion
+
+    waits: list[int] = []
+    monkeypatch.setattr(_item_writes, "_backoff", waits.append)
+    sent: list[int] = []
+
+    def throttle(**_: Any) -> None:
+        sent.append(1)
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException",
+                                     "Message": "slow down"},
+                           "ResponseMetadata": {"HTTPStatusCode": 400}}, "BatchWriteItem")
+
+    store = DynamoItemStore(aws.table, client=aws.ddb)
+    facts = [Completion("contact-1:create-note", "note-1", "run-1", 1)]
+    aws.ddb.meta.events.register("before-call.dynamodb.BatchWriteItem", throttle)
+    try:
+        try:
+            store.write_facts(JOB, facts, now_ms=1_000, ttl_s=2_000_000_000)
+        except FactsNotWrittenError as exc:
+            refused = exc
+        else:
+            raise AssertionError("a write throttled to the end was not raised")
+    finally:
+        aws.ddb.meta.events.unregister("before-call.dynamodb.BatchWriteItem", throttle)
+    assert len(sent) == 12 and waits == list(range(11))
+    assert refused.work_ids == ["contact-1:create-note"]
+    assert "ProvisionedThroughputExceededException" in str(refused)
+    assert isinstance(refused.__cause__, ClientError)
