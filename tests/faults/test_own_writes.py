@@ -76,3 +76,53 @@ def test_lost_response_on_a_decision_records_it_once_not_as_a_duplicate():
     t2 = [r for r in out.runs if r.trigger_id.endswith(out.t2_id)]
     assert [r.decision.value for r in t2] == ["coalesced"], t2
     assert "t2" not in out.errors
+
+
+def test_a_lost_claim_is_ours_though_the_refusal_carries_no_row(aws, clock):
+    """GIVEN a backend that sends no row with a refused condition (ALL_OLD: some
+    emulators never do) WHEN a page's claim lands but its answer is lost, and the retry
+    is refused THEN the worker reads the job row back, finds its own token there and goes
+    on: the run succeeds, each item once, nothing taken for a lost lease."""
+    from datetime import timedelta
+    from typing import Any
+
+    from botocore.exceptions import ReadTimeoutError
+
+    from jobguard import JobConfig
+    from jobguard.schema import FENCE_SK
+    from tests.scenarios._items import CrmSync, NotesTable, contacts
+
+    notes = NotesTable.create(aws.ddb)
+    job = CrmSync(JobConfig(name="crm-sync", table_name=aws.table, batch_size=3,
+                            lease=timedelta(seconds=60)),
+                  contacts(3), notes, store=aws.store, clock=clock)
+    seen = {"row_write": False, "lost": 0, "stripped": 0}
+
+    def which(params: dict[str, Any], **_: Any) -> None:
+        seen["row_write"] = params.get("Key", {}).get("sk", {}).get("S") == FENCE_SK
+
+    def answer(parsed: dict[str, Any], **_: Any) -> None:
+        if not seen["row_write"]:
+            return
+        if not seen["lost"]:
+            seen["lost"] += 1
+            raise ReadTimeoutError(endpoint_url="emulator")  # the claim landed
+        if parsed.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            seen["stripped"] += 1
+            parsed.pop("Item", None)  # the refusal, without the row
+
+    events = aws.ddb.meta.events
+    events.register_first("before-parameter-build.dynamodb.UpdateItem", which,
+                          unique_id="which-row")
+    events.register_first("after-call.dynamodb.UpdateItem", answer, unique_id="no-row")
+    try:
+        report = job.handler()({"job": "crm-sync", "manual": True, "trigger_id": "t"}, None)
+    finally:
+        events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="which-row")
+        events.unregister("after-call.dynamodb.UpdateItem", unique_id="no-row")
+    assert seen["lost"] == 1 and seen["stripped"] == 1
+    assert report["completed"] == 3, report
+    assert sorted(notes.calls) == sorted(notes.all())
+    assert len(notes.calls) == 3
+    [run] = aws.runs("crm-sync")
+    assert run.status.value == "succeeded"

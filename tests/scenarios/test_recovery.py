@@ -132,6 +132,8 @@ def test_recovery_after_a_crashed_run_reconciles_first_and_replays_the_rest(aws,
     with pytest.raises(InvalidRequestError) as info:
         recover({**request, "dry_run": False}, job=job, threshold=5)
     assert info.value.field == "confirm"
+    assert str(info.value) == ("confirm: required: 10 items exceed the threshold of 5; run "
+                               "the dry run and pass its token")  # and what to do next
     result = recover({**request, "dry_run": False, "confirm": plan["plan"]["token"]}, job=job,
                      threshold=5)
 
