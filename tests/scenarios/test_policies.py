@@ -172,9 +172,10 @@ def test_coalesce_follow_up_still_happens_when_the_active_run_crashed(aws):
                    skew_margin=timedelta(milliseconds=300))
     later = GuardedJob(job.config, rec.handler(), store=aws.store, queue=job._queue,
                        clock=real)
+    taken_ms = to_ms(frozen.now())
     crashed = aws.store.take(Take(
         Trigger("crm-sync", "crm-sync@manual:crashed", TriggerKind.MANUAL), run_id="CRASHED",
-        owner="dead-worker", now_ms=to_ms(frozen.now()), lease_ms=2000, skew_ms=300))
+        owner="dead-worker", now_ms=taken_ms, lease_ms=2000, skew_ms=300))
     assert crashed.fence == 1
 
     # WHEN triggers arrive while the dead run still "holds" the lease
@@ -192,6 +193,7 @@ def test_coalesce_follow_up_still_happens_when_the_active_run_crashed(aws):
     assert len(rec.calls) == 1 and rec.calls[0][1] == 2
     log = {r.run_id: r for r in aws.runs("crm-sync")}
     assert log["CRASHED"].status.value == "abandoned"
+    assert log["CRASHED"].started_at_ms == taken_ms  # when it took the lease, not the takeover
     ran = [r for r in log.values() if r.decision.value == "ran" and r.run_id != "CRASHED"]
     assert len(ran) == 1 and ran[0].trigger_kind == "follow_up"
 
