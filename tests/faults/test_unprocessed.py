@@ -96,11 +96,9 @@ def test_completions_the_table_never_takes_are_not_counted_completed(aws, clock,
     assert sum(r.state is ItemState.COMPLETED for r in rows.values()) == 20
 
 
-def test_a_refused_completion_write_is_not_tried_again(aws):
-    """GIVEN the table refuses a write of completion facts for good (a validation error,
-    not a throttle or a 5xx) WHEN the facts are written THEN the error is raised after
-    that one request, naming the facts not written: sending it again cannot succeed,
-    and only transient errors are retried."""
+def _write_facts_answered(aws: Any, code: str) -> tuple[int, Any]:
+    """Write one completion fact while DynamoDB answers every BatchWriteItem with the
+    error ``code``: the requests sent and the FactsNotWrittenError raised."""
     from botocore.exceptions import ClientError
 
     from jobguard._item_writes import FactsNotWrittenError
@@ -108,24 +106,30 @@ def test_a_refused_completion_write_is_not_tried_again(aws):
 
     sent: list[int] = []
 
-    def refuse(**_: Any) -> None:
+    def answer(**_: Any) -> None:
         sent.append(1)
-        raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"},
+        raise ClientError({"Error": {"Code": code, "Message": "refused"},
                            "ResponseMetadata": {"HTTPStatusCode": 400}}, "BatchWriteItem")
 
     store = DynamoItemStore(aws.table, client=aws.ddb)
     facts = [Completion("contact-1:create-note", "note-1", "run-1", 1)]
-    aws.ddb.meta.events.register("before-call.dynamodb.BatchWriteItem", refuse)
+    aws.ddb.meta.events.register("before-call.dynamodb.BatchWriteItem", answer)
     try:
-        try:
-            store.write_facts(JOB, facts, now_ms=1_000, ttl_s=2_000_000_000)
-        except FactsNotWrittenError as exc:
-            refused = exc
-        else:
-            raise AssertionError("a refused write of completion facts was not raised")
+        store.write_facts(JOB, facts, now_ms=1_000, ttl_s=2_000_000_000)
+    except FactsNotWrittenError as exc:
+        return len(sent), exc
     finally:
-        aws.ddb.meta.events.unregister("before-call.dynamodb.BatchWriteItem", refuse)
-    assert len(sent) == 1
+        aws.ddb.meta.events.unregister("before-call.dynamodb.BatchWriteItem", answer)
+    raise AssertionError(f"a write of completion facts answered {code} was not raised")
+
+
+def test_a_refused_completion_write_is_not_tried_again(aws):
+    """GIVEN the table refuses a write of completion facts for good (a validation error,
+    not a throttle or a 5xx) WHEN the facts are written THEN the error is raised after
+    that one request, naming the facts not written: sending it again cannot succeed,
+    and only transient errors are retried."""
+    sent, refused = _write_facts_answered(aws, "ValidationException")
+    assert sent == 1
     assert refused.work_ids == ["contact-1:create-note"] and "ValidationException" in str(
         refused)
 
@@ -138,32 +142,11 @@ def test_a_write_throttled_to_the_end_of_its_retries_says_the_throttle(aws, monk
     from botocore.exceptions import ClientError
 
     from jobguard import _item_writes
-    from jobguard._item_writes import FactsNotWrittenError
-    from jobguard.workitems import Completion
 
     waits: list[int] = []
     monkeypatch.setattr(_item_writes, "_backoff", waits.append)
-    sent: list[int] = []
-
-    def throttle(**_: Any) -> None:
-        sent.append(1)
-        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException",
-                                     "Message": "slow down"},
-                           "ResponseMetadata": {"HTTPStatusCode": 400}}, "BatchWriteItem")
-
-    store = DynamoItemStore(aws.table, client=aws.ddb)
-    facts = [Completion("contact-1:create-note", "note-1", "run-1", 1)]
-    aws.ddb.meta.events.register("before-call.dynamodb.BatchWriteItem", throttle)
-    try:
-        try:
-            store.write_facts(JOB, facts, now_ms=1_000, ttl_s=2_000_000_000)
-        except FactsNotWrittenError as exc:
-            refused = exc
-        else:
-            raise AssertionError("a write throttled to the end was not raised")
-    finally:
-        aws.ddb.meta.events.unregister("before-call.dynamodb.BatchWriteItem", throttle)
-    assert len(sent) == 12 and waits == list(range(11))
+    sent, refused = _write_facts_answered(aws, "ProvisionedThroughputExceededException")
+    assert sent == 12 and waits == list(range(11))
     assert refused.work_ids == ["contact-1:create-note"]
     assert "ProvisionedThroughputExceededException" in str(refused)
     assert isinstance(refused.__cause__, ClientError)
