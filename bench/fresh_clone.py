@@ -11,6 +11,7 @@ are the machine's own, as on CI.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -42,8 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
     print(f"[bench] make {args.target} in a fresh clone: {clone}", flush=True)
     started = time.monotonic()
+    # The clone tests its own files: a PYTHONPATH or an active venv of this checkout
+    # would put this checkout's library (and its paths) ahead of the clone's.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     proc = subprocess.Popen(["make", args.target], cwd=clone, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, env=env)
     assert proc.stdout is not None
     summary: re.Match[str] | None = None
     for line in proc.stdout:
