@@ -245,8 +245,16 @@ class JsonFormatter(logging.Formatter):
         trace = os.environ.get("_X_AMZN_TRACE_ID", "")
         if trace.startswith("Root="):
             entry["xray_trace_id"] = trace[5:].split(";", 1)[0]
-        # text as it is (a search for a name finds it); control characters are escaped
-        return json.dumps(entry, separators=(",", ":"), default=str, ensure_ascii=False)
+        # text as it is (a search for a name finds it); control characters are escaped,
+        # and so is all of a line holding a lone surrogate (bad data: stdout's UTF-8
+        # would refuse it, and the line would be lost to a logging error)
+        text = json.dumps(entry, separators=(",", ":"), default=str, ensure_ascii=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                text = json.dumps(entry, separators=(",", ":"), default=str)
+        return text
 
 
 @lru_cache(maxsize=1)

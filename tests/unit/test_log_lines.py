@@ -195,3 +195,22 @@ def test_more_values_than_one_emf_line_takes_go_on_in_the_next_and_none_is_lost(
         assert line["job"] == "emf-job" and line["service"] == "jobguard"
         assert {m["Name"] for m in directive["Metrics"]} == {
             k for k in line if k not in ("_aws", "job", "service")}
+
+
+def test_a_line_holding_a_lone_surrogate_is_written_escaped_not_lost():
+    """Bad data (a source id with a lone surrogate, as a JSON decoder can hand over)
+    in a line: written, escaped, on a UTF-8 stdout that refuses the raw character, and
+    no logging error printed."""
+    import sys
+
+    from jobguard.observability import JobTelemetry
+
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", write_through=True)
+    errors = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(errors):
+        JobTelemetry("surrogate-job", {}).logger.warning(
+            "record rejected: no work id", extra={"source_id": "contact-\ud800"})
+        sys.stdout.flush()
+    line = json.loads(raw.getvalue().decode("utf-8"))
+    assert line["source_id"] == "contact-\ud800" and errors.getvalue() == ""
