@@ -141,7 +141,7 @@ class LeaseRelease(StoreTable):
                 continue
             state = refused.lease
             if state is None:
-                backoff(attempt)  # a conflict: look again
+                backoff(attempt, throttled=refused.throttled)  # a conflict: look again
                 continue
             if state.run_id == run_id and state.fence == fence:
                 wake = state.wake_receipt
@@ -210,7 +210,7 @@ class LeaseRelease(StoreTable):
             if state is None:
                 if not refused.conflict:
                     return None  # a trigger moved on: release as usual
-                backoff(attempt)
+                backoff(attempt, throttled=refused.throttled)
                 continue
             if state.handed_from == r.run_id and state.run_id == r.next_run_id:
                 return Released(released=True)  # our earlier attempt landed unanswered

@@ -91,8 +91,10 @@ def run_record(item: dict[str, Any]) -> RunRecord:
 #: acquisition (a wrong guess is refused by its condition, which returns the truth).
 _fences: dict[tuple[str, str], int] = {}
 
-_RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
-                                "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
+_THROTTLE_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded",
+                               "RequestLimitExceeded"})
+"""Cancellation reasons that say "the capacity is spent": try again once it refills."""
+_RETRYABLE_REASONS = frozenset({"TransactionConflict"}) | _THROTTLE_REASONS
 """Cancellation reasons that say "try again", not "this item is wrong"."""
 
 _HOLDER_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acquired_at_ms",
@@ -329,7 +331,7 @@ class StoreTable:
             high_water: int | None = None
             displaced_failed = False
             follow_up_failed = False
-            conflict = False
+            conflict = throttled = False
             lease_as_seen = True
             for kind, reason in zip(kinds, _reasons(exc), strict=False):
                 code = reason.get("Code")
@@ -338,6 +340,7 @@ class StoreTable:
                 if kind == "lease":
                     lease_as_seen = False
                 if code != "ConditionalCheckFailed":
+                    throttled = throttled or code in _THROTTLE_REASONS
                     if kind == "lease" and code not in _RETRYABLE_REASONS:
                         # the row itself refused the expression (a ValidationError: an
                         # attribute of the wrong type): a consistent read names it
@@ -368,7 +371,7 @@ class StoreTable:
                            follow_up_failed=follow_up_failed,
                            conflict=conflict and lease is None and not trigger_failed
                            and high_water is None and not displaced_failed
-                           and not follow_up_failed)
+                           and not follow_up_failed, throttled=throttled)
         return None
 
 

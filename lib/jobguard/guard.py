@@ -321,7 +321,7 @@ class GuardedJob(_Parts):
             observed = observed.after(refused, step)
             unanswered = refused.unanswered
             if refused.conflict or unanswered:
-                backoff(attempt)
+                backoff(attempt, throttled=refused.throttled)
             fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
             now_mono = self.clock.monotonic()
             now = self.clock.now()
@@ -384,7 +384,7 @@ class GuardedJob(_Parts):
                 raise _unlanded(self.config.name, trigger, result.unanswered)
             if result.conflict or result.unanswered:
                 conflicts += 1
-                backoff(conflicts)
+                backoff(conflicts, throttled=result.throttled)
 
 _LIVE: weakref.WeakSet[GuardedJob] = weakref.WeakSet()
 """Every guarded job of this process (weakly): :func:`forget_runtimes` reaches them."""

@@ -229,6 +229,18 @@ class HandOff:
     """The next link's trigger item's TTL (it must outlive the hand-off and the run)."""
 
 
-def backoff(attempt: int) -> None:
-    """Jittered exponential backoff between conflicting attempts: never a spin."""
+def backoff(attempt: int, *, throttled: bool = False) -> None:
+    """Jittered exponential backoff between conflicting attempts: never a spin.
+
+    A conflict (another worker's transaction on the same items) clears in milliseconds:
+    up to 10 ms doubling to 320 ms. A throttle (the partition's capacity spent) clears
+    only as its budget refills, over seconds, and an attempt sent sooner is refused
+    again: at least half of 200 ms doubling to 5 s, so that the eight tries of an
+    acquisition or a release span at least 10 s (the conflict schedule's eight span at
+    most 1.3 s, and a run on a throttled partition gave up inside one second's refill).
+    """
+    if throttled:
+        cap = min(5.0, 0.2 * 2 ** attempt)
+        time.sleep(random.uniform(cap / 2, cap))
+        return
     time.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 5)))

@@ -446,6 +446,9 @@ class Refused:
     without moving it (it was decided meanwhile)."""
     conflict: bool = False
     """A concurrent transaction touched the same items: look again after a backoff."""
+    throttled: bool = False
+    """Among what refused it, the partition's capacity (``ThrottlingError``): the
+    backoff before the next attempt is a throttle's, seconds rather than milliseconds."""
     unanswered: str | None = None
     """The attempt's answer was an error (throttled, a 5xx, no answer at all), and a
     consistent read found that it had not landed: the error, to try again after a backoff

@@ -138,3 +138,30 @@ def test_backoff_is_jittered_from_zero_doubling_up_to_a_cap(monkeypatch, attempt
     backoff(attempt)
     assert drawn == [(0, pytest.approx(ceiling))]
     assert slept == [pytest.approx(ceiling / 2)]
+
+
+@pytest.mark.parametrize(("attempt", "ceiling"), [
+    (0, 0.2), (1, 0.4), (3, 1.6), (4, 3.2), (5, 5.0), (9, 5.0),
+])
+def test_a_throttle_backs_off_longer_never_less_than_half_its_cap(monkeypatch, attempt,
+                                                                  ceiling):
+    """GIVEN the n-th attempt refused for the partition's capacity WHEN it backs off THEN
+    it sleeps a uniformly random time in [cap / 2, cap], cap = 0.2 s * 2**n up to 5 s: a
+    throttle clears as the budget refills, and eight tries span at least 10 s."""
+    drawn: list[tuple[float, float]] = []
+    slept: list[float] = []
+
+    def uniform(low: float, high: float) -> float:
+        drawn.append((low, high))
+        return low
+
+    monkeypatch.setattr(lease_module.random, "uniform", uniform)
+    monkeypatch.setattr(lease_module.time, "sleep", slept.append)
+    backoff(attempt, throttled=True)
+    assert drawn == [(pytest.approx(ceiling / 2), pytest.approx(ceiling))]
+    assert slept == [pytest.approx(ceiling / 2)]
+    monkeypatch.setattr(lease_module.time, "sleep", lambda seconds: None)
+    drawn.clear()
+    for n in range(8):
+        backoff(n, throttled=True)
+    assert sum(low for low, _ in drawn) >= 10

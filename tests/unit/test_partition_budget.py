@@ -264,15 +264,32 @@ def in_process_client_without_retries(ddb: Any) -> Any:
         config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
 
-def test_the_testing_kit_sandbox_serves_a_guarded_job_under_the_budget():
+def test_the_testing_kit_sandbox_serves_a_guarded_job_under_the_budget(monkeypatch):
+    """GIVEN a guarded job in the testing kit's sandbox under a budget of 12 write units a
+    second, and a run that spent them WHEN the next tick comes within the same second
+    THEN its acquisition is cancelled for the throttle, jobguard backs off as for a
+    throttle (seconds, not a conflict's milliseconds), and the tick runs once the
+    partition refilled; when the partition stays spent for all eight tries, the tick
+    fails to the sender with nothing half-written, and the sender's retry runs it."""
     from datetime import timedelta
+    from types import SimpleNamespace
 
     from jobguard import JobConfig, guarded
+    from jobguard import lease as lease_module
     from jobguard.errors import StoreError
     from jobguard.testing import Sandbox
 
     clock = Clock()
     budget = PartitionBudget(PartitionThroughput(write_units_per_s=12), clock=clock)
+    waits: list[float] = []
+    refill = {"on": True}
+
+    def sleep(seconds: float) -> None:  # jobguard's backoff: the budget's time passes
+        waits.append(seconds)
+        if refill["on"]:
+            clock.now += seconds
+
+    monkeypatch.setattr(lease_module, "time", SimpleNamespace(sleep=sleep))
     with Sandbox.start(throughput=budget) as sandbox:
         assert sandbox.throughput is budget
 
@@ -286,12 +303,22 @@ def test_the_testing_kit_sandbox_serves_a_guarded_job_under_the_budget():
         # a run: acquisition and release, 12 units, all on the job's own partition key
         # (its lease, job row, trigger and run rows share it)
         assert budget.write_consumed == {(sandbox.table, "JOB#capacity-demo"): 12}
-        # the next minute's tick within the same second: the partition is spent
+        assert waits == []
+        # the next minute's tick within the same second: the partition is spent, and
+        # the acquisition lands after a throttle's backoff (the first at least 0.1 s)
+        sandbox.clock.advance(timedelta(minutes=1))
+        assert job.tick() == "done"
+        assert budget.throttled["TransactWriteItems"] >= 1
+        assert waits and min(waits) >= 0.1, waits
+        assert [r.decision.value for r in job.runs()] == ["ran", "ran"]
+        # a partition that stays spent: eight tries over at least 10 s, then the error
+        refill["on"], waits[:] = False, []
+        budget.charge({(sandbox.table, "JOB#capacity-demo"): 12}, {})  # whatever was left
         sandbox.clock.advance(timedelta(minutes=1))
         with pytest.raises(StoreError, match="acquire"):
             job.tick()  # jobguard retried the cancelled acquisition, then gave up
-        assert budget.throttled["TransactWriteItems"] >= 2
-        assert [r.decision.value for r in job.runs()] == ["ran"]  # nothing half-written
-        clock.now += 1  # a second later the sender's retry runs it
+        assert len(waits) == 8 and sum(waits) >= 10, waits
+        assert [r.decision.value for r in job.runs()] == ["ran"] * 2  # nothing half-written
+        refill["on"] = True  # the sender's retry, later, runs it
         assert job.tick() == "done"
-        assert [r.decision.value for r in job.runs()] == ["ran", "ran"]
+        assert [r.decision.value for r in job.runs()] == ["ran"] * 3
