@@ -12,8 +12,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-__all__ = ["Expr", "code", "first_reason", "from_attr", "item", "old_item", "plain", "reasons",
-           "to_attr", "transient"]
+__all__ = ["THROTTLE_REASONS", "Expr", "code", "first_reason", "from_attr", "item",
+           "old_item", "plain", "reasons", "to_attr", "transient"]
 
 # Answers worth another try: nothing was applied (throttling), or it is unknown whether
 # it was (a 5xx, a timeout, a dropped connection) and the write recognises its own
@@ -22,6 +22,12 @@ _TRANSIENT_CODES = frozenset({
     "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
     "InternalServerError", "ServiceUnavailable", "TransactionConflictException",
 })
+
+
+THROTTLE_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded",
+                              "RequestLimitExceeded"})
+"""A cancelled transaction's reasons that say "the partition's capacity is spent": try
+again once it refills (``lease.backoff(..., throttled=True)``)."""
 
 
 def transient(exc: BaseException) -> bool:

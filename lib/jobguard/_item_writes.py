@@ -47,10 +47,20 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ._bounds import MAX_BATCH_SIZE, check_cursor
-from ._dynamo import Expr, code, from_attr, old_item, reasons, to_attr, transient
+from ._dynamo import (
+    THROTTLE_REASONS,
+    Expr,
+    code,
+    from_attr,
+    old_item,
+    reasons,
+    to_attr,
+    transient,
+)
 from ._item_rows import job_row
 from .callsites import RETRY, Path, call_site
 from .errors import LeaseLostError, StoreError
+from .lease import backoff
 from .schema import (
     FENCE_SK,
     ITEM_SK,
@@ -325,6 +335,7 @@ class ItemWrites:
                   result: Committed) -> None:
         """One transaction: the rows with the job row's write ``write`` (``token``)."""
         pending = list(rows)
+        throttled = False  # (the last conflicting attempt's cause, for the error)
         for attempt in range(_RETRIES):
             if not pending:
                 self._update_row(lease, change, token, write, result)
@@ -361,10 +372,19 @@ class ItemWrites:
                         conflict = conflict or reason.get("Code") not in (None, "None")
                         kept.append(row)
                 pending = kept
-                if conflict or why[-1].get("Code") not in (None, "None"):
-                    _backoff(attempt)
-        raise StoreError("commit", lease.job, f"transaction still conflicting after "
-                         f"{_RETRIES} tries")
+                # the job row's partition (or the unresolved index) throttled: wait as for
+                # a throttle, seconds, as the lease's transactions do (lease.backoff)
+                throttled = any(r.get("Code") in THROTTLE_REASONS for r in why)
+                if (conflict or why[-1].get("Code") not in (None, "None")) \
+                        and attempt < _RETRIES - 1:  # (no wait after the last try)
+                    if throttled:
+                        backoff(attempt, throttled=True)
+                    else:
+                        _backoff(attempt)
+        raise StoreError("commit", lease.job, f"transaction still refused after {_RETRIES} "
+                         "tries" + (" for the partition's throttle (ThrottlingError: its "
+                                    "write capacity is spent, see docs/capacity.md)"
+                                    if throttled else " by concurrent transactions"))
 
     def _row_action(self, lease: Fence, write: tuple[Expr, str, str]) -> dict[str, Any]:
         e, update, condition = write

@@ -18,6 +18,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ._dynamo import THROTTLE_REASONS
 from ._dynamo import Expr as _Expr
 from ._dynamo import code as _code
 from ._dynamo import item as _item
@@ -91,10 +92,7 @@ def run_record(item: dict[str, Any]) -> RunRecord:
 #: acquisition (a wrong guess is refused by its condition, which returns the truth).
 _fences: dict[tuple[str, str], int] = {}
 
-_THROTTLE_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded",
-                               "RequestLimitExceeded"})
-"""Cancellation reasons that say "the capacity is spent": try again once it refills."""
-_RETRYABLE_REASONS = frozenset({"TransactionConflict"}) | _THROTTLE_REASONS
+_RETRYABLE_REASONS = frozenset({"TransactionConflict"}) | THROTTLE_REASONS
 """Cancellation reasons that say "try again", not "this item is wrong"."""
 
 _HOLDER_ATTRS = ("run_id", "holder_owner", "trigger_id", "expires_at_ms", "acquired_at_ms",
@@ -340,7 +338,7 @@ class StoreTable:
                 if kind == "lease":
                     lease_as_seen = False
                 if code != "ConditionalCheckFailed":
-                    throttled = throttled or code in _THROTTLE_REASONS
+                    throttled = throttled or code in THROTTLE_REASONS
                     if kind == "lease" and code not in _RETRYABLE_REASONS:
                         # the row itself refused the expression (a ValidationError: an
                         # attribute of the wrong type): a consistent read names it

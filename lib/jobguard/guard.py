@@ -320,6 +320,8 @@ class GuardedJob(_Parts):
             assert refused is not None
             observed = observed.after(refused, step)
             unanswered = refused.unanswered
+            if attempt == _MAX_ATTEMPTS - 1:
+                break  # (no wait after the last try)
             if refused.conflict or unanswered:
                 backoff(attempt, throttled=refused.throttled)
             fire("after_lease_read", job=config.name, trigger_id=trigger.trigger_id)
@@ -333,7 +335,10 @@ class GuardedJob(_Parts):
             "acquire", config.name,
             f"no stable decision for trigger {trigger.trigger_id} after {_MAX_ATTEMPTS} tries "
             f"({' -> '.join(trace)}); lease row: holder {observed.lease.run_id}, fence "
-            f"{observed.lease.fence}; trigger item: {item.state.value if item else 'absent'}")
+            f"{observed.lease.fence}; trigger item: {item.state.value if item else 'absent'}"
+            + ("; the last refused for the partition's throttle (ThrottlingError: its "
+               "write capacity is spent, see docs/capacity.md)"
+               if refused is not None and refused.throttled else ""))
 
     def run_exclusive(self, trigger: Trigger, *, wait: float, ignore_pause: bool = False,
                       event: Any = None, context: Any = None) -> Any:
@@ -384,6 +389,16 @@ class GuardedJob(_Parts):
                 raise _unlanded(self.config.name, trigger, result.unanswered)
             if result.conflict or result.unanswered:
                 conflicts += 1
+                if conflicts >= _MAX_ATTEMPTS:
+                    # a partition throttled for good (or transactions that keep
+                    # colliding) ends the wait, naming the cause, as a held lease does
+                    raise StoreError(
+                        "acquire", self.config.name,
+                        f"trigger {trigger.trigger_id}: {conflicts} tries in a row refused "
+                        + ("for the partition's throttle (ThrottlingError: its write "
+                           "capacity is spent, see docs/capacity.md)" if result.throttled
+                           else "by concurrent transactions on the same items")
+                        + "; the handler did not run")
                 backoff(conflicts, throttled=result.throttled)
 
 _LIVE: weakref.WeakSet[GuardedJob] = weakref.WeakSet()

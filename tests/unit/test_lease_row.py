@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from jobguard import JobConfig
 from jobguard import lease as lease_module
 from jobguard.errors import DamagedRowError
 from jobguard.lease import LeaseState, backoff, parse_lease
@@ -141,13 +142,15 @@ def test_backoff_is_jittered_from_zero_doubling_up_to_a_cap(monkeypatch, attempt
 
 
 @pytest.mark.parametrize(("attempt", "ceiling"), [
-    (0, 0.2), (1, 0.4), (3, 1.6), (4, 3.2), (5, 5.0), (9, 5.0),
+    (0, 0.1), (1, 0.2), (3, 0.8), (4, 1.6), (5, 2.0), (9, 2.0),
 ])
 def test_a_throttle_backs_off_longer_never_less_than_half_its_cap(monkeypatch, attempt,
                                                                   ceiling):
     """GIVEN the n-th attempt refused for the partition's capacity WHEN it backs off THEN
-    it sleeps a uniformly random time in [cap / 2, cap], cap = 0.2 s * 2**n up to 5 s: a
-    throttle clears as the budget refills, and eight tries span at least 10 s."""
+    it sleeps a uniformly random time in [cap / 2, cap], cap = 0.1 s * 2**n up to 2 s: a
+    throttle clears as the budget refills, and the seven waits between eight tries add
+    up to THROTTLE_SPAN_S, more than one second's refill and less than the 10 s a batch
+    keeps for its end."""
     drawn: list[tuple[float, float]] = []
     slept: list[float] = []
 
@@ -162,6 +165,8 @@ def test_a_throttle_backs_off_longer_never_less_than_half_its_cap(monkeypatch, a
     assert slept == [pytest.approx(ceiling / 2)]
     monkeypatch.setattr(lease_module.time, "sleep", lambda seconds: None)
     drawn.clear()
-    for n in range(8):
+    for n in range(7):
         backoff(n, throttled=True)
-    assert sum(low for low, _ in drawn) >= 10
+    span = (sum(low for low, _ in drawn), sum(high for _, high in drawn))
+    assert span == pytest.approx(lease_module.THROTTLE_SPAN_S)
+    assert span[0] > 1 and span[1] < JobConfig(name="x").time_margin.total_seconds()
