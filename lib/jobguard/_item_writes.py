@@ -381,6 +381,9 @@ class ItemWrites:
                         backoff(attempt, throttled=True)
                     else:
                         _backoff(attempt)
+        if not pending:  # the last try's rows were all completed meanwhile
+            self._update_row(lease, change, token, write, result)
+            return
         raise StoreError("commit", lease.job, f"transaction still refused after {_RETRIES} "
                          "tries" + (" for the partition's throttle (ThrottlingError: its "
                                     "write capacity is spent, see docs/capacity.md)"

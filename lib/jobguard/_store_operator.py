@@ -250,14 +250,13 @@ class OperatorCommands(TriggerItems):
             actions.append(self._run_put(record, ttl))
             kinds.append("record")
         refused = self._transact("force_release", job, actions, kinds)
-        if refused is not None and refused.conflict:
-            # nothing was refused by the row: the request was (a throttle, a concurrent
-            # transaction), and "the lease changed hands" would be untrue
-            raise StoreError("force_release", job, (
-                "refused for the partition's throttle (ThrottlingError: its write capacity "
-                "is spent, see docs/capacity.md)" if refused.throttled
-                else "refused by a concurrent transaction on the same items")
-                + "; nothing was written: try again")
+        if refused is not None and refused.conflict and refused.throttled:
+            # nothing was refused by the row: the partition refused the request, and "the
+            # lease changed hands" would be untrue. (A concurrent transaction, the
+            # holder's renewal, is read again by the caller, as a refused row is.)
+            raise StoreError("force_release", job, "refused for the partition's throttle "
+                             "(ThrottlingError: its write capacity is spent, see "
+                             "docs/capacity.md); nothing was written: try again")
         if refused is not None and refused.displaced_failed and mark_trigger:
             # the stuck run's trigger was decided since (a delivery while paused): leave it
             return self._operator_release(job, lease, new_fence, now_ms, by, record, ttl,

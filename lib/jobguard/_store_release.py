@@ -69,7 +69,7 @@ class LeaseRelease(StoreTable):
         wake: str | None = None
         follow_up: str | None = None
         end_trigger = True
-        throttled = False  # (the last conflicting attempt's cause, for the error)
+        throttles = 0  # tries refused for the partition's throttle (for the error)
         for attempt in range(8):
             e = _Expr()
             condition = f"{e.n('run_id')} = {e.v(run_id)} AND {e.n('fence')} = {e.v(fence)}"
@@ -142,9 +142,9 @@ class LeaseRelease(StoreTable):
                 continue
             state = refused.lease
             if state is None:
-                throttled = refused.throttled
+                throttles += refused.throttled
                 if attempt < 7:  # (no wait after the last try)
-                    backoff(attempt, throttled=throttled)  # a conflict: look again
+                    backoff(attempt, throttled=refused.throttled)  # a conflict: look again
                 continue
             if state.run_id == run_id and state.fence == fence:
                 wake = state.wake_receipt
@@ -153,7 +153,7 @@ class LeaseRelease(StoreTable):
             if state.last_run_id == run_id and state.released_by == "run":
                 return Released(released=True, wake_receipt=wake, follow_up=follow_up)
             return Released(released=False, state=state)
-        raise StoreError("release", job, _kept_refusing(run_id, fence, throttled))
+        raise StoreError("release", job, _kept_refusing(run_id, fence, throttles))
 
     def hand_off(self, request: HandOff) -> Released | None:
         """Release the lease to a continuation instead of freeing it (:class:`HandOff`).
@@ -165,7 +165,7 @@ class LeaseRelease(StoreTable):
         caller then releases as usual, and the chain ends.
         """
         r = request
-        throttled = False  # (the last conflicting attempt's cause, for the error)
+        throttles = 0  # tries refused for the partition's throttle (for the error)
         for attempt in range(8):
             e = _Expr()
             condition = (f"{e.n('run_id')} = {e.v(r.run_id)} AND {e.n('fence')} = "
@@ -214,16 +214,16 @@ class LeaseRelease(StoreTable):
             if state is None:
                 if not refused.conflict:
                     return None  # a trigger moved on: release as usual
-                throttled = refused.throttled
+                throttles += refused.throttled
                 if attempt < 7:  # (no wait after the last try)
-                    backoff(attempt, throttled=throttled)
+                    backoff(attempt, throttled=refused.throttled)
                 continue
             if state.handed_from == r.run_id and state.run_id == r.next_run_id:
                 return Released(released=True)  # our earlier attempt landed unanswered
             if state.run_id == r.run_id and state.fence == r.fence:
                 return None  # still ours, but paused: release as usual (the chain ends)
             return Released(released=False, state=state)
-        raise StoreError("hand_off", r.job, _kept_refusing(r.run_id, r.fence, throttled))
+        raise StoreError("hand_off", r.job, _kept_refusing(r.run_id, r.fence, throttles))
 
     def _release_unknown(self, job: str, run_id: str, trigger_id: str) -> Refused | None:
         """What a release whose answer was an error left: the lease row (still the run's,
@@ -239,10 +239,10 @@ class LeaseRelease(StoreTable):
             return None
 
 
-def _kept_refusing(run_id: str, fence: int, throttled: bool) -> str:
+def _kept_refusing(run_id: str, fence: int, throttles: int) -> str:
     """The error of a release or hand-off none of whose eight tries landed."""
-    why = ("refused for the partition's throttle (ThrottlingError: its write capacity "
-           "is spent, see docs/capacity.md)" if throttled
-           else "refused by concurrent transactions on the same items")
-    return (f"run {run_id} (fence {fence}): every one of 8 tries was {why}; the lease "
-            "stays the run's until it expires, then the next trigger takes it over")
+    return (f"run {run_id} (fence {fence}): none of 8 tries landed, {throttles} refused "
+            "for the partition's throttle (ThrottlingError: its write capacity is spent, "
+            "see docs/capacity.md), the others by concurrent transactions or by what the "
+            "row said (read again); the lease stays the run's until it expires, then the "
+            "next trigger takes it over")

@@ -353,7 +353,7 @@ class GuardedJob(_Parts):
         rt = self.runtime()
         deadline = self.clock.monotonic() + wait
         observed = Observed(lease=rt.store.expected_lease(self.config.name))
-        conflicts = 0
+        conflicts = throttles = 0  # refusals in a row by other transactions, by the throttle
         unanswered = 0  # attempts in a row whose answer was an error, read back unapplied
         while True:
             now_mono = self.clock.monotonic()
@@ -363,6 +363,7 @@ class GuardedJob(_Parts):
             held = lease.is_held(now_ms, self._skew_ms)
             paused = lease.paused_at_ms is not None and not ignore_pause
             if held or paused:
+                conflicts = throttles = 0
                 left = deadline - self.clock.monotonic()
                 if left <= 0 or paused:
                     raise LeaseBusyError(self.config.name, lease.run_id, lease.expires_at_ms,
@@ -389,17 +390,21 @@ class GuardedJob(_Parts):
                 raise _unlanded(self.config.name, trigger, result.unanswered)
             if result.conflict or result.unanswered:
                 conflicts += 1
-                if conflicts >= _MAX_ATTEMPTS:
+                throttles += result.throttled
+                if conflicts >= _MAX_ATTEMPTS and self.clock.monotonic() >= deadline:
                     # a partition throttled for good (or transactions that keep
-                    # colliding) ends the wait, naming the cause, as a held lease does
+                    # colliding) past the wait ends it, naming the cause, as a held
+                    # lease does
                     raise StoreError(
                         "acquire", self.config.name,
-                        f"trigger {trigger.trigger_id}: {conflicts} tries in a row refused "
-                        + ("for the partition's throttle (ThrottlingError: its write "
-                           "capacity is spent, see docs/capacity.md)" if result.throttled
-                           else "by concurrent transactions on the same items")
-                        + "; the handler did not run")
-                backoff(conflicts, throttled=result.throttled)
+                        f"trigger {trigger.trigger_id}: the last {conflicts} tries refused, "
+                        f"{throttles} for the partition's throttle (ThrottlingError: its "
+                        f"write capacity is spent, see docs/capacity.md) and "
+                        f"{conflicts - throttles} by concurrent transactions or unanswered; "
+                        "the handler did not run")
+                backoff(min(conflicts, _MAX_ATTEMPTS) - 1, throttled=result.throttled)
+            else:
+                conflicts = throttles = 0
 
 _LIVE: weakref.WeakSet[GuardedJob] = weakref.WeakSet()
 """Every guarded job of this process (weakly): :func:`forget_runtimes` reaches them."""

@@ -229,10 +229,11 @@ class HandOff:
     """The next link's trigger item's TTL (it must outlive the hand-off and the run)."""
 
 
-THROTTLE_SPAN_S = (3.55, 7.1)
+THROTTLE_SPAN_S = (3.15, 6.3)
 """What the seven waits between eight throttled tries add up to, at least and at most
-(:func:`backoff`): longer than a partition's one second of refill, shorter than the 10 s
-a ``BatchJob`` keeps for its end (``time_margin``), in which it commits and releases."""
+(:func:`backoff`): longer than a partition's one second of refill; with a page commit's
+five waits before it (at most 3.1 s), a release's still fit the 10 s a ``BatchJob`` keeps
+for its end (``time_margin``), the requests' own time aside."""
 
 
 def backoff(attempt: int, *, throttled: bool = False) -> None:
@@ -241,13 +242,13 @@ def backoff(attempt: int, *, throttled: bool = False) -> None:
     A conflict (another worker's transaction on the same items) clears in milliseconds:
     up to 10 ms doubling to 320 ms. A throttle (the partition's capacity spent) clears
     only as its budget refills, over a second or more, and an attempt sent sooner is
-    refused again: at least half of 100 ms doubling to 2 s, so that eight tries span
-    3.55 to 7.1 s (:data:`THROTTLE_SPAN_S`; on the conflict schedule a run on a
+    refused again: at least half of 100 ms doubling to 1.6 s, so that eight tries span
+    3.15 to 6.3 s (:data:`THROTTLE_SPAN_S`; on the conflict schedule a run on a
     throttled partition gave up inside one second's refill). No loop waits after its
     last try.
     """
     if throttled:
-        cap = min(2.0, 0.1 * 2 ** attempt)
+        cap = min(1.6, 0.1 * 2 ** attempt)
         time.sleep(random.uniform(cap / 2, cap))
         return
     time.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 5)))

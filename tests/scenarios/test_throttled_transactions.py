@@ -12,11 +12,13 @@ jobguard's backoff moves:
   waits fit in the batch's ``time_margin``, no wait after the last, naming the throttle;
   the lease stays the run's, and the next trigger takes it over once it expires;
 - WHEN a recovery's acquisition (``run_exclusive``) is cancelled for the throttle for
-  good THEN it gives up after eight tries naming the throttle (it used to try forever);
+  good THEN it gives up after eight tries in a row once its wait is over, naming the
+  throttle (it used to try forever); while its wait lasts, it goes on trying;
 - WHEN a page's commit that carries failed items (a transaction on the job row's
   partition) is cancelled for the throttle THEN it waits as for a throttle and lands;
 - WHEN an operator's force release is cancelled for the throttle THEN it says so and
-  that nothing was written, not that the lease changed hands;
+  that nothing was written, not that the lease changed hands; cancelled because the
+  holder's renewal landed meanwhile, it reads the row again and releases;
 - WHEN a transaction is cancelled for a ``TransactionConflict`` (another worker's
   transaction) THEN it keeps the conflict's short backoff, and a throttle gets the long
   one, on the same path.
@@ -137,7 +139,7 @@ def test_a_recovery_throttled_for_good_gives_up_naming_the_throttle(world):
     with pytest.raises(StoreError, match="throttle"):
         job.guarded.run_exclusive(trigger, wait=0, ignore_pause=True)
     # bounded: eight refused tries, seven throttle-sized waits between them
-    assert len(world.waits) == 7 and min(world.waits) >= 0.1, world.waits
+    assert len(world.waits) == 7 and min(world.waits) >= 0.05, world.waits
     assert [r.status.value for r in job.runs()] == ["succeeded"]  # nothing ran
 
 
@@ -187,8 +189,6 @@ def test_a_conflict_keeps_the_short_backoff_and_a_throttle_gets_the_long_one(
         world, reason, throttle):
     """The first acquisition is answered as DynamoDB cancels one (its three actions: the
     lease row with ``reason``, the others ``None``); the second is sent."""
-    from botocore.exceptions import ClientError
-
     @guarded(JobConfig(name=JOB, table_name=world.sandbox.table, lease=timedelta(minutes=5)))
     def handler(event: Any, context: Any) -> str:
         return "done"
@@ -202,11 +202,7 @@ def test_a_conflict_keeps_the_short_backoff_and_a_throttle_gets_the_long_one(
         answered["n"] += 1
         if answered["n"] > 1:
             return send(**request)
-        raise ClientError({
-            "Error": {"Code": "TransactionCanceledException",
-                      "Message": f"Transaction cancelled [{reason}, None, None]"},
-            "CancellationReasons": [{"Code": reason, "Message": reason}, {"Code": "None"},
-                                    {"Code": "None"}]}, "TransactWriteItems")
+        raise cancellation(reason, len(request["TransactItems"]))
 
     client.transact_write_items = cancel_first
     try:
@@ -219,3 +215,74 @@ def test_a_conflict_keeps_the_short_backoff_and_a_throttle_gets_the_long_one(
     else:
         assert wait <= 0.01, wait  # attempt 0 of the conflict schedule
     assert [r.status.value for r in job.runs()] == ["succeeded"]
+
+
+def cancellation(reason: str, actions: int) -> Exception:
+    """What DynamoDB answers a transaction cancelled for ``reason`` on its first action."""
+    from botocore.exceptions import ClientError
+
+    reasons = [{"Code": reason, "Message": reason}] + [{"Code": "None"}] * (actions - 1)
+    return ClientError({"Error": {"Code": "TransactionCanceledException",
+                                  "Message": f"Transaction cancelled [{reason}, ...]"},
+                        "CancellationReasons": reasons}, "TransactWriteItems")
+
+
+def test_a_recovery_goes_on_trying_while_its_wait_lasts(world):
+    """Twelve acquisitions in a row cancelled (more than the eight that end a recovery
+    whose wait is over): with an hour to wait, the recovery goes on and runs."""
+    from jobguard.triggers import Trigger, TriggerKind
+
+    job = job_spending(world, before=10)
+    client = job.guarded.runtime().store._client  # noqa: SLF001 - the job's own client
+    send = client.transact_write_items
+    answered = {"n": 0}
+
+    def conflicting(**request: Any) -> Any:
+        answered["n"] += 1
+        if answered["n"] <= 12:
+            raise cancellation("TransactionConflict", len(request["TransactItems"]))
+        return send(**request)
+
+    client.transact_write_items = conflicting
+    try:
+        trigger = Trigger(JOB, f"{JOB}@recovery:r2", TriggerKind.RECOVERY,
+                          requested_by="alice")
+        assert job.guarded.run_exclusive(trigger, wait=3600, ignore_pause=True) == "done"
+    finally:
+        del client.transact_write_items
+    assert len(world.waits) == 12 and max(world.waits) <= 0.32, world.waits
+    assert [r.status.value for r in job.runs()] == ["succeeded"]
+
+
+def test_a_force_release_cancelled_by_the_holders_renewal_reads_again_and_releases(world):
+    from jobguard.requests import ForceRelease
+
+    job = job_spending(world, before=10)
+    store = world.sandbox.store
+    with job.holding():
+        with world.budget.suspended():
+            lease = job.lease()
+        client = store._client  # noqa: SLF001 - the store's own client
+        send = client.transact_write_items
+        answered = {"n": 0}
+
+        def renewed_meanwhile(**request: Any) -> Any:
+            answered["n"] += 1
+            if answered["n"] == 1:  # the holder's heartbeat lands during the transaction
+                assert store.renew(JOB, run_id=lease.run_id, fence=lease.fence,
+                                   now_ms=(lease.expires_at_ms or 0) - 60_000 + 1,
+                                   lease_ms=10 * 60_000)
+                raise cancellation("TransactionConflict", len(request["TransactItems"]))
+            return send(**request)
+
+        client.transact_write_items = renewed_meanwhile
+        try:
+            with world.budget.suspended():  # (no throttle here: a conflict alone)
+                assert store.force_release(ForceRelease(
+                    JOB, holder_run_id=lease.run_id, fence=lease.fence,
+                    now_ms=(lease.acquired_at_ms or 0) + 1000, by="alice")) is True
+        finally:
+            del client.transact_write_items
+        assert answered["n"] == 2 and world.waits == []
+        with world.budget.suspended():
+            assert job.lease().run_id is None and job.lease().fence == lease.fence + 1
