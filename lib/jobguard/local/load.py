@@ -248,6 +248,7 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
             stuck: dict[str, str] = {}  # a job with no clean run: what its last try saw
 
             def final_run(name: str) -> None:
+                skew_ms = int(configs[name].skew_margin.total_seconds() * 1000)
                 final_id = f"final-{uuid.uuid4().hex}"
                 tick: dict[str, Any] = {"job": name, "manual": True, "trigger_id": final_id}
                 trigger_id = f"{name}@manual:{final_id}"
@@ -280,14 +281,14 @@ def run_load(*, triggers: int = 1000, jobs: int = 5, items_per_job: int = 40,
                         continue
                     if item is not None and item.state.value == "running" \
                             and lease.run_id == item.run_id \
-                            and lease.is_held(int(time.time() * 1000), 1000):
+                            and lease.is_held(int(time.time() * 1000), skew_ms):
                         # Its run raised holding the lease (a release the throttle
                         # refused): a delivery now is a duplicate whose record spends the
                         # partition's budget that the takeover will need (ticking it every
                         # 0.1 s starved that takeover for minutes). Lambda's own retry
                         # comes a minute later; this one once the lease can be taken.
                         assert lease.expires_at_ms is not None
-                        time.sleep(min(2.0, max(0.1, (lease.expires_at_ms + 1000) / 1000
+                        time.sleep(min(2.0, max(0.1, (lease.expires_at_ms + skew_ms) / 1000
                                                 - time.time())))
                         continue
                     if item is not None and item.route.value == "queue" and name in queues \
