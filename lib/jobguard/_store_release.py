@@ -80,7 +80,10 @@ class LeaseRelease(StoreTable):
                 condition += (f" AND attribute_not_exists({e.n(name)})" if value is None
                               else f" AND {e.n(name)} = {e.v(value)}")
             # a service run without the queue leaves the follow-up named for the next run
-            removed = [n for n in _HOLDER_ATTRS if not (keep_follow_up and n == "follow_up")]
+            # (what the condition pins absent has nothing to remove)
+            absent = {name for name, value in watched if value is None}
+            removed = [n for n in _HOLDER_ATTRS
+                       if n not in absent and not (keep_follow_up and n == "follow_up")]
             update = (
                 f"SET {e.n('released_at_ms')} = {e.v(record.ended_at_ms)}, "
                 f"{e.n('last_run_id')} = {e.v(run_id)}, {e.n('released_by')} = {e.v('run')} "

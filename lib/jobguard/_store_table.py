@@ -256,6 +256,24 @@ class StoreTable:
                        kind: str | None = None, gate: int | None = None,
                        origin: RunOrigin | None = None) -> dict[str, Any]:
         e = _Expr()
+        condition = self._trigger_condition(e, observed, now_ms)
+        if gate is None and (observed is None or not observed.live(now_ms)):
+            # Nothing live to keep (absent, or past its TTL and not yet deleted): the
+            # item is written whole, so nothing of an earlier trigger of the same id
+            # survives into this one, and the request carries no update expression.
+            values: dict[str, Any] = {
+                "state": state.value, "route": route.value, "run_id": run_id,
+                "at_ms": now_ms, TTL_ATTRIBUTE: ttl_epoch_s, "job": job,
+                "fence": fence, "gate_fence": gate_fence, "into": into, "kind": kind}
+            if origin is not None:
+                values.update(policy=origin.policy, requested_by=origin.requested_by,
+                              scheduled_at=origin.scheduled_at,
+                              delivery_id=origin.delivery_id)
+            item = {**self._trigger_key(job, trigger_id), **_item(values)}  # (no Nones)
+            return {"Put": {"TableName": self.table_name, "Item": item,
+                            "ConditionExpression": condition,
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                            **e.params(condition)}}
         sets = [f"{e.n('state')} = {e.v(state.value)}", f"{e.n('route')} = {e.v(route.value)}",
                 f"{e.n('run_id')} = {e.v(run_id)}", f"{e.n('at_ms')} = {e.v(now_ms)}",
                 f"{e.n(TTL_ATTRIBUTE)} = {e.v(ttl_epoch_s)}", f"{e.n('job')} = {e.v(job)}"]
@@ -276,7 +294,6 @@ class StoreTable:
                     removes.append(e.n(name))
                 else:
                     sets.append(f"{e.n(name)} = {e.v(value)}")
-        condition = self._trigger_condition(e, observed, now_ms)
         if gate is not None:
             # a follow-up runs only while no run started since the one it follows
             condition = f"({condition}) AND {e.n('gate_fence')} = {e.v(gate)}"
