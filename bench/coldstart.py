@@ -83,7 +83,7 @@ def _one(module: str, scheduled_at: str, env: dict[str, str], *,
 
 
 def run(aws_env: dict[str, str], tables: dict[str, str], ticks: Ticks,
-        repeats: int = 5, service_s: Callable[[], float] = lambda: 0.0) -> dict[str, ColdStart]:
+        repeats: int = 11, service_s: Callable[[], float] = lambda: 0.0) -> dict[str, ColdStart]:
     """``repeats`` children per side, interleaved (alternating which side goes first),
     after one discarded child per side (warms the page cache); medians per side.
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     from jobguard.local.emulator import LocalAWS
 
     parser = argparse.ArgumentParser(prog="python -m bench.coldstart")
-    parser.add_argument("repeats", type=int, nargs="?", default=5)
+    parser.add_argument("repeats", type=int, nargs="?", default=11)
     args = parser.parse_args(argv)
     with LocalAWS() as aws:
         ddb = aws.client("dynamodb")

@@ -593,7 +593,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "request-count figure (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=50, help="contending processes "
                         "(default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=5, help="cold start children per "
+    parser.add_argument("--repeats", type=int, default=11, help="cold start children per "
                         "side (default: %(default)s)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results file "
                         "(default: bench/results.json)")
