@@ -165,7 +165,7 @@ class Runs(GuardParts):
         released = released if released is not None else rt.store.release(Release(
             job=config.name, run_id=run_id, fence=fence, trigger_id=trigger.trigger_id,
             outcome=outcome, record=record, record_ttl_s=self._ttl(ended_ms),
-            trigger_ttl_s=trigger_ttl_s,
+            trigger_ttl_s=trigger_ttl_s, trigger_item=acquired.trigger_item,
             keep_follow_up=service,
         ))
         if not released.released:

@@ -176,12 +176,13 @@ class LeaseRows(StoreTable):
             self._fence_key(job), f, set_hw,
             f"attribute_not_exists({hw}) OR {hw} < {f.v(fence)}"))
         kinds.append("fence")
-        actions.append(self._trigger_write(
+        written = self._trigger_write(
             job, trigger_id, item, state=State.RUNNING, route=route, run_id=run_id,
             now_ms=now_ms, ttl_epoch_s=r.trigger_ttl_s, fence=fence,
             gate_fence=fence if trigger_kind == "follow_up" else None, kind=trigger_kind,
             gate=_follow_up_gate(lease, item) if trigger_kind == "follow_up" else None,
-            origin=r.origin))
+            origin=r.origin)
+        actions.append(written)
         kinds.append("trigger")
         if lease.run_id is not None and lease.trigger_id and lease.trigger_id != trigger_id \
                 and r.mark_displaced:
@@ -214,7 +215,8 @@ class LeaseRows(StoreTable):
             raise
         if refused is None:
             _fences[(self.table_name, job)] = fence
-            return Acquired(fence=fence, displaced_run_id=None if carry else lease.run_id)
+            return Acquired(fence=fence, displaced_run_id=None if carry else lease.run_id,
+                            trigger_item=written["Put"]["Item"] if "Put" in written else None)
         if refused.lease is not None and refused.lease.run_id == run_id and not carry:
             # Our own earlier attempt landed; its response was lost. (Never for a
             # continuation: its run id is the hand-off's, shared by every delivery of it,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ._dynamo import Expr as _Expr
+from ._dynamo import item as _item
 from ._dynamo import transient
 from ._store_lease import _error_text
 from ._store_table import _HOLDER_ATTRS, StoreTable
@@ -94,14 +95,27 @@ class LeaseRelease(StoreTable):
             if end_trigger:
                 t = _Expr()
                 st = t.n("state")
-                actions.append(self._update(
-                    self._trigger_key(job, trigger_id), t,
-                    f"SET {st} = {t.v(outcome.value)}, {t.n('at_ms')} = "
-                    f"{t.v(record.ended_at_ms)}, {t.n(TTL_ATTRIBUTE)} = {t.v(trigger_ttl_s)}, "
-                    f"{t.n('run_id')} = {t.v(run_id)}, {t.n('ended_by')} = {t.v('release')}, "
-                    f"{t.n('route')} = if_not_exists({t.n('route')}, {t.v(Route.DIRECT.value)})",
-                    f"attribute_not_exists({st}) OR ({st} = "
-                    f"{t.v(State.RUNNING.value)} AND {t.n('run_id')} = {t.v(run_id)})"))
+                ours = (f"attribute_not_exists({st}) OR ({st} = "
+                        f"{t.v(State.RUNNING.value)} AND {t.n('run_id')} = {t.v(run_id)})")
+                if request.trigger_item is not None:
+                    # written whole by the acquisition, and unchanged while it is ours
+                    # (or gone, its TTL past): written whole again, no update expression
+                    whole = {**request.trigger_item, **_item({
+                        "state": outcome.value, "at_ms": record.ended_at_ms,
+                        TTL_ATTRIBUTE: trigger_ttl_s, "run_id": run_id,
+                        "ended_by": "release"})}
+                    actions.append({"Put": {
+                        "TableName": self.table_name, "Item": whole,
+                        "ConditionExpression": ours,
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **t.params(ours)}})
+                else:
+                    actions.append(self._update(
+                        self._trigger_key(job, trigger_id), t,
+                        f"SET {st} = {t.v(outcome.value)}, {t.n('at_ms')} = "
+                        f"{t.v(record.ended_at_ms)}, {t.n(TTL_ATTRIBUTE)} = "
+                        f"{t.v(trigger_ttl_s)}, {t.n('run_id')} = {t.v(run_id)}, "
+                        f"{t.n('ended_by')} = {t.v('release')}, {t.n('route')} = "
+                        f"if_not_exists({t.n('route')}, {t.v(Route.DIRECT.value)})", ours))
                 kinds.append("trigger")
             actions.append(self._run_put(record, record_ttl_s))
             kinds.append("record")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DamagedRowError
@@ -183,6 +183,9 @@ class Acquired:
     """The expiry the row holds, when the acquisition was recognised from a read of it
     (an earlier attempt that landed unanswered): the run's local deadline counts from
     that attempt, not from the one that read it."""
+    trigger_item: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The run's trigger item (DynamoDB JSON) when this acquisition wrote it whole (it
+    had nothing live in it): the run's release writes it whole again."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ transition needs to know something new. Pure values: nothing here talks to Dynam
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from .lease import LeaseState
@@ -95,6 +95,11 @@ class Release:
     trigger_ttl_s: int
     keep_follow_up: bool = False
     """A service run: the follow-up stays named on the row (and is still returned)."""
+    trigger_item: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The run's trigger item as its acquisition wrote it whole (:attr:`Acquired.trigger_item`):
+    the release then writes it whole too, ending ``outcome``. Nothing but the run moves
+    a ``running`` item without changing its state or run id, so while the release's
+    condition holds the item is exactly that."""
 
 
 @dataclass(frozen=True)

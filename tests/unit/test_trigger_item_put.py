@@ -161,3 +161,87 @@ def test_an_item_made_live_after_the_read_refuses_the_write_and_the_guard_decide
     assert lease.run_id is None and lease.fence == fence_before
     mine = [r for r in records(aws) if r.trigger_id == trigger_id]
     assert [r.decision for r in mine] == [Decision.DUPLICATE]
+
+
+def test_a_release_after_the_item_was_deleted_mid_run_writes_it_whole_again(aws, clock):
+    """GIVEN a tick whose acquisition wrote its item whole
+    WHEN the item is deleted while the run holds the job (DynamoDB's TTL deleting it;
+    staged at the ``after_acquire`` hook point) THEN the release makes it again, whole:
+    ``done``, ended by the release, with every attribute the acquisition wrote (the
+    tick's kind, policy, scheduled time, fence, route), so a later delivery of the
+    same tick is a duplicate; the run is recorded once, succeeded."""
+    event, trigger_id = tick(clock)
+    written: list[dict[str, Any]] = []
+
+    def delete(**ctx: Any) -> None:
+        written.append(raw_item(aws, trigger_id))
+        aws.ddb.delete_item(TableName=aws.table, Key=key(trigger_id))
+
+    calls: list[Any] = []
+    guarded = job_of(aws, clock, OverlapPolicy.SKIP, lambda e, c: calls.append(e) or "ok")
+    with hooks.on("after_acquire", delete):
+        assert guarded(event, None) == "ok"
+    after = raw_item(aws, trigger_id)
+    assert set(after) == set(written[0]) | {"ended_by"}
+    for name in ("kind", "policy", "scheduled_at", "fence", "route", "job", "run_id"):
+        assert after[name] == written[0][name], name
+    assert after["state"] == {"S": "done"} and after["ended_by"] == {"S": "release"}
+    again = guarded(event, None)
+    assert again["decision"] == "duplicate" and len(calls) == 1
+    mine = [r for r in records(aws) if r.trigger_id == trigger_id]
+    assert sorted(r.decision.value for r in mine) == ["duplicate", "ran"]
+
+
+def test_a_release_never_writes_over_an_item_an_operator_moved_mid_run(aws, clock):
+    """GIVEN a tick whose acquisition wrote its item whole
+    WHEN an operator force-releases the run while it runs (staged at the
+    ``before_release`` hook point), which ends its trigger ``released``
+    THEN the run's release is refused: the item stays the operator's (``released``,
+    ended by the operator), the run's one record is the operator's (who and why), and
+    the lease is free."""
+    from jobguard.requests import ForceRelease
+
+    event, trigger_id = tick(clock)
+    moved: list[int] = []
+
+    def force(**ctx: Any) -> None:
+        moved.append(aws.store.force_release(ForceRelease(
+            JOB, holder_run_id=ctx["run_id"], fence=ctx["fence"],
+            now_ms=to_ms(clock.now()), by="bob", reason="test")))
+
+    guarded = job_of(aws, clock, OverlapPolicy.SKIP, lambda e, c: "ok")
+    with hooks.on("before_release", force):
+        guarded(event, None)
+    assert moved
+    item = raw_item(aws, trigger_id)
+    assert item["state"] == {"S": "released"} and item["ended_by"] == {"S": "operator"}
+    lease = aws.store.read_lease(JOB)
+    assert lease.run_id is None
+    ran = [r for r in records(aws) if r.trigger_id == trigger_id
+           and r.decision is Decision.RAN]
+    assert len(ran) == 1 and ran[0].status.value == "released_by_operator"
+    assert ran[0].detail == "lease force-released by bob: test"
+
+
+def test_a_release_leaves_an_item_another_delivery_decided_mid_run_alone(aws, clock):
+    """GIVEN a tick whose acquisition wrote its item whole
+    WHEN, while the run still holds the lease, another delivery of the same trigger
+    decides over the item (it outlived its TTL: skipped under another run id; staged
+    at the ``before_release`` hook point) THEN the run releases its lease without
+    touching that item (its condition refuses the write and the release goes on
+    without it): the item is exactly the other delivery's, the run is recorded once,
+    succeeded, and the lease is free."""
+    event, trigger_id = tick(clock)
+    now_s = to_ms(clock.now()) // 1000
+    decided: list[dict[str, Any]] = []
+
+    def other_delivery(**ctx: Any) -> None:
+        decided.append(plant(aws, trigger_id, state="skipped", ttl_epoch_s=now_s + 3600))
+
+    guarded = job_of(aws, clock, OverlapPolicy.SKIP, lambda e, c: "ok")
+    with hooks.on("before_release", other_delivery):
+        assert guarded(event, None) == "ok"
+    assert raw_item(aws, trigger_id) == decided[0]
+    assert aws.store.read_lease(JOB).run_id is None
+    ran = [r for r in records(aws) if r.trigger_id == trigger_id]
+    assert [(r.decision, r.status.value) for r in ran] == [(Decision.RAN, "succeeded")]
