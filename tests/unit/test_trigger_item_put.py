@@ -8,9 +8,11 @@ delivery, who ended it, an attribute jobguard never wrote) survives into it. And
 item that appears between the guard's read and its write refuses the write: the guard
 decides again from the item the refusal returns, and the handler never runs twice.
 
-The write is one conditional ``Put`` (no update expression), which is also what takes
-the acquisition's trigger write off the emulator's slow path (``cold_start_ratio`` in
-``make bench``).
+The write is one conditional ``Put`` (no update expression); a run whose acquisition
+wrote its item so ends it with one too. On AWS that bills the same write units as the
+update it replaces and saves no round trip; on the emulator it is cheaper (moto parses
+every update expression in Python), which is what moved ``cold_start_ratio`` in
+``make bench``.
 """
 
 from __future__ import annotations
@@ -245,3 +247,61 @@ def test_a_release_leaves_an_item_another_delivery_decided_mid_run_alone(aws, cl
     assert aws.store.read_lease(JOB).run_id is None
     ran = [r for r in records(aws) if r.trigger_id == trigger_id]
     assert [(r.decision, r.status.value) for r in ran] == [(Decision.RAN, "succeeded")]
+
+
+# Every place in the library that reads or writes a trigger item, and why none of them
+# changes a ``running`` item while leaving its state and run id as they were: what
+# makes the release's whole-item Put exact (above). A new writer fails the test below
+# until it is listed here with its reason.
+TRIGGER_ITEM_SITES = {
+    "_store_table.StoreTable.read_trigger": "a read",
+    "_store_table.StoreTable._trigger_write": "sets state and run_id, always",
+    "_store_table.StoreTable._end_trigger": "sets state (replaced, lost, released)",
+    "_store_lease.LeaseRows.acquire":
+        "its own trigger (_trigger_write); a displaced run's (_end_trigger); the "
+        "pending follow-up's gate, conditioned on state = queued",
+    "_store_operator.OperatorCommands._operator_release":
+        "the stuck run's trigger (_end_trigger); the follow-up's gate, conditioned on "
+        "state = queued",
+    "_store_operator.OperatorCommands.repair": "sets state = released",
+    "_store_release.LeaseRelease.release": "the run's own release",
+    "_store_release.LeaseRelease.hand_off":
+        "the link's own trigger (sets state = done); the next link's (_trigger_write)",
+    "_store_triggers.TriggerItems.record_decision":
+        "the decided trigger (_trigger_write); a follow-up's item, conditioned on "
+        "absent or state = queued, sets state = queued",
+    "_store_triggers.TriggerItems.undo_queued": "conditioned on state = queued",
+}
+
+
+def test_every_trigger_item_writer_is_listed_with_why_the_whole_item_release_stays_exact():
+    """GIVEN the library's source WHEN every function that addresses a trigger item is
+    found (a call of ``_trigger_key``, ``_trigger_write``, ``_end_trigger`` or
+    ``trigger_sk``) THEN it is exactly the list above, each with its reason."""
+    import ast
+    from pathlib import Path
+
+    import jobguard
+
+    names = {"_trigger_key", "_trigger_write", "_end_trigger", "trigger_sk"}
+    root = Path(jobguard.__file__).parent
+    found: set[str] = set()
+
+    def visit(node: ast.AST, module: str, scope: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, module, [*scope, child.name])
+                continue
+            if isinstance(child, ast.Call):
+                func = child.func
+                called = func.attr if isinstance(func, ast.Attribute) else \
+                    func.id if isinstance(func, ast.Name) else None
+                if called in names and scope:
+                    found.add(f"{module}.{'.'.join(scope)}")
+            visit(child, module, scope)
+
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        visit(ast.parse(path.read_text()), module, [])
+    found.discard("_store_table.StoreTable._trigger_key")  # the key itself
+    assert found == set(TRIGGER_ITEM_SITES)
