@@ -14,6 +14,8 @@ jobguard's backoff moves:
 - WHEN a recovery's acquisition (``run_exclusive``) is cancelled for the throttle for
   good THEN it gives up after eight tries in a row once its wait is over, naming the
   throttle (it used to try forever); while its wait lasts, it goes on trying;
+- WHEN a run's hand-off to its next link meets a partition that stays spent THEN it
+  gives up the same way, its error naming the run and its fence;
 - WHEN a page's commit that carries failed items (a transaction on the job row's
   partition) is cancelled for the throttle THEN it waits as for a throttle and lands;
 - WHEN an operator's force release is cancelled for the throttle THEN it says so and
@@ -286,3 +288,43 @@ def test_a_force_release_cancelled_by_the_holders_renewal_reads_again_and_releas
         assert answered["n"] == 2 and world.waits == []
         with world.budget.suspended():
             assert job.lease().run_id is None and job.lease().fence == lease.fence + 1
+
+
+def test_a_hand_off_throttled_for_good_gives_up_naming_its_run_and_fence(world):
+    """GIVEN a run that holds the job's lease (fence 1) and has records left WHEN its
+    hand-off to the next link meets a partition that stays spent THEN it gives up after
+    eight tries, seven throttle-sized waits, and its error names the hand-off, the run,
+    its fence and the throttle; the lease stays the run's and no link is named."""
+    from jobguard.dynamodb import DynamoJobStore
+    from jobguard.lease import Acquired, HandOff
+    from jobguard.records import Decision, RunRecord, RunStatus
+    from jobguard.requests import Take
+    from jobguard.triggers import Trigger, TriggerKind
+
+    store = DynamoJobStore(world.sandbox.table, client=world.sandbox.client("dynamodb"))
+    now_ms = 1_800_000_000_000
+    with world.budget.suspended():
+        taken = store.take(Take(Trigger(JOB, f"{JOB}@manual:R1", TriggerKind.MANUAL),
+                                run_id="R1", owner="worker-R1", now_ms=now_ms,
+                                lease_ms=300_000, skew_ms=5_000))
+    assert isinstance(taken, Acquired) and taken.fence == 1
+    world.refill = False
+    world.spend()
+    record = RunRecord(job=JOB, run_id="R1", trigger_id=f"{JOB}@manual:R1",
+                       trigger_kind="manual", policy="SKIP", decision=Decision.RAN,
+                       status=RunStatus.SUCCEEDED, started_at_ms=now_ms,
+                       ended_at_ms=now_ms + 1_000, fence=1)
+    with pytest.raises(StoreError, match="hand_off") as failed:
+        store.hand_off(HandOff(job=JOB, run_id="R1", fence=1,
+                               trigger_id=f"{JOB}@manual:R1", record=record,
+                               next_trigger_id=f"{JOB}@continue:R1:2", next_run_id="R2",
+                               now_ms=now_ms + 1_000, lease_ms=300_000,
+                               record_ttl_s=now_ms // 1000 + 60,
+                               trigger_ttl_s=now_ms // 1000 + 60,
+                               next_ttl_s=now_ms // 1000 + 60))
+    assert "run R1 (fence 1)" in str(failed.value), failed.value
+    assert "8 refused for the partition's throttle" in str(failed.value), failed.value
+    assert len(world.waits) == 7 and min(world.waits) >= 0.05, world.waits
+    with world.budget.suspended():
+        lease = store.read_lease(JOB)
+    assert lease.run_id == "R1" and lease.handed_from is None

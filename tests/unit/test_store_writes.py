@@ -353,3 +353,60 @@ def test_a_duplicates_record_never_replaces_the_record_under_its_run_id(aws):
     assert (kept.decision, kept.status, kept.ended_at_ms) == (
         Decision.RAN, RunStatus.SUCCEEDED, T0 + 1_000)
     assert aws.store.read_lease_raw(JOB) == lease_before
+
+
+# -- release: its own landed attempt, recognised from a read ------------------------------
+
+def test_a_release_whose_landed_answer_was_lost_still_returns_the_follow_up(aws, clock):
+    """GIVEN a COALESCE job whose lease R1 holds, and a tick that coalesced into it (the
+    row names the follow-up) WHEN R1 releases: its first attempt learns the follow-up,
+    its second lands but its answer is lost, its third finds the row released by R1
+    THEN the release says released and still returns the follow-up, so R1 sends its
+    message (the coalesced trigger is owed a run); the row is free and names no
+    follow-up."""
+    from datetime import timedelta
+
+    from jobguard import GuardedJob, JobConfig, OverlapPolicy
+    from jobguard.clock import to_ms
+    from jobguard.records import Decision, RunRecord, RunStatus
+    from jobguard.triggerqueue import TriggerQueue
+
+    job = "lost-release-follow-up"
+    now_ms = to_ms(clock.now())
+    take(aws.store, 1, "R1", job=job, now_ms=now_ms)
+    config = JobConfig(name=job, policy=OverlapPolicy.COALESCE, table_name=aws.table,
+                       lease=timedelta(milliseconds=LEASE_MS))
+    guarded = GuardedJob(config, lambda e, c: "ran", store=aws.store, clock=clock,
+                         queue=TriggerQueue(aws.fifo_queue(job), client=aws.sqs),
+                         owner="test-worker")
+    out = guarded({"job": job, "manual": True, "trigger_id": "during",
+                   "requested_by": "ops"}, None)
+    assert out["decision"] == "coalesced"
+    follow_up = aws.store.read_lease(job).follow_up
+    assert follow_up is not None
+    calls: list[int] = []
+
+    def lose_second(http_response: Any, **_: Any) -> None:
+        calls.append(http_response.status_code)
+        if len(calls) == 2 and http_response.status_code == 200:
+            raise ReadTimeoutError(endpoint_url="emulator (answer lost)")
+
+    aws.ddb.meta.events.register("after-call.dynamodb.TransactWriteItems", lose_second,
+                                 unique_id="lose-second-release")
+    trigger_id = f"{job}@manual:1"
+    record = RunRecord(job=job, run_id="R1", trigger_id=trigger_id, trigger_kind="manual",
+                       policy="COALESCE", decision=Decision.RAN,
+                       status=RunStatus.SUCCEEDED, started_at_ms=now_ms,
+                       ended_at_ms=now_ms + 1_000, fence=1)
+    try:
+        released = aws.store.release(Release(
+            job, run_id="R1", fence=1, trigger_id=trigger_id, outcome=State.DONE,
+            record=record, record_ttl_s=now_ms // 1000 + 60,
+            trigger_ttl_s=now_ms // 1000 + 60))
+    finally:
+        aws.ddb.meta.events.unregister("after-call.dynamodb.TransactWriteItems",
+                                       unique_id="lose-second-release")
+    assert len(calls) >= 2, calls
+    assert released.released is True and released.follow_up == follow_up
+    lease = aws.store.read_lease(job)
+    assert lease.run_id is None and lease.follow_up is None and lease.last_run_id == "R1"
