@@ -104,10 +104,7 @@ class LeaseRelease(StoreTable):
                         "state": outcome.value, "at_ms": record.ended_at_ms,
                         TTL_ATTRIBUTE: trigger_ttl_s, "run_id": run_id,
                         "ended_by": "release"})}
-                    actions.append({"Put": {
-                        "TableName": self.table_name, "Item": whole,
-                        "ConditionExpression": ours,
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **t.params(ours)}})
+                    actions.append(self._put(whole, t, ours))
                 else:
                     actions.append(self._update(
                         self._trigger_key(job, trigger_id), t,

@@ -243,6 +243,13 @@ class StoreTable:
             action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return {"Update": action}
 
+    def _put(self, item: dict[str, Any], e: _Expr, condition: str) -> dict[str, Any]:
+        """A conditional Put of a whole item (the row as it was comes back if refused)."""
+        return {"Put": {"TableName": self.table_name, "Item": item,
+                        "ConditionExpression": condition,
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                        **e.params(condition)}}
+
     def _check(self, key: dict[str, Any], e: _Expr, condition: str) -> dict[str, Any]:
         return {"ConditionCheck": {"TableName": self.table_name, "Key": key,
                                    "ConditionExpression": condition,
@@ -269,11 +276,8 @@ class StoreTable:
                 values.update(policy=origin.policy, requested_by=origin.requested_by,
                               scheduled_at=origin.scheduled_at,
                               delivery_id=origin.delivery_id)
-            item = {**self._trigger_key(job, trigger_id), **_item(values)}  # (no Nones)
-            return {"Put": {"TableName": self.table_name, "Item": item,
-                            "ConditionExpression": condition,
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                            **e.params(condition)}}
+            return self._put({**self._trigger_key(job, trigger_id), **_item(values)}, e,
+                             condition)  # (_item drops the Nones)
         sets = [f"{e.n('state')} = {e.v(state.value)}", f"{e.n('route')} = {e.v(route.value)}",
                 f"{e.n('run_id')} = {e.v(run_id)}", f"{e.n('at_ms')} = {e.v(now_ms)}",
                 f"{e.n(TTL_ATTRIBUTE)} = {e.v(ttl_epoch_s)}", f"{e.n('job')} = {e.v(job)}"]
